@@ -1,0 +1,133 @@
+//! An agent's working memory for one plan step: the pinned opening (system prompt and the
+//! step) and the rounds after it, capped by message count and by tokens. The oldest rounds
+//! go first, and a tool observation never outlives the assistant message that asked for it.
+
+use tiktoken_rs::CoreBPE;
+
+use crate::llm::tokens::count_message;
+use crate::llm::{Message, Role};
+
+pub struct Memory {
+    /// Messages with their token counts.
+    entries: Vec<(Message, usize)>,
+    /// How many opening messages are never dropped.
+    pinned: usize,
+    max_messages: usize,
+    max_tokens: usize,
+    tokens: usize,
+    /// Messages dropped so far.
+    pub dropped: usize,
+    bpe: &'static CoreBPE,
+}
+
+impl Memory {
+    pub fn new(bpe: &'static CoreBPE, max_messages: usize, max_tokens: usize) -> Self {
+        Memory { entries: vec![], pinned: 0, max_messages, max_tokens, tokens: 0, dropped: 0, bpe }
+    }
+
+    /// Add a message that is never dropped (call before any `push`).
+    pub fn pin(&mut self, m: Message) {
+        debug_assert_eq!(self.pinned, self.entries.len());
+        self.pinned += 1;
+        self.add(m);
+    }
+
+    pub fn push(&mut self, m: Message) {
+        self.add(m);
+        self.trim();
+    }
+
+    fn add(&mut self, m: Message) {
+        let n = count_message(self.bpe, &m);
+        self.tokens += n;
+        self.entries.push((m, n));
+    }
+
+    fn trim(&mut self) {
+        while self.entries.len() > self.pinned + 1
+            && (self.entries.len() > self.max_messages || self.tokens > self.max_tokens)
+        {
+            self.drop_oldest();
+            // A tool observation whose request is gone would be rejected by the API.
+            while self.entries.len() > self.pinned + 1 && self.entries[self.pinned].0.role == Role::Tool {
+                self.drop_oldest();
+            }
+        }
+    }
+
+    fn drop_oldest(&mut self) {
+        let (_, n) = self.entries.remove(self.pinned);
+        self.tokens -= n;
+        self.dropped += 1;
+    }
+
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The messages to send, followed by `prompt` as a closing user message.
+    pub fn request(&self, prompt: Option<String>) -> Vec<Message> {
+        let mut out: Vec<Message> = self.entries.iter().map(|(m, _)| m.clone()).collect();
+        out.extend(prompt.map(Message::user));
+        out
+    }
+
+    /// The last assistant messages, newest first.
+    pub fn assistant_history(&self) -> impl Iterator<Item = &Message> {
+        self.entries.iter().rev().map(|(m, _)| m).filter(|m| m.role == Role::Assistant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{FunctionCall, ToolCall};
+
+    fn bpe() -> &'static CoreBPE {
+        crate::llm::tokens::encoding_for("gpt-4")
+    }
+
+    #[test]
+    fn caps_messages_and_keeps_pinned() {
+        let mut m = Memory::new(bpe(), 5, 1_000_000);
+        m.pin(Message::system("sys"));
+        m.pin(Message::user("step"));
+        for i in 0..10 {
+            m.push(Message::assistant(format!("a{i}")));
+        }
+        let msgs = m.request(None);
+        assert_eq!(msgs.len(), 5);
+        assert_eq!(msgs[0].text(), "sys");
+        assert_eq!(msgs[1].text(), "step");
+        assert_eq!(msgs[4].text(), "a9");
+        assert_eq!(m.dropped, 7);
+    }
+
+    #[test]
+    fn caps_tokens_without_orphaning_tool_results() {
+        let mut m = Memory::new(bpe(), 1000, 60);
+        m.pin(Message::system("sys"));
+        let call = ToolCall {
+            id: "c1".into(),
+            kind: "function".into(),
+            function: FunctionCall { name: "bash".into(), arguments: "{}".into() },
+        };
+        let mut asst = Message::assistant("");
+        asst.tool_calls = vec![call.clone()];
+        m.push(asst);
+        m.push(Message::tool(&call, "word ".repeat(20)));
+        m.push(Message::assistant("word ".repeat(30)));
+        let msgs = m.request(None);
+        assert!(m.tokens() <= 60 || msgs.len() == 2, "tokens {}", m.tokens());
+        assert!(msgs.iter().skip(1).all(|x| x.role != Role::Tool || msgs[1].role != Role::Tool));
+        assert_eq!(msgs[1].role, Role::Assistant);
+    }
+}

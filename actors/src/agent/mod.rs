@@ -1,0 +1,325 @@
+//! The executor-agent actor: runs one plan step at a time as a think/act loop of model
+//! calls and tool calls, and supervises the tool worker that holds its tools.
+//!
+//! Each step starts from clean working memory and a fresh round counter; only the step's
+//! outcome goes back to the planner. Nothing an agent learns leaks into the next step or
+//! the next flow except through the plan's notes.
+
+pub mod memory;
+pub mod profile;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSpec, Usage, tokens};
+use crate::planner::plan::StepStatus;
+use crate::protocol::{AgentMsg, FlowEvent, StepOutcome, StepRequest, TerminateStatus, ToolInvocation, ToolMsg, ToolResult};
+use crate::tools::worker::{ToolWorker, WorkerArgs, specs_for};
+use crate::tools::{ToolCtx, ToolSettings, clip};
+use memory::Memory;
+pub use profile::AgentProfile;
+
+/// One member of a flow's agent pool, as data.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    /// The pool key, matched against `[TAG]`s case-insensitively (`manus`, `data_analysis`).
+    pub name: String,
+    /// What the planner is told this agent is good at.
+    pub description: String,
+    pub profile: AgentProfile,
+    /// How many of this agent may run steps at once.
+    pub replicas: u32,
+    pub llm: LlmClient,
+    pub tool_settings: ToolSettings,
+    pub workspace: PathBuf,
+}
+
+/// Same output this many times in a row means the agent is going in circles.
+const REPEATS_FOR_STUCK: usize = 3;
+
+const STUCK_NUDGE: &str = "You have produced the same response several times without progress. Stop \
+repeating it: reconsider what went wrong, try a different approach or tool, or, if the step cannot be \
+done, say why and call `terminate` with status failure.";
+
+const NO_TOOL_NUDGE: &str = "You replied without calling a tool. If the step is finished, call \
+`terminate`; otherwise take the next action with a tool call.";
+
+pub struct ExecutorAgent;
+
+pub struct AgentState {
+    spec: AgentSpec,
+    /// The replica's name, e.g. `manus#1`.
+    label: String,
+    worker: ActorRef<ToolMsg>,
+    specs: Vec<ToolSpec>,
+}
+
+pub struct AgentArgs {
+    pub spec: AgentSpec,
+    pub replica: u32,
+}
+
+async fn spawn_worker(myself: &ActorRef<AgentMsg>, spec: &AgentSpec) -> Result<ActorRef<ToolMsg>, ActorProcessingErr> {
+    let args = WorkerArgs { tools: spec.profile.tools.clone(), settings: spec.tool_settings.clone() };
+    let (worker, _) = Actor::spawn_linked(None, ToolWorker, args, myself.get_cell()).await?;
+    Ok(worker)
+}
+
+impl Actor for ExecutorAgent {
+    type Msg = AgentMsg;
+    type State = AgentState;
+    type Arguments = AgentArgs;
+
+    async fn pre_start(&self, myself: ActorRef<AgentMsg>, args: AgentArgs) -> Result<AgentState, ActorProcessingErr> {
+        let worker = spawn_worker(&myself, &args.spec).await?;
+        let specs = specs_for(&args.spec.profile.tools, &args.spec.tool_settings);
+        let label = if args.spec.replicas > 1 { format!("{}#{}", args.spec.name, args.replica + 1) } else { args.spec.name.clone() };
+        Ok(AgentState { spec: args.spec, label, worker, specs })
+    }
+
+    async fn handle(&self, myself: ActorRef<AgentMsg>, msg: AgentMsg, state: &mut AgentState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            AgentMsg::RunStep(req, reply) => {
+                let span = tracing::info_span!(
+                    parent: &req.span,
+                    "invoke_agent",
+                    otel.name = format!("invoke_agent {}", state.spec.name),
+                    gen_ai.operation.name = "invoke_agent",
+                    gen_ai.agent.name = %state.spec.name,
+                    step = req.step_index,
+                );
+                let outcome = StepRun::new(state, &req, &myself).run().instrument(span).await;
+                let _ = reply.send(outcome);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(&self, myself: ActorRef<AgentMsg>, _state: &mut AgentState) -> Result<(), ActorProcessingErr> {
+        myself.stop_children(None);
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        evt: SupervisionEvent,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
+        // The worker is replaced where its crash is noticed (in the step); here we only log.
+        if let SupervisionEvent::ActorFailed(cell, err) = evt {
+            tracing::warn!(agent = %state.label, worker = %cell.get_id(), "tool worker crashed: {err}");
+        }
+        Ok(())
+    }
+}
+
+/// One step's run: its memory, counters and usage. Dropped when the step ends.
+struct StepRun<'a> {
+    state: &'a mut AgentState,
+    req: &'a StepRequest,
+    myself: &'a ActorRef<AgentMsg>,
+    memory: Memory,
+    usage: Usage,
+    nudge: Option<&'static str>,
+    nudged_for_stuck: bool,
+    text_only_replies: u32,
+}
+
+impl<'a> StepRun<'a> {
+    fn new(state: &'a mut AgentState, req: &'a StepRequest, myself: &'a ActorRef<AgentMsg>) -> Self {
+        let p = &state.spec.profile;
+        let bpe = tokens::encoding_for(state.spec.llm.model());
+        let mut memory = Memory::new(bpe, p.memory_messages, p.memory_tokens);
+        let system = p
+            .system_prompt
+            .replace("{workspace}", &state.spec.workspace.display().to_string())
+            .replace("{agent}", &state.spec.name);
+        memory.pin(Message::system(system));
+        memory.pin(Message::user(step_prompt(req)));
+        StepRun { state, req, myself, memory, usage: Usage::default(), nudge: None, nudged_for_stuck: false, text_only_replies: 0 }
+    }
+
+    fn emit(&self, e: FlowEvent) {
+        let _ = self.req.events.send(e);
+    }
+
+    fn outcome(&self, status: StepStatus, summary: String, rounds: u32) -> StepOutcome {
+        StepOutcome { status, summary, usage: self.usage, rounds }
+    }
+
+    async fn run(mut self) -> StepOutcome {
+        let max = self.state.spec.profile.max_steps;
+        for round in 1..=max {
+            let prompt = match self.nudge.take() {
+                Some(n) => format!("{n}\n\n{}", self.state.spec.profile.next_step_prompt),
+                None => self.state.spec.profile.next_step_prompt.clone(),
+            };
+            let request = ChatRequest {
+                messages: self.memory.request(Some(prompt)),
+                tools: self.state.specs.clone(),
+                tool_choice: ToolChoice::Auto,
+            };
+            let started = Instant::now();
+            let resp = match self.state.spec.llm.chat(&request).await {
+                Ok(r) => r,
+                Err(e) => return self.outcome(StepStatus::Failed, format!("the model call failed: {e}"), round),
+            };
+            self.usage.add(resp.usage);
+            self.emit(FlowEvent::LlmCalled {
+                agent: self.state.label.clone(),
+                model: self.state.spec.llm.model().to_string(),
+                usage: resp.usage,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+            });
+            let msg = resp.message;
+            if !msg.text().trim().is_empty() {
+                self.emit(FlowEvent::Thought { step: self.req.step_index, agent: self.state.label.clone(), text: msg.text().to_string() });
+            }
+            if self.is_repeating(&msg) {
+                if self.nudged_for_stuck {
+                    return self.outcome(
+                        StepStatus::Blocked,
+                        format!("the agent kept repeating the same response ({REPEATS_FOR_STUCK} times), even after being told to change approach"),
+                        round,
+                    );
+                }
+                self.nudged_for_stuck = true;
+                self.nudge = Some(STUCK_NUDGE);
+            }
+            let calls = msg.tool_calls.clone();
+            let text = msg.text().trim().to_string();
+            self.memory.push(msg);
+            if calls.is_empty() {
+                self.text_only_replies += 1;
+                if self.text_only_replies >= 2 {
+                    // The model insists it has nothing more to do: take its word as the result.
+                    return self.outcome(StepStatus::Completed, text, round);
+                }
+                self.nudge = self.nudge.or(Some(NO_TOOL_NUDGE));
+                continue;
+            }
+            self.text_only_replies = 0;
+            for call in &calls {
+                let result = self.call_tool(call).await;
+                let observation = if result.ok {
+                    clip(&result.output, self.state.spec.profile.max_observe)
+                } else {
+                    format!("Error: {}", clip(&result.output, self.state.spec.profile.max_observe))
+                };
+                self.emit(FlowEvent::ToolFinished {
+                    step: self.req.step_index,
+                    agent: self.state.label.clone(),
+                    tool: call.function.name.clone(),
+                    ok: result.ok,
+                    output: clip(&result.output, 2_000),
+                });
+                self.memory.push(Message::tool(call, observation));
+                if let Some(status) = result.terminate {
+                    let summary = if text.is_empty() { self.last_words() } else { text };
+                    let status = match status {
+                        TerminateStatus::Success => StepStatus::Completed,
+                        TerminateStatus::Failure => StepStatus::Failed,
+                    };
+                    return self.outcome(status, summary, round);
+                }
+            }
+        }
+        let last = self.last_words();
+        self.outcome(
+            StepStatus::Failed,
+            format!("ran out of rounds (max_steps = {max}) before finishing the step; last words: {last}"),
+            max,
+        )
+    }
+
+    /// The newest assistant text, for a summary.
+    fn last_words(&self) -> String {
+        self.memory.assistant_history().map(|m| m.text().trim()).find(|t| !t.is_empty()).unwrap_or("").to_string()
+    }
+
+    /// Whether `msg` repeats the previous assistant messages often enough to count as stuck.
+    fn is_repeating(&self, msg: &Message) -> bool {
+        let same = |m: &Message| {
+            m.text().trim() == msg.text().trim()
+                && m.tool_calls.len() == msg.tool_calls.len()
+                && m.tool_calls.iter().zip(&msg.tool_calls).all(|(a, b)| a.function == b.function)
+        };
+        let earlier = self.memory.assistant_history().take(REPEATS_FOR_STUCK - 1).filter(|m| same(m)).count();
+        earlier == REPEATS_FOR_STUCK - 1
+    }
+
+    /// Run one tool call through the worker; every failure becomes an error result.
+    async fn call_tool(&mut self, call: &ToolCall) -> ToolResult {
+        let name = &call.function.name;
+        self.emit(FlowEvent::ToolCalled {
+            step: self.req.step_index,
+            agent: self.state.label.clone(),
+            tool: name.clone(),
+            arguments: clip(&call.function.arguments, 2_000),
+        });
+        let failed = |output: String| ToolResult { ok: false, output, terminate: None, elapsed: Duration::ZERO };
+        if !self.state.spec.profile.tools.iter().any(|t| t == name) {
+            return failed(format!(
+                "there is no tool named `{name}`. The tools you can call are: {}",
+                self.state.spec.profile.tools.join(", ")
+            ));
+        }
+        let raw = if call.function.arguments.trim().is_empty() { "{}" } else { call.function.arguments.as_str() };
+        let args: Value = match serde_json::from_str(raw) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => return failed(format!("the arguments for `{name}` must be a JSON object")),
+            Err(e) => {
+                return failed(format!(
+                    "the arguments for `{name}` are not valid JSON ({e}). Send them again as one JSON object"
+                ));
+            }
+        };
+        let inv = ToolInvocation {
+            call: call.clone(),
+            args,
+            ctx: ToolCtx {
+                flow_id: self.req.flow_id.clone(),
+                agent: self.state.label.clone(),
+                workspace: self.state.spec.workspace.clone(),
+                flow: Some(self.req.flow.clone()),
+            },
+            span: tracing::Span::current(),
+        };
+        let ts = &self.state.spec.tool_settings;
+        // The tools enforce their own limits; this bound only catches a worker that hangs.
+        let limit = ts.python_timeout.max(ts.bash_timeout).max(ts.ask_timeout) + Duration::from_secs(30);
+        let answer = self.state.worker.call(|reply| ToolMsg::Call(inv, reply), Some(limit)).await;
+        match answer {
+            Ok(ractor::rpc::CallResult::Success(r)) => r,
+            other => {
+                let why = match other {
+                    Ok(ractor::rpc::CallResult::Timeout) => format!("did not finish within {}s", limit.as_secs()),
+                    _ => "crashed".to_string(),
+                };
+                self.state.worker.kill();
+                match spawn_worker(self.myself, &self.state.spec).await {
+                    Ok(w) => self.state.worker = w,
+                    Err(e) => tracing::error!(agent = %self.state.label, "cannot restart the tool worker: {e}"),
+                }
+                failed(format!(
+                    "the tool `{name}` {why}; its worker was restarted, so tool state such as the shell session was reset"
+                ))
+            }
+        }
+    }
+}
+
+/// The opening user message of a step: the task, the plan, and the one step to do now.
+fn step_prompt(req: &StepRequest) -> String {
+    format!(
+        "The overall task: {}\n\n{}\nYour job now is step {} only: {}\n\n\
+         Do this step and nothing beyond it; later steps belong to other agents or later turns. \
+         When it is done, summarise what you did and call `terminate`.",
+        req.task, req.plan_view, req.step_index, req.step
+    )
+}

@@ -1,0 +1,84 @@
+//! Agent profiles as data: what an agent is told, which tools it holds, and its limits.
+//! The built-in profiles are values here; config can override any field or define new ones.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentProfile {
+    /// The profile's id (`manus`, `data_analysis`, …).
+    pub id: String,
+    /// The system prompt. `{workspace}` and `{agent}` are filled in when a step starts.
+    pub system_prompt: String,
+    /// Sent after the memory on every round, to steer the next action.
+    pub next_step_prompt: String,
+    pub tools: Vec<String>,
+    /// Think/act rounds one step may take.
+    pub max_steps: u32,
+    /// Characters of one tool observation kept in memory.
+    pub max_observe: usize,
+    /// Messages kept in memory, oldest dropped first (the system prompt and the step stay).
+    pub memory_messages: usize,
+    /// Tokens kept in memory, oldest dropped first.
+    pub memory_tokens: usize,
+}
+
+const MANUS_SYSTEM: &str = "You are {agent}, a capable general-purpose agent that gets tasks done by \
+using tools, not by describing what you would do. You can run Python, run shell commands, read and edit \
+files, and ask the person you work for when something only they know is needed.\n\n\
+Your working directory is {workspace}. Create and edit files only inside it, and refer to files by paths \
+relative to it.\n\n\
+Work in small, checked steps: act, read the result, decide the next action. When a tool reports an \
+error, read it and change your approach instead of repeating the same call. Keep your messages short and \
+factual. When the step you were given is done, say in one or two sentences what you did and what came \
+of it, then call `terminate` with status success. If it cannot be done, say why and call `terminate` \
+with status failure.";
+
+const MANUS_NEXT: &str = "Decide the single most useful next action for your step and take it with a \
+tool call. If the step is complete, summarise the result and call `terminate`.";
+
+const DATA_SYSTEM: &str = "You are {agent}, a data analyst. You answer questions about data by computing, \
+never by guessing: load the data with Python (pandas when it is available, the standard library \
+otherwise), inspect its shape and columns before relying on them, compute what is asked, and save any \
+tables or charts you produce as files.\n\n\
+Your working directory is {workspace}. Read and write files only inside it, using relative paths.\n\n\
+Print only what you need to see: summaries, not whole tables. When a computation fails, read the \
+traceback and fix the cause. When the step is done, state the findings with their numbers in a few \
+sentences, name the files you wrote, and call `terminate` with status success; if the data cannot \
+answer the question, say why and call `terminate` with status failure.";
+
+const DATA_NEXT: &str = "Take the next analysis action with a tool call, or, if the step is answered, \
+report the findings with their numbers and call `terminate`.";
+
+fn tools(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// A built-in profile by id.
+pub fn builtin(id: &str) -> Option<AgentProfile> {
+    Some(match id {
+        "manus" => AgentProfile {
+            id: id.into(),
+            system_prompt: MANUS_SYSTEM.into(),
+            next_step_prompt: MANUS_NEXT.into(),
+            tools: tools(&["python_execute", "bash", "str_replace_editor", "ask_human", "terminate"]),
+            max_steps: 20,
+            max_observe: 10_000,
+            memory_messages: 100,
+            memory_tokens: 48_000,
+        },
+        "data_analysis" => AgentProfile {
+            id: id.into(),
+            system_prompt: DATA_SYSTEM.into(),
+            next_step_prompt: DATA_NEXT.into(),
+            tools: tools(&["python_execute", "str_replace_editor", "terminate"]),
+            max_steps: 20,
+            max_observe: 15_000,
+            memory_messages: 100,
+            memory_tokens: 48_000,
+        },
+        _ => return None,
+    })
+}
+
+/// The ids of the built-in profiles.
+pub const BUILTIN_PROFILES: &[&str] = &["manus", "data_analysis"];

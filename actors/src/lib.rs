@@ -1,0 +1,13 @@
+//! manus-actors: the manus-rt engine. The actors (root supervisor, planner, executor
+//! agents, tool workers), the messages between them, the LLM client and the tools.
+//!
+//! Start reading at `protocol.rs`; ARCHITECTURE.md at the repository root maps the rest.
+//! This crate knows nothing of the CLI, TOML or exporters: the host (`manus-rt`) maps its
+//! config onto the typed arguments here.
+
+pub mod agent;
+pub mod llm;
+pub mod planner;
+pub mod protocol;
+pub mod root;
+pub mod tools;

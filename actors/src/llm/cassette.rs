@@ -1,0 +1,220 @@
+//! Record and replay of model exchanges.
+//!
+//! A cassette is a JSON-lines file: one `{"request": …, "response": …}` object per model
+//! call, in the order the run made them, with the request and response bodies exactly as
+//! they crossed the wire. Lines starting with `#` are comments. `--record FILE` writes one;
+//! an `api_type = "replay"` profile serves one back, in order, so a run can be reproduced
+//! offline. Each flow replays from the start with its own cursor.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{LlmError, LlmErrorKind};
+
+/// One model call as it crossed the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Exchange {
+    pub request: Value,
+    pub response: Value,
+}
+
+/// A loaded cassette.
+#[derive(Debug)]
+pub struct Cassette {
+    name: String,
+    exchanges: Vec<Exchange>,
+}
+
+impl Cassette {
+    pub fn load(path: &Path) -> Result<Cassette, String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
+        Cassette::parse(&path.display().to_string(), &text)
+    }
+
+    /// Parse cassette text; `name` is used in messages.
+    pub fn parse(name: &str, text: &str) -> Result<Cassette, String> {
+        let mut exchanges = vec![];
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let ex: Exchange = serde_json::from_str(line)
+                .map_err(|e| format!("cassette {name}, line {}: not an exchange: {e}", i + 1))?;
+            exchanges.push(ex);
+        }
+        if exchanges.is_empty() {
+            return Err(format!("cassette {name} holds no exchanges"));
+        }
+        Ok(Cassette { name: name.to_string(), exchanges })
+    }
+
+    pub fn len(&self) -> usize {
+        self.exchanges.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.exchanges.is_empty()
+    }
+
+    /// The model the cassette was recorded with.
+    pub fn model(&self) -> Option<&str> {
+        self.exchanges.first()?.request.get("model")?.as_str()
+    }
+
+    /// The task of the recorded run: the first user message of the first request.
+    pub fn task(&self) -> Option<&str> {
+        first_user_text(&self.exchanges.first()?.request)
+    }
+
+    /// A fresh cursor at the first exchange. Clients that share it take turns in order.
+    pub fn cursor(self: &Arc<Self>) -> ReplayCursor {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Value, oneshot::Sender<Result<Value, LlmError>>)>();
+        let cassette = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut next = 0usize;
+            while let Some((request, reply)) = rx.recv().await {
+                let answer = cassette.serve(next, &request);
+                if answer.is_ok() {
+                    next += 1;
+                }
+                let _ = reply.send(answer);
+            }
+        });
+        ReplayCursor { tx }
+    }
+
+    fn serve(&self, index: usize, request: &Value) -> Result<Value, LlmError> {
+        let Some(ex) = self.exchanges.get(index) else {
+            return Err(LlmError::new(
+                LlmErrorKind::Replay,
+                format!(
+                    "cassette {} is used up: it holds {} answers and the run asked for more",
+                    self.name,
+                    self.exchanges.len()
+                ),
+            ));
+        };
+        let (recorded, now) = (first_user_text(&ex.request), first_user_text(request));
+        if recorded != now {
+            return Err(LlmError::new(
+                LlmErrorKind::Replay,
+                format!(
+                    "this run left the recording of cassette {} at answer {}: it was recorded for {:?}, \
+                     this request is about {:?}. Replay only reproduces the recorded run; point [llm] at a real \
+                     model for other tasks",
+                    self.name,
+                    index + 1,
+                    shorten(recorded.unwrap_or("")),
+                    shorten(now.unwrap_or(""))
+                ),
+            ));
+        }
+        Ok(ex.response.clone())
+    }
+}
+
+fn first_user_text(request: &Value) -> Option<&str> {
+    request
+        .get("messages")?
+        .as_array()?
+        .iter()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?
+        .get("content")?
+        .as_str()
+}
+
+fn shorten(s: &str) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() > 120 { format!("{}…", one_line.chars().take(120).collect::<String>()) } else { one_line }
+}
+
+/// A flow's position in a cassette.
+#[derive(Clone)]
+pub struct ReplayCursor {
+    tx: mpsc::UnboundedSender<(Value, oneshot::Sender<Result<Value, LlmError>>)>,
+}
+
+impl ReplayCursor {
+    /// The next recorded answer, if `request` is the one the recording expects.
+    pub async fn next(&self, request: &Value) -> Result<Value, LlmError> {
+        let gone = || LlmError::new(LlmErrorKind::Replay, "the replay cursor has stopped");
+        let (tx, rx) = oneshot::channel();
+        self.tx.send((request.clone(), tx)).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
+
+/// Writes every exchange of a run to a cassette file, one line each, as it happens.
+#[derive(Clone)]
+pub struct Recorder {
+    tx: mpsc::UnboundedSender<(String, oneshot::Sender<()>)>,
+}
+
+impl Recorder {
+    /// Create (or truncate) the file; a writer task owns it from here on.
+    pub fn create(path: &Path) -> std::io::Result<Recorder> {
+        let mut file = std::fs::File::create(path)?;
+        let (tx, mut rx) = mpsc::unbounded_channel::<(String, oneshot::Sender<()>)>();
+        let path = path.to_path_buf();
+        tokio::spawn(async move {
+            while let Some((line, done)) = rx.recv().await {
+                if let Err(e) = writeln!(file, "{line}").and_then(|_| file.flush()) {
+                    tracing::error!("cannot write cassette {}: {e}", path.display());
+                }
+                let _ = done.send(());
+            }
+        });
+        Ok(Recorder { tx })
+    }
+
+    /// Append one exchange; returns once it is on disk.
+    pub async fn record(&self, request: &Value, response: &Value) {
+        let line = serde_json::json!({"request": request, "response": response}).to_string();
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send((line, tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req(task: &str) -> Value {
+        json!({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": task}]})
+    }
+
+    #[tokio::test]
+    async fn replays_in_order_and_refuses_divergence() {
+        let text = format!(
+            "# a comment\n{}\n{}\n",
+            json!({"request": req("a"), "response": {"n": 1}}),
+            json!({"request": req("b"), "response": {"n": 2}})
+        );
+        let c = Arc::new(Cassette::parse("t", &text).unwrap());
+        assert_eq!(c.task(), Some("a"));
+        let cur = c.cursor();
+        assert_eq!(cur.next(&req("a")).await.unwrap()["n"], 1);
+        let err = cur.next(&req("zzz")).await.unwrap_err();
+        assert_eq!(err.kind, LlmErrorKind::Replay);
+        assert_eq!(cur.next(&req("b")).await.unwrap()["n"], 2);
+        assert!(cur.next(&req("c")).await.unwrap_err().message.contains("used up"));
+        // A second cursor starts over.
+        assert_eq!(c.cursor().next(&req("a")).await.unwrap()["n"], 1);
+    }
+
+    #[test]
+    fn bad_lines_are_named() {
+        let err = Cassette::parse("t", "\n{not json}\n").unwrap_err();
+        assert!(err.contains("line 2"), "{err}");
+    }
+}

@@ -1,0 +1,397 @@
+//! `LlmClient`: one model profile, reached over HTTP (OpenAI-compatible or Azure) or
+//! replayed from a cassette. Counts tokens before sending, enforces the input budget,
+//! retries what is worth retrying and nothing else, and reports usage per call.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use super::cassette::{Recorder, ReplayCursor};
+use super::retry::RetryPolicy;
+use super::tokens;
+use super::{ChatRequest, ChatResponse, Message, Role, ToolCall, Usage};
+
+/// How the profile reaches its model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiType {
+    /// `POST {base_url}/chat/completions` with a bearer key: OpenAI, Ollama, llama.cpp
+    /// server, vLLM, LM Studio and other compatible servers.
+    OpenAi,
+    /// `POST {base_url}/openai/deployments/{model}/chat/completions?api-version=…` with an
+    /// `api-key` header.
+    Azure,
+    /// Answers come from a recorded cassette, in order; nothing leaves the process.
+    Replay,
+}
+
+/// One model profile, as data. The host maps `[llm]` / `[llm.NAME]` onto this.
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    /// The profile's name (`default` for `[llm]`), used in messages.
+    pub profile: String,
+    pub api_type: ApiType,
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    /// Azure's `api-version`.
+    pub api_version: Option<String>,
+    pub max_tokens: u32,
+    /// Refuse to send a request whose messages exceed this many tokens.
+    pub max_input_tokens: Option<usize>,
+    pub temperature: f32,
+    /// Limit for one HTTP exchange.
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+    /// The recorded exchanges for `ApiType::Replay`.
+    pub cassette: Option<Arc<super::Cassette>>,
+}
+
+impl LlmSettings {
+    /// Settings for a profile that replays a cassette.
+    pub fn replay(profile: &str, cassette: Arc<super::Cassette>) -> Self {
+        LlmSettings {
+            profile: profile.into(),
+            api_type: ApiType::Replay,
+            base_url: String::new(),
+            model: cassette.model().unwrap_or("replay").to_string(),
+            api_key: None,
+            api_version: None,
+            max_tokens: 4096,
+            max_input_tokens: None,
+            temperature: 0.0,
+            timeout: Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            cassette: Some(cassette),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmErrorKind {
+    /// The request is larger than `max_input_tokens`.
+    InputBudget,
+    /// 401/403: the key is wrong or lacks access.
+    Auth,
+    /// 400/404/422: the server rejected the request as sent.
+    BadRequest,
+    /// 429 after every retry.
+    RateLimited,
+    /// 5xx after every retry.
+    Server,
+    /// Timeouts or connection failures after every retry.
+    Network,
+    /// The answer was not a chat completion.
+    Decode,
+    /// The cassette ran out or diverged from this run.
+    Replay,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct LlmError {
+    pub kind: LlmErrorKind,
+    pub message: String,
+}
+
+impl LlmError {
+    pub fn new(kind: LlmErrorKind, message: impl Into<String>) -> Self {
+        LlmError { kind, message: message.into() }
+    }
+}
+
+/// A handle on one model profile. Clones are cheap and share nothing mutable.
+#[derive(Clone)]
+pub struct LlmClient {
+    settings: Arc<LlmSettings>,
+    http: reqwest::Client,
+    replay: Option<ReplayCursor>,
+    recorder: Option<Recorder>,
+}
+
+impl std::fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LlmClient({}: {})", self.settings.profile, self.settings.model)
+    }
+}
+
+/// One attempt's failure, before deciding whether to retry.
+struct Attempt {
+    error: LlmError,
+    retryable: bool,
+    retry_after: Option<Duration>,
+}
+
+impl LlmClient {
+    /// A client for `settings`. `replay` must be given for replay profiles: it is the
+    /// cursor the flow's clients share, so answers come out in recorded order.
+    pub fn new(
+        settings: Arc<LlmSettings>,
+        http: reqwest::Client,
+        replay: Option<ReplayCursor>,
+        recorder: Option<Recorder>,
+    ) -> Self {
+        LlmClient { settings, http, replay, recorder }
+    }
+
+    pub fn settings(&self) -> &LlmSettings {
+        &self.settings
+    }
+
+    pub fn model(&self) -> &str {
+        &self.settings.model
+    }
+
+    /// Tokens the request's messages would cost.
+    pub fn count_tokens(&self, messages: &[Message]) -> usize {
+        tokens::count_messages(tokens::encoding_for(&self.settings.model), messages)
+    }
+
+    /// The request body as the wire sees it.
+    fn body(&self, req: &ChatRequest) -> Value {
+        let s = &self.settings;
+        let mut body = json!({
+            "model": s.model,
+            "messages": req.messages,
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+        });
+        if !req.tools.is_empty() {
+            body["tools"] = req.tools.iter().map(|t| t.to_wire()).collect();
+            body["tool_choice"] = req.tool_choice.to_wire();
+        }
+        body
+    }
+
+    /// Ask the model. Retries 429, 5xx, timeouts and connection errors with backoff;
+    /// fails at once on everything else.
+    pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let s = &self.settings;
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = format!("chat {}", s.model),
+            gen_ai.operation.name = "chat",
+            gen_ai.request.model = %s.model,
+            gen_ai.request.max_tokens = s.max_tokens,
+            gen_ai.request.temperature = s.temperature as f64,
+            gen_ai.response.id = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            retries = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let result = self.chat_inner(req).instrument(span.clone()).await;
+        match &result {
+            Ok(r) => {
+                span.record("gen_ai.response.id", r.id.as_str());
+                span.record("gen_ai.usage.input_tokens", r.usage.prompt_tokens);
+                span.record("gen_ai.usage.output_tokens", r.usage.completion_tokens);
+            }
+            Err(e) => {
+                span.record("error.type", format!("{:?}", e.kind));
+            }
+        }
+        result
+    }
+
+    async fn chat_inner(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let s = &self.settings;
+        let input_tokens = self.count_tokens(&req.messages);
+        if let Some(limit) = s.max_input_tokens
+            && input_tokens > limit
+        {
+            return Err(LlmError::new(
+                LlmErrorKind::InputBudget,
+                format!(
+                    "the request needs {input_tokens} input tokens but [llm{}] max_input_tokens is {limit}; \
+                     raise the limit or lower the agent's memory_tokens",
+                    profile_suffix(&s.profile)
+                ),
+            ));
+        }
+        let body = self.body(req);
+        let raw = match &self.replay {
+            Some(cursor) => cursor.next(&body).await?,
+            None => self.send_with_retries(&body).await?,
+        };
+        if let Some(rec) = &self.recorder {
+            rec.record(&body, &raw).await;
+        }
+        let mut resp = parse_response(&raw)?;
+        if resp.usage.prompt_tokens == 0 && resp.usage.completion_tokens == 0 {
+            // Some local servers omit usage: count it ourselves.
+            let bpe = tokens::encoding_for(&s.model);
+            resp.usage.prompt_tokens = input_tokens as u64;
+            resp.usage.completion_tokens = tokens::count_message(bpe, &resp.message) as u64;
+        }
+        resp.usage.calls = 1;
+        Ok(resp)
+    }
+
+    fn url(&self) -> String {
+        let s = &self.settings;
+        let base = s.base_url.trim_end_matches('/');
+        match s.api_type {
+            ApiType::Azure => format!(
+                "{base}/openai/deployments/{}/chat/completions?api-version={}",
+                s.model,
+                s.api_version.as_deref().unwrap_or("2024-10-21")
+            ),
+            _ => format!("{base}/chat/completions"),
+        }
+    }
+
+    async fn send_with_retries(&self, body: &Value) -> Result<Value, LlmError> {
+        let policy = self.settings.retry;
+        let mut attempt = 0u32;
+        loop {
+            match self.send_once(body).await {
+                Ok(v) => return Ok(v),
+                Err(a) if a.retryable && attempt < policy.max_retries => {
+                    attempt += 1;
+                    let wait = policy.delay(attempt, a.retry_after);
+                    tracing::Span::current().record("retries", attempt);
+                    tracing::warn!(
+                        profile = %self.settings.profile,
+                        "model call failed ({}); retry {attempt}/{} in {:.1}s",
+                        a.error, policy.max_retries, wait.as_secs_f64()
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                Err(a) if a.retryable => {
+                    let mut e = a.error;
+                    e.message = format!("{} (gave up after {} attempts)", e.message, attempt + 1);
+                    return Err(e);
+                }
+                Err(a) => return Err(a.error),
+            }
+        }
+    }
+
+    async fn send_once(&self, body: &Value) -> Result<Value, Attempt> {
+        let s = &self.settings;
+        let url = self.url();
+        let mut rb = self.http.post(&url).timeout(s.timeout).json(body);
+        if let Some(key) = &s.api_key {
+            rb = match s.api_type {
+                ApiType::Azure => rb.header("api-key", key),
+                _ => rb.bearer_auth(key),
+            };
+        }
+        let started = Instant::now();
+        let resp = rb.send().await.map_err(|e| {
+            let what = if e.is_timeout() {
+                format!("no answer from {url} within {}s", s.timeout.as_secs())
+            } else if e.is_connect() {
+                format!("cannot connect to {url}: is the server running?")
+            } else {
+                format!("request to {url} failed: {e}")
+            };
+            Attempt { error: LlmError::new(LlmErrorKind::Network, what), retryable: true, retry_after: None }
+        })?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(Duration::from_secs_f64);
+        let text = resp.text().await.map_err(|e| Attempt {
+            error: LlmError::new(LlmErrorKind::Network, format!("reading the answer from {url}: {e}")),
+            retryable: true,
+            retry_after: None,
+        })?;
+        tracing::debug!(status = status.as_u16(), ms = started.elapsed().as_millis() as u64, "model answered");
+        if status.is_success() {
+            return serde_json::from_str(&text).map_err(|e| Attempt {
+                error: LlmError::new(LlmErrorKind::Decode, format!("the answer from {url} is not JSON: {e}")),
+                retryable: false,
+                retry_after: None,
+            });
+        }
+        let detail = server_message(&text);
+        let profile = profile_suffix(&s.profile);
+        let code = status.as_u16();
+        let (kind, retryable, message) = match code {
+            401 | 403 => (
+                LlmErrorKind::Auth,
+                false,
+                format!(
+                    "the model server refused the credentials ({code}: {detail}); check [llm{profile}] api_key or api_key_env"
+                ),
+            ),
+            429 => (LlmErrorKind::RateLimited, true, format!("rate limited (429: {detail})")),
+            500..=599 => (LlmErrorKind::Server, true, format!("server error ({code}: {detail})")),
+            404 => (
+                LlmErrorKind::BadRequest,
+                false,
+                format!("{url} answered 404 ({detail}); check [llm{profile}] base_url and model"),
+            ),
+            _ => (LlmErrorKind::BadRequest, false, format!("the model server rejected the request ({code}: {detail})")),
+        };
+        Err(Attempt { error: LlmError::new(kind, message), retryable, retry_after })
+    }
+}
+
+fn profile_suffix(profile: &str) -> String {
+    if profile == "default" { String::new() } else { format!(".{profile}") }
+}
+
+/// The human part of an error body: OpenAI's `{"error": {"message": …}}` or the raw text.
+fn server_message(text: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(text).ok();
+    let msg = parsed
+        .as_ref()
+        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("error")).or_else(|| v.get("message")))
+        .and_then(|m| m.as_str().map(str::to_string))
+        .unwrap_or_else(|| text.trim().to_string());
+    let mut msg: String = msg.chars().take(300).collect();
+    if msg.is_empty() {
+        msg = "no details".into();
+    }
+    msg
+}
+
+/// Turn a chat-completion body into a response.
+fn parse_response(v: &Value) -> Result<ChatResponse, LlmError> {
+    let bad = |what: &str| LlmError::new(LlmErrorKind::Decode, format!("the model's answer {what}"));
+    let choice = v.pointer("/choices/0").ok_or_else(|| bad("has no choices"))?;
+    let m = choice.get("message").ok_or_else(|| bad("has no message"))?;
+    let content = m.get("content").and_then(Value::as_str).map(str::to_string);
+    let tool_calls: Vec<ToolCall> = match m.get("tool_calls") {
+        None | Some(Value::Null) => vec![],
+        Some(tc) => serde_json::from_value(tc.clone()).map_err(|e| bad(&format!("has malformed tool_calls: {e}")))?,
+    };
+    let u = v.get("usage");
+    let field = |k: &str| u.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+    Ok(ChatResponse {
+        id: v.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
+        model: v.get("model").and_then(Value::as_str).unwrap_or_default().to_string(),
+        message: Message { role: Role::Assistant, content, tool_calls, tool_call_id: None, name: None },
+        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
+        usage: Usage { prompt_tokens: field("prompt_tokens"), completion_tokens: field("completion_tokens"), calls: 1 },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tool_calls_and_usage() {
+        let v = json!({"id": "x", "model": "m", "choices": [{"message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
+            "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}});
+        let r = parse_response(&v).unwrap();
+        assert_eq!(r.message.tool_calls[0].function.name, "bash");
+        assert_eq!(r.usage.prompt_tokens, 7);
+        assert!(parse_response(&json!({"choices": []})).is_err());
+    }
+
+    #[test]
+    fn error_bodies_are_summarised() {
+        assert_eq!(server_message(r#"{"error":{"message":"bad key"}}"#), "bad key");
+        assert_eq!(server_message("plain"), "plain");
+    }
+}

@@ -1,0 +1,17 @@
+//! The LLM client: OpenAI-compatible chat completions (OpenAI, Azure, Ollama, llama.cpp,
+//! vLLM, LM Studio), replay of recorded exchanges, recording, token counting and retries.
+//!
+//! `LlmClient` is a cheap clone handed to each actor that talks to a model. It holds no
+//! mutable state of its own: the replay cursor and the record file each live in one task
+//! that callers reach through a channel.
+
+mod cassette;
+mod client;
+mod retry;
+pub mod tokens;
+mod types;
+
+pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor};
+pub use client::{ApiType, LlmClient, LlmError, LlmErrorKind, LlmSettings};
+pub use retry::RetryPolicy;
+pub use types::*;

@@ -1,0 +1,152 @@
+//! The chat-completions wire types, shaped exactly like the OpenAI API so that requests can
+//! be sent, recorded and replayed without translation.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One chat message. `content` is absent on assistant messages that only call tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Message {
+    fn plain(role: Role, text: impl Into<String>) -> Self {
+        Message { role, content: Some(text.into()), tool_calls: vec![], tool_call_id: None, name: None }
+    }
+    pub fn system(text: impl Into<String>) -> Self {
+        Self::plain(Role::System, text)
+    }
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::plain(Role::User, text)
+    }
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Self::plain(Role::Assistant, text)
+    }
+    /// The observation for one tool call.
+    pub fn tool(call: &ToolCall, text: impl Into<String>) -> Self {
+        Message {
+            role: Role::Tool,
+            content: Some(text.into()),
+            tool_calls: vec![],
+            tool_call_id: Some(call.id.clone()),
+            name: Some(call.function.name.clone()),
+        }
+    }
+    pub fn text(&self) -> &str {
+        self.content.as_deref().unwrap_or("")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_kind() -> String {
+    "function".into()
+}
+
+/// The model's call: `arguments` is a JSON document in a string, and may be malformed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+impl ToolSpec {
+    /// The `tools` array entry of a request.
+    pub fn to_wire(&self) -> Value {
+        serde_json::json!({
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters}
+        })
+    }
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    Auto,
+    Required,
+    None,
+    Function(String),
+}
+
+impl ToolChoice {
+    pub fn to_wire(&self) -> Value {
+        match self {
+            ToolChoice::Auto => "auto".into(),
+            ToolChoice::Required => "required".into(),
+            ToolChoice::None => "none".into(),
+            ToolChoice::Function(name) => serde_json::json!({"type": "function", "function": {"name": name}}),
+        }
+    }
+}
+
+/// What a caller asks of the model.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub tool_choice: ToolChoice,
+}
+
+/// Token usage, added up per call, per agent, per step and per flow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// How many model calls the figures cover.
+    pub calls: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.calls += other.calls;
+    }
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone)]
+pub struct ChatResponse {
+    pub id: String,
+    pub model: String,
+    pub message: Message,
+    pub finish_reason: Option<String>,
+    pub usage: Usage,
+}

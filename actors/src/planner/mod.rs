@@ -1,0 +1,436 @@
+//! The Planner actor: one per flow. It asks the model for a plan whose steps carry
+//! `[AGENT]` tags, routes each step to a free replica of that agent, keeps every step's
+//! status honest, enforces the step and flow timeouts and the retry budget, relays
+//! `ask_human` questions, and has the model summarise the run at the end.
+//!
+//! The planner never waits on an agent inside a handler: a step is sent with a reply port
+//! whose answer comes back as a `StepDone` message, so cancellation, timeouts and answers
+//! to questions are handled while a step runs.
+
+pub mod plan;
+mod prompts;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::oneshot;
+
+use crate::agent::{AgentArgs, AgentSpec, ExecutorAgent};
+use crate::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, Usage};
+use crate::protocol::{AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, StepOutcome, StepRequest};
+use crate::tools::planning::{PlanningTool, planning_spec};
+use plan::{Plan, StepStatus};
+
+/// What to do when a step has failed after its retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStepFailure {
+    /// Go on with the next step; the flow ends as failed.
+    Continue,
+    /// End the flow at once, as failed.
+    Stop,
+}
+
+#[derive(Debug, Clone)]
+pub struct FlowSettings {
+    /// The agent for untagged steps and tags that name no agent.
+    pub primary_agent: String,
+    pub step_timeout: Duration,
+    pub flow_timeout: Duration,
+    /// Further attempts after a step fails or is blocked.
+    pub max_step_retries: u32,
+    pub on_step_failure: OnStepFailure,
+}
+
+pub struct Planner;
+
+/// The step being run right now.
+struct Running {
+    dispatch: u64,
+    step: usize,
+    agent: String,
+    replica: usize,
+    started: Instant,
+}
+
+pub struct PlannerState {
+    id: String,
+    task: String,
+    mode: FlowMode,
+    settings: FlowSettings,
+    llm: LlmClient,
+    events: UnboundedSender<FlowEvent>,
+    specs: Vec<AgentSpec>,
+    /// Replicas by agent name, in pool order.
+    replicas: HashMap<String, Vec<ActorRef<AgentMsg>>>,
+    plan: Plan,
+    running: Option<Running>,
+    next_dispatch: u64,
+    usage: Usage,
+    questions: HashMap<u64, RpcReplyPort<Result<String, String>>>,
+    next_question: u64,
+    started: Instant,
+    span: tracing::Span,
+}
+
+impl PlannerState {
+    fn emit(&self, e: FlowEvent) {
+        let _ = self.events.send(e);
+    }
+
+    fn spec(&self, name: &str) -> &AgentSpec {
+        self.specs.iter().find(|s| s.name == name).unwrap_or(&self.specs[0])
+    }
+
+    /// The agent a step goes to: its tag if the pool has that agent, else the primary.
+    fn route(&self, step: usize) -> String {
+        self.plan.steps[step]
+            .tag()
+            .and_then(|tag| self.specs.iter().find(|s| s.name.eq_ignore_ascii_case(&tag)))
+            .map(|s| s.name.clone())
+            .unwrap_or_else(|| self.settings.primary_agent.clone())
+    }
+}
+
+impl Actor for Planner {
+    type Msg = FlowMsg;
+    type State = PlannerState;
+    type Arguments = FlowSpec;
+
+    async fn pre_start(&self, myself: ActorRef<FlowMsg>, spec: FlowSpec) -> Result<PlannerState, ActorProcessingErr> {
+        let span = tracing::info_span!(
+            parent: None,
+            "invoke_workflow",
+            otel.name = "invoke_workflow planning_flow",
+            gen_ai.operation.name = "invoke_workflow",
+            flow.id = %spec.id,
+        );
+        let mut replicas = HashMap::new();
+        for agent in &spec.pool {
+            let mut refs = vec![];
+            for replica in 0..agent.replicas.max(1) {
+                let args = AgentArgs { spec: agent.clone(), replica };
+                let (r, _) = Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell()).await?;
+                refs.push(r);
+            }
+            replicas.insert(agent.name.clone(), refs);
+        }
+        Ok(PlannerState {
+            id: spec.id,
+            task: spec.task,
+            mode: spec.mode,
+            settings: spec.settings,
+            llm: spec.planner_llm,
+            events: spec.events,
+            specs: spec.pool,
+            replicas,
+            plan: Plan::default(),
+            running: None,
+            next_dispatch: 0,
+            usage: Usage::default(),
+            questions: HashMap::new(),
+            next_question: 1,
+            started: Instant::now(),
+            span,
+        })
+    }
+
+    async fn handle(&self, myself: ActorRef<FlowMsg>, msg: FlowMsg, st: &mut PlannerState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            FlowMsg::Begin => {
+                st.emit(FlowEvent::FlowStarted { flow_id: st.id.clone(), task: st.task.clone() });
+                myself.send_after(st.settings.flow_timeout, || FlowMsg::FlowTimedOut);
+                let made = match st.mode {
+                    FlowMode::Single => {
+                        Ok(Plan::new(format!("run-{}", st.id), "Single agent run", vec![st.task.clone()]))
+                    }
+                    FlowMode::Plan => make_plan(st).await,
+                };
+                match made {
+                    Ok(plan) => {
+                        st.plan = plan;
+                        st.emit(FlowEvent::PlanCreated { plan: st.plan.clone() });
+                        dispatch_next(&myself, st).await;
+                    }
+                    Err(why) => finish(&myself, st, FlowStatus::Failed, why).await,
+                }
+            }
+            FlowMsg::StepDone { dispatch, outcome } => {
+                if st.running.as_ref().is_some_and(|r| r.dispatch == dispatch) {
+                    step_ended(&myself, st, outcome).await;
+                }
+            }
+            FlowMsg::StepTimedOut { dispatch } => {
+                if let Some(r) = st.running.as_ref().filter(|r| r.dispatch == dispatch) {
+                    // The replica is mid-step in an unknown state: replace it.
+                    let (agent, replica) = (r.agent.clone(), r.replica);
+                    replace_replica(&myself, st, &agent, replica).await;
+                    let secs = st.settings.step_timeout.as_secs();
+                    let outcome = StepOutcome {
+                        status: StepStatus::Failed,
+                        summary: format!("the step ran past step_timeout_secs ({secs}s) and was stopped"),
+                        usage: Usage::default(),
+                        rounds: 0,
+                    };
+                    step_ended(&myself, st, outcome).await;
+                }
+            }
+            FlowMsg::FlowTimedOut => {
+                let secs = st.settings.flow_timeout.as_secs();
+                finish(&myself, st, FlowStatus::TimedOut, format!("the flow ran past flow_timeout_secs ({secs}s)")).await;
+            }
+            FlowMsg::Cancel => finish(&myself, st, FlowStatus::Cancelled, "the flow was cancelled".into()).await,
+            FlowMsg::Ask { agent, inquire, reply } => {
+                let id = st.next_question;
+                st.next_question += 1;
+                st.questions.insert(id, reply);
+                st.emit(FlowEvent::Question { id, agent, inquire });
+            }
+            FlowMsg::Answer { question_id, text } => match st.questions.remove(&question_id) {
+                Some(port) => {
+                    let _ = port.send(Ok(text));
+                }
+                None => tracing::warn!(flow = %st.id, "answer to unknown or already answered question {question_id}"),
+            },
+        }
+        Ok(())
+    }
+
+    async fn post_stop(&self, myself: ActorRef<FlowMsg>, _st: &mut PlannerState) -> Result<(), ActorProcessingErr> {
+        myself.stop_children(None);
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<FlowMsg>,
+        evt: SupervisionEvent,
+        st: &mut PlannerState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A crashed agent's step comes back as a failed StepDone (its reply port is dropped);
+        // the replica itself is replaced when the step is retried.
+        if let SupervisionEvent::ActorFailed(cell, err) = evt {
+            tracing::warn!(flow = %st.id, agent = %cell.get_id(), "agent crashed: {err}");
+        }
+        Ok(())
+    }
+}
+
+/// One model call of the planner's own, counted and published.
+async fn planner_chat(st: &mut PlannerState, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    let started = Instant::now();
+    let resp = st.llm.chat(request).await?;
+    st.usage.add(resp.usage);
+    st.emit(FlowEvent::LlmCalled {
+        agent: "planner".into(),
+        model: st.llm.model().to_string(),
+        usage: resp.usage,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    });
+    Ok(resp)
+}
+
+/// Ask the model for a plan; fall back to a plan of its own words, or to the task itself.
+async fn make_plan(st: &mut PlannerState) -> Result<Plan, String> {
+    let agents: Vec<(String, String)> = st.specs.iter().map(|s| (s.name.to_ascii_uppercase(), s.description.clone())).collect();
+    let request = ChatRequest {
+        messages: vec![
+            Message::system(prompts::planner_system(&agents)),
+            Message::user(prompts::planner_user(&st.task)),
+        ],
+        tools: vec![planning_spec()],
+        tool_choice: ToolChoice::Auto,
+    };
+    let resp = planner_chat(st, &request).await.map_err(|e| format!("the planner's model call failed: {e}"))?;
+    let default_id = format!("plan-{}", st.id);
+    for call in resp.message.tool_calls.iter().filter(|c| c.function.name == "planning") {
+        let mut args: Value = match serde_json::from_str(&call.function.arguments) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(flow = %st.id, "the planner's planning call has malformed arguments: {e}");
+                continue;
+            }
+        };
+        if args.get("command").is_none() {
+            args["command"] = "create".into();
+        }
+        if args.get("plan_id").is_none() {
+            args["plan_id"] = default_id.clone().into();
+        }
+        if args.get("title").is_none() {
+            args["title"] = Value::String(prompts::title_from(&st.task));
+        }
+        let mut book = PlanningTool::default();
+        match book.apply(&args) {
+            Ok(_) => {
+                let id = book.active_id().unwrap_or_default().to_string();
+                if let Some(plan) = book.take(&id) {
+                    return Ok(plan);
+                }
+            }
+            Err(e) => tracing::warn!(flow = %st.id, "the planner's planning call was unusable: {e}"),
+        }
+    }
+    // No usable tool call: a model without function calling may still have listed steps.
+    let listed = prompts::steps_from_text(resp.message.text());
+    let steps = if listed.is_empty() { vec![st.task.clone()] } else { listed };
+    tracing::info!(flow = %st.id, "the model made no planning call; using {} step(s) from its text or the task", steps.len());
+    Ok(Plan::new(default_id, prompts::title_from(&st.task), steps))
+}
+
+/// Send the first unfinished step to its agent, or finish when none is left.
+async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
+    let Some(step) = st.plan.steps.iter().position(|s| !s.status.is_final()) else {
+        let bad: Vec<String> = st
+            .plan
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.status != StepStatus::Completed)
+            .map(|(i, s)| format!("step {i} {}", s.status.as_str()))
+            .collect();
+        if bad.is_empty() {
+            finish(myself, st, FlowStatus::Completed, "every step completed".into()).await;
+        } else {
+            finish(myself, st, FlowStatus::Failed, format!("not every step completed: {}", bad.join(", "))).await;
+        }
+        return;
+    };
+    let agent = st.route(step);
+    let replica = 0; // steps run one at a time; replicas serve concurrent flows of work
+    let Some(target) = st.replicas.get(&agent).and_then(|r| r.get(replica)).cloned() else {
+        finish(myself, st, FlowStatus::Failed, format!("no agent `{agent}` in the pool")).await;
+        return;
+    };
+    let s = &mut st.plan.steps[step];
+    s.status = StepStatus::InProgress;
+    s.attempts += 1;
+    s.agent = Some(agent.clone());
+    let attempt = s.attempts;
+    let body = s.body().to_string();
+    st.emit(FlowEvent::StepStarted { step, agent: agent.clone(), attempt });
+    let dispatch = st.next_dispatch;
+    st.next_dispatch += 1;
+    let step_span = tracing::info_span!(parent: &st.span, "step", otel.name = format!("step {step}"), step, agent = %agent, attempt);
+    let req = StepRequest {
+        flow_id: st.id.clone(),
+        step_index: step,
+        step: body,
+        task: st.task.clone(),
+        plan_view: st.plan.view(),
+        flow: myself.clone(),
+        events: st.events.clone(),
+        span: step_span,
+    };
+    let (tx, rx) = oneshot::channel();
+    let sent = target.send_message(AgentMsg::RunStep(req, tx.into()));
+    st.running = Some(Running { dispatch, step, agent, replica, started: Instant::now() });
+    let me = myself.clone();
+    tokio::spawn(async move {
+        let outcome = match (sent, rx.await) {
+            (Ok(()), Ok(outcome)) => outcome,
+            _ => StepOutcome {
+                status: StepStatus::Failed,
+                summary: "the agent stopped before finishing the step".into(),
+                usage: Usage::default(),
+                rounds: 0,
+            },
+        };
+        let _ = me.send_message(FlowMsg::StepDone { dispatch, outcome });
+    });
+    myself.send_after(st.settings.step_timeout, move || FlowMsg::StepTimedOut { dispatch });
+}
+
+/// Record how a step attempt ended, then retry it, stop the flow, or move on.
+async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: StepOutcome) {
+    let Some(run) = st.running.take() else { return };
+    st.usage.add(outcome.usage);
+    let s = &mut st.plan.steps[run.step];
+    s.usage.add(outcome.usage);
+    s.elapsed_ms += run.started.elapsed().as_millis() as u64;
+    s.notes = outcome.summary.clone();
+    let retry = outcome.status != StepStatus::Completed && s.attempts <= st.settings.max_step_retries;
+    s.status = if retry { StepStatus::NotStarted } else { outcome.status };
+    st.emit(FlowEvent::StepFinished {
+        step: run.step,
+        agent: run.agent.clone(),
+        status: outcome.status,
+        summary: outcome.summary,
+        usage: outcome.usage,
+    });
+    if retry {
+        // The replica may hold broken state (a crashed worker, a wedged shell): start clean.
+        replace_replica(myself, st, &run.agent, run.replica).await;
+    } else if outcome.status != StepStatus::Completed && st.settings.on_step_failure == OnStepFailure::Stop {
+        let why = format!("step {} ended {} and on_step_failure = \"stop\"", run.step, outcome.status.as_str());
+        finish(myself, st, FlowStatus::Failed, why).await;
+        return;
+    }
+    dispatch_next(myself, st).await;
+}
+
+/// Kill a replica and start a fresh one in its place.
+async fn replace_replica(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, agent: &str, replica: usize) {
+    let spec = st.spec(agent).clone();
+    if let Some(old) = st.replicas.get(agent).and_then(|r| r.get(replica)) {
+        old.kill();
+    }
+    match Actor::spawn_linked(None, ExecutorAgent, AgentArgs { spec, replica: replica as u32 }, myself.get_cell()).await {
+        Ok((fresh, _)) => {
+            if let Some(slot) = st.replicas.get_mut(agent).and_then(|r| r.get_mut(replica)) {
+                *slot = fresh;
+            }
+        }
+        Err(e) => tracing::error!(flow = %st.id, "cannot restart agent {agent}: {e}"),
+    }
+}
+
+/// End the flow: settle the plan, summarise, publish the outcome and stop the tree.
+async fn finish(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, status: FlowStatus, reason: String) {
+    if let Some(run) = st.running.take() {
+        if let Some(agent) = st.replicas.get(&run.agent).and_then(|r| r.get(run.replica)) {
+            agent.kill();
+        }
+        let s = &mut st.plan.steps[run.step];
+        s.status = StepStatus::Failed;
+        s.notes = format!("stopped: {reason}");
+    }
+    for (_, port) in st.questions.drain() {
+        let _ = port.send(Err(format!("the flow ended: {reason}")));
+    }
+    let summary = match (st.mode, status) {
+        (FlowMode::Plan, FlowStatus::Completed | FlowStatus::Failed) if !st.plan.steps.is_empty() => summarise(st).await,
+        _ => st.plan.steps.last().map(|s| s.notes.clone()).unwrap_or_default(),
+    };
+    let outcome = FlowOutcome {
+        flow_id: st.id.clone(),
+        status,
+        reason,
+        plan: st.plan.clone(),
+        summary,
+        usage: st.usage,
+        elapsed_ms: st.started.elapsed().as_millis() as u64,
+    };
+    st.emit(FlowEvent::FlowFinished { outcome });
+    myself.stop(None);
+}
+
+/// The model's account of the run; empty if the call fails (the outcome stands anyway).
+async fn summarise(st: &mut PlannerState) -> String {
+    let request = ChatRequest {
+        messages: vec![Message::system(prompts::SUMMARY_SYSTEM), Message::user(prompts::summary_user(&st.task, &st.plan))],
+        tools: vec![],
+        tool_choice: ToolChoice::None,
+    };
+    match planner_chat(st, &request).await {
+        Ok(resp) => resp.message.text().trim().to_string(),
+        Err(e) => {
+            tracing::warn!(flow = %st.id, "could not summarise the run: {e}");
+            String::new()
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! A plan as data: steps, their `[AGENT]` tags, statuses and notes, and its text view.
+
+use serde::{Deserialize, Serialize};
+
+use crate::llm::Usage;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    NotStarted,
+    InProgress,
+    Completed,
+    Blocked,
+    Failed,
+}
+
+impl StepStatus {
+    pub const ALL: [StepStatus; 5] =
+        [StepStatus::NotStarted, StepStatus::InProgress, StepStatus::Completed, StepStatus::Blocked, StepStatus::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::NotStarted => "not_started",
+            StepStatus::InProgress => "in_progress",
+            StepStatus::Completed => "completed",
+            StepStatus::Blocked => "blocked",
+            StepStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StepStatus> {
+        StepStatus::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// The mark the plan view and the board show.
+    pub fn mark(self) -> &'static str {
+        match self {
+            StepStatus::NotStarted => "[ ]",
+            StepStatus::InProgress => "[→]",
+            StepStatus::Completed => "[✓]",
+            StepStatus::Blocked => "[!]",
+            StepStatus::Failed => "[✗]",
+        }
+    }
+
+    /// Whether the step has ended, well or not.
+    pub fn is_final(self) -> bool {
+        matches!(self, StepStatus::Completed | StepStatus::Blocked | StepStatus::Failed)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanStep {
+    /// The step as the model wrote it, tag included.
+    pub text: String,
+    pub status: StepStatus,
+    #[serde(default)]
+    pub notes: String,
+    /// The agent that ran (or runs) it.
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub attempts: u32,
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub elapsed_ms: u64,
+}
+
+impl PlanStep {
+    pub fn new(text: impl Into<String>) -> Self {
+        PlanStep {
+            text: text.into(),
+            status: StepStatus::NotStarted,
+            notes: String::new(),
+            agent: None,
+            attempts: 0,
+            usage: Usage::default(),
+            elapsed_ms: 0,
+        }
+    }
+
+    /// The `[AGENT]` tag, lower-cased, if the step carries one.
+    pub fn tag(&self) -> Option<String> {
+        split_tag(&self.text).0
+    }
+
+    /// The step text without its tag.
+    pub fn body(&self) -> &str {
+        split_tag(&self.text).1
+    }
+}
+
+/// Split `"[DATA_ANALYSIS] chart it"` into `(Some("data_analysis"), "chart it")`. The tag is
+/// the first bracketed word made of letters, digits, `_` or `-`; text around it is kept.
+pub fn split_tag(text: &str) -> (Option<String>, &str) {
+    let t = text.trim_start();
+    let Some(rest) = t.strip_prefix('[') else { return (None, text.trim()) };
+    let Some(end) = rest.find(']') else { return (None, text.trim()) };
+    let name = &rest[..end];
+    let valid = !name.is_empty()
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid {
+        return (None, text.trim());
+    }
+    (Some(name.to_ascii_lowercase()), rest[end + 1..].trim())
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Plan {
+    pub id: String,
+    pub title: String,
+    pub steps: Vec<PlanStep>,
+}
+
+impl Plan {
+    pub fn new(id: impl Into<String>, title: impl Into<String>, steps: Vec<String>) -> Self {
+        Plan { id: id.into(), title: title.into(), steps: steps.into_iter().map(PlanStep::new).collect() }
+    }
+
+    pub fn count(&self, status: StepStatus) -> usize {
+        self.steps.iter().filter(|s| s.status == status).count()
+    }
+
+    /// The plan as the models read it: title, progress, and each step with its mark.
+    pub fn view(&self) -> String {
+        let total = self.steps.len();
+        let done = self.count(StepStatus::Completed);
+        let pct = if total == 0 { 0 } else { done * 100 / total };
+        let mut out = format!("Plan: {} (id {})\nProgress: {done}/{total} steps completed ({pct}%)", self.title, self.id);
+        let others: Vec<String> = [StepStatus::InProgress, StepStatus::Blocked, StepStatus::Failed, StepStatus::NotStarted]
+            .into_iter()
+            .filter(|s| self.count(*s) > 0)
+            .map(|s| format!("{} {}", self.count(s), s.as_str()))
+            .collect();
+        if !others.is_empty() {
+            out.push_str(&format!("; {}", others.join(", ")));
+        }
+        out.push_str("\n\nSteps:\n");
+        for (i, s) in self.steps.iter().enumerate() {
+            out.push_str(&format!("{i}. {} {}\n", s.status.mark(), s.text));
+            if !s.notes.is_empty() {
+                out.push_str(&format!("   Notes: {}\n", s.notes.replace('\n', "\n   ")));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_split_case_insensitively() {
+        assert_eq!(split_tag("[DATA_ANALYSIS] chart it"), (Some("data_analysis".into()), "chart it"));
+        assert_eq!(split_tag("  [Manus]find"), (Some("manus".into()), "find"));
+        assert_eq!(split_tag("no tag here"), (None, "no tag here"));
+        assert_eq!(split_tag("[1] numbered"), (None, "[1] numbered"));
+        assert_eq!(split_tag("[a b] spaced"), (None, "[a b] spaced"));
+    }
+
+    #[test]
+    fn view_shows_marks_progress_and_notes() {
+        let mut p = Plan::new("p1", "T", vec!["[MANUS] a".into(), "b".into()]);
+        p.steps[0].status = StepStatus::Completed;
+        p.steps[0].notes = "done it".into();
+        p.steps[1].status = StepStatus::Failed;
+        let v = p.view();
+        assert!(v.contains("1/2 steps completed (50%); 1 failed"), "{v}");
+        assert!(v.contains("0. [✓] [MANUS] a\n   Notes: done it"), "{v}");
+        assert!(v.contains("1. [✗] b"), "{v}");
+    }
+}

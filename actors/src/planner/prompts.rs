@@ -1,0 +1,83 @@
+//! What the planner says to the model, and how it reads a plan out of plain text.
+
+use super::plan::Plan;
+
+/// The planner's system prompt, naming the agents it can hand steps to.
+pub fn planner_system(agents: &[(String, String)]) -> String {
+    let mut s = String::from(
+        "You plan work for a team of agents. Break the task you are given into a short sequence of \
+         concrete steps (usually two to six), each one a piece of work a single agent can finish and \
+         check on its own. Order them so each step has what it needs from the ones before. Do not add \
+         steps for reporting or summarising at the end: that happens anyway.\n\n\
+         Create the plan by calling the `planning` tool with command \"create\", a short title and the steps.\n\n",
+    );
+    if agents.len() > 1 {
+        s.push_str("Start every step with the tag of the agent that should do it, in square brackets, chosen from:\n");
+    } else {
+        s.push_str("Start every step with the tag of the agent, in square brackets:\n");
+    }
+    for (name, description) in agents {
+        s.push_str(&format!("- [{name}] {description}\n"));
+    }
+    s
+}
+
+pub fn planner_user(task: &str) -> String {
+    format!("Task: {task}")
+}
+
+pub const SUMMARY_SYSTEM: &str = "You report on finished work. Given a task and the plan that was \
+carried out, with each step's status and notes, write a short summary for the person who asked: what was \
+achieved, where the results are, and plainly what failed or is missing. No preamble.";
+
+pub fn summary_user(task: &str, plan: &Plan) -> String {
+    format!("Task: {task}\n\n{}", plan.view())
+}
+
+/// A short title from the task's first words.
+pub fn title_from(task: &str) -> String {
+    let words: Vec<&str> = task.split_whitespace().take(8).collect();
+    let mut t = words.join(" ");
+    if task.split_whitespace().count() > 8 {
+        t.push('…');
+    }
+    t
+}
+
+/// Steps a model wrote as a numbered or bulleted list, for models without tool calls.
+pub fn steps_from_text(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let l = line.trim();
+            let rest = if let Some(r) = l.strip_prefix("- ").or_else(|| l.strip_prefix("* ")) {
+                r
+            } else {
+                let digits = l.chars().take_while(|c| c.is_ascii_digit()).count();
+                if digits == 0 {
+                    return None;
+                }
+                l[digits..].strip_prefix('.').or_else(|| l[digits..].strip_prefix(')'))?
+            };
+            let rest = rest.trim();
+            (!rest.is_empty()).then(|| rest.to_string())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_become_steps() {
+        let t = "Here is the plan:\n1. [MANUS] fetch\n2) [DATA_ANALYSIS] chart\n- tidy up\nThanks";
+        assert_eq!(steps_from_text(t), vec!["[MANUS] fetch", "[DATA_ANALYSIS] chart", "tidy up"]);
+        assert!(steps_from_text("no list here").is_empty());
+    }
+
+    #[test]
+    fn system_prompt_lists_agents() {
+        let s = planner_system(&[("MANUS".into(), "general".into()), ("DATA_ANALYSIS".into(), "data".into())]);
+        assert!(s.contains("- [MANUS] general\n- [DATA_ANALYSIS] data"));
+    }
+}

@@ -1,0 +1,179 @@
+//! Every message that crosses an actor boundary, and the `FlowEvent` stream.
+//!
+//! The actor tree (see ARCHITECTURE.md):
+//!
+//! ```text
+//! Root supervisor ──► Planner (one per flow) ──► executor-agent × replicas ──► tool-worker
+//!                                           (browser-owner, sandbox-supervisor: later issues)
+//! ```
+//!
+//! Requests that need an answer carry an `RpcReplyPort`; everything else is a cast.
+//! Nothing is shared between actors but these messages and clones of the flow's event
+//! sender.
+
+use std::time::Duration;
+
+use ractor::{ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::llm::{ToolCall, Usage};
+use crate::planner::plan::{Plan, StepStatus};
+use crate::tools::ToolCtx;
+
+// ─── Root supervisor ────────────────────────────────────────────────────────────────────
+
+/// Messages to the root supervisor, which owns every flow.
+pub enum RootMsg {
+    /// Start a flow; the reply is its planner, already running.
+    StartFlow(FlowSpec, RpcReplyPort<Result<ActorRef<FlowMsg>, String>>),
+}
+
+/// Everything a planner needs to run one flow.
+pub struct FlowSpec {
+    pub id: String,
+    pub task: String,
+    /// `Plan` runs the PlanningFlow; `Single` gives the whole task to the primary agent.
+    pub mode: FlowMode,
+    pub settings: crate::planner::FlowSettings,
+    pub pool: Vec<crate::agent::AgentSpec>,
+    pub planner_llm: crate::llm::LlmClient,
+    pub events: UnboundedSender<FlowEvent>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowMode {
+    Plan,
+    Single,
+}
+
+// ─── Planner (one per flow) ────────────────────────────────────────────────────────────
+
+/// Messages to a flow's planner.
+pub enum FlowMsg {
+    /// Begin: make the plan and dispatch the first step.
+    Begin,
+    /// An agent finished the step it was sent under dispatch number `dispatch`.
+    StepDone { dispatch: u64, outcome: StepOutcome },
+    /// The step sent under `dispatch` ran past `step_timeout_secs`.
+    StepTimedOut { dispatch: u64 },
+    /// The flow ran past `flow_timeout_secs`.
+    FlowTimedOut,
+    /// An agent's `ask_human` call: the reply is the human's answer, or why there is none.
+    Ask { agent: String, inquire: String, reply: RpcReplyPort<Result<String, String>> },
+    /// The answer to a `FlowEvent::Question`.
+    Answer { question_id: u64, text: String },
+    /// Stop the flow now; the outcome says it was cancelled.
+    Cancel,
+}
+
+// ─── Executor agent ────────────────────────────────────────────────────────────────────
+
+/// Messages to an executor agent.
+pub enum AgentMsg {
+    /// Run one plan step to its end; the reply is how it ended.
+    RunStep(StepRequest, RpcReplyPort<StepOutcome>),
+}
+
+/// One plan step as an agent receives it.
+pub struct StepRequest {
+    pub flow_id: String,
+    pub step_index: usize,
+    /// The step text without its `[AGENT]` tag.
+    pub step: String,
+    /// The whole task, for context.
+    pub task: String,
+    /// The plan with current statuses, as text.
+    pub plan_view: String,
+    pub flow: ActorRef<FlowMsg>,
+    pub events: UnboundedSender<FlowEvent>,
+    /// The planner's step span; the agent's run span is its child.
+    pub span: tracing::Span,
+}
+
+/// How a step ended, from the agent's side.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepOutcome {
+    pub status: StepStatus,
+    /// The agent's final words on the step (its last assistant text or the reason it stopped).
+    pub summary: String,
+    pub usage: Usage,
+    /// Think/act rounds used.
+    pub rounds: u32,
+}
+
+// ─── Tool worker ───────────────────────────────────────────────────────────────────────
+
+/// Messages to a tool worker, which owns one agent's tool instances.
+pub enum ToolMsg {
+    Call(ToolInvocation, RpcReplyPort<ToolResult>),
+}
+
+pub struct ToolInvocation {
+    pub call: ToolCall,
+    /// The parsed arguments (the agent rejects malformed JSON before sending).
+    pub args: Value,
+    pub ctx: ToolCtx,
+    /// The calling agent's span, so the tool's span is its child across the actor boundary.
+    pub span: tracing::Span,
+}
+
+/// The result of one tool call, success or not.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub ok: bool,
+    pub output: String,
+    pub terminate: Option<TerminateStatus>,
+    pub elapsed: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminateStatus {
+    Success,
+    Failure,
+}
+
+// ─── Events ────────────────────────────────────────────────────────────────────────────
+
+/// What happens in a flow, in order. The CLI board, the `--json` output and embedders all
+/// read this one stream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum FlowEvent {
+    FlowStarted { flow_id: String, task: String },
+    PlanCreated { plan: Plan },
+    StepStarted { step: usize, agent: String, attempt: u32 },
+    Thought { step: usize, agent: String, text: String },
+    LlmCalled { agent: String, model: String, usage: Usage, elapsed_ms: u64 },
+    ToolCalled { step: usize, agent: String, tool: String, arguments: String },
+    ToolFinished { step: usize, agent: String, tool: String, ok: bool, output: String },
+    Question { id: u64, agent: String, inquire: String },
+    StepFinished { step: usize, agent: String, status: StepStatus, summary: String, usage: Usage },
+    FlowFinished { outcome: FlowOutcome },
+}
+
+/// How a flow ended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FlowOutcome {
+    pub flow_id: String,
+    pub status: FlowStatus,
+    /// Why it ended, in a sentence.
+    pub reason: String,
+    pub plan: Plan,
+    /// The model's summary of the run (empty if it could not be made).
+    pub summary: String,
+    pub usage: Usage,
+    pub elapsed_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowStatus {
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+}

@@ -1,0 +1,175 @@
+//! The tool contract and the set of tools an agent can hold.
+//!
+//! A tool is a value that owns its own state (a shell session, an edit history, a plan
+//! book). Tools never run inside the agent: a tool-worker actor (`worker.rs`) owns the
+//! agent's tools and runs each call, so a tool that panics takes down only its worker.
+
+pub mod ask_human;
+#[cfg(any())]
+pub mod bash;
+#[cfg(any())]
+pub mod editor;
+pub mod planning;
+#[cfg(any())]
+pub mod python;
+pub mod terminate;
+pub mod worker;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use ractor::ActorRef;
+use serde_json::Value;
+
+use crate::llm::ToolSpec;
+use crate::protocol::{FlowMsg, TerminateStatus};
+
+/// A boxed future that borrows the tool for the length of one call.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// One tool: its schema for the model, and how to run a call.
+pub trait Tool: Send + 'static {
+    /// Name, description and JSON schema, exactly as the model sees them.
+    fn spec(&self) -> ToolSpec;
+    /// Run one call with arguments that are already valid JSON (an object).
+    fn call<'a>(&'a mut self, args: Value, ctx: &'a ToolCtx) -> ToolFuture<'a>;
+}
+
+/// What a successful call produced.
+#[derive(Debug, Clone, Default)]
+pub struct ToolOutput {
+    /// The observation shown to the model.
+    pub text: String,
+    /// Set by `terminate`: the agent stops after this call.
+    pub terminate: Option<TerminateStatus>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput { text: text.into(), terminate: None }
+    }
+}
+
+/// A failed call. The message goes back to the model as an observation, so it says what
+/// was wrong and, where it can, what to do instead.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl ToolError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        ToolError(msg.into())
+    }
+}
+
+/// What a call may know about where it runs.
+#[derive(Debug, Clone)]
+pub struct ToolCtx {
+    pub flow_id: String,
+    pub agent: String,
+    /// Every file a tool touches lies inside this directory.
+    pub workspace: PathBuf,
+    /// The flow's owner, for questions to the human.
+    pub flow: Option<ActorRef<FlowMsg>>,
+}
+
+/// Settings shared by the tools of one agent.
+#[derive(Debug, Clone)]
+pub struct ToolSettings {
+    /// Limit for one `python_execute` run.
+    pub python_timeout: Duration,
+    /// Limit for one `bash` command; the shell is restarted after it.
+    pub bash_timeout: Duration,
+    /// The Python interpreter for `python_execute`.
+    pub python: String,
+    /// How long `ask_human` waits for an answer.
+    pub ask_timeout: Duration,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        ToolSettings {
+            python_timeout: Duration::from_secs(30),
+            bash_timeout: Duration::from_secs(120),
+            python: "python3".into(),
+            ask_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Every tool name this build knows, in the order `tools list` prints them.
+pub const KNOWN_TOOLS: &[&str] =
+    &["python_execute", "bash", "str_replace_editor", "planning", "ask_human", "terminate"];
+
+/// Build a fresh instance of a tool by name.
+pub fn make_tool(name: &str, settings: &ToolSettings) -> Option<Box<dyn Tool>> {
+    Some(match name {
+        "planning" => Box::new(planning::PlanningTool::default()),
+        "ask_human" => Box::new(ask_human::AskHuman::new(settings)),
+        "terminate" => Box::new(terminate::Terminate),
+        _ => return None,
+    })
+}
+
+/// Read a required string argument, with an error the model can act on.
+pub fn str_arg<'a>(args: &'a Value, key: &str, tool: &str) -> Result<&'a str, ToolError> {
+    match args.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(ToolError::new(format!(
+            "{tool}: argument `{key}` must be a string, got {}",
+            json_kind(other)
+        ))),
+        None => Err(ToolError::new(format!("{tool}: missing required argument `{key}`"))),
+    }
+}
+
+/// Read an optional string argument (null counts as absent).
+pub fn opt_str_arg<'a>(args: &'a Value, key: &str, tool: &str) -> Result<Option<&'a str>, ToolError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => str_arg(args, key, tool).map(Some),
+    }
+}
+
+/// The JSON type name of a value, for error messages.
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Keep the head and tail of a long text, saying how much was cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let head = floor_char(text, max * 2 / 3);
+    let tail_start = ceil_char(text, text.len() - (max - head));
+    format!(
+        "{}\n[... {} characters cut ...]\n{}",
+        &text[..head],
+        tail_start - head,
+        &text[tail_start..]
+    )
+}
+
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}

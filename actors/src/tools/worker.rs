@@ -1,0 +1,77 @@
+//! The tool-worker actor: owns one agent's tool instances and runs its calls one at a time.
+//! A tool that panics takes this actor down with it; the agent that supervises it reports
+//! the crash to the model and starts a fresh worker.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tracing::Instrument;
+
+use super::{Tool, ToolSettings, make_tool};
+use crate::llm::ToolSpec;
+use crate::protocol::{ToolMsg, ToolResult};
+
+pub struct ToolWorker;
+
+pub struct WorkerArgs {
+    pub tools: Vec<String>,
+    pub settings: ToolSettings,
+}
+
+pub struct WorkerState {
+    tools: BTreeMap<String, Box<dyn Tool>>,
+}
+
+/// The specs of a tool list, in order, for the model. Unknown names are skipped (config
+/// validation reports them before any agent starts).
+pub fn specs_for(names: &[String], settings: &ToolSettings) -> Vec<ToolSpec> {
+    names.iter().filter_map(|n| make_tool(n, settings)).map(|t| t.spec()).collect()
+}
+
+impl Actor for ToolWorker {
+    type Msg = ToolMsg;
+    type State = WorkerState;
+    type Arguments = WorkerArgs;
+
+    async fn pre_start(&self, _myself: ActorRef<ToolMsg>, args: WorkerArgs) -> Result<WorkerState, ActorProcessingErr> {
+        let tools = args.tools.iter().filter_map(|n| Some((n.clone(), make_tool(n, &args.settings)?))).collect();
+        Ok(WorkerState { tools })
+    }
+
+    async fn handle(&self, _myself: ActorRef<ToolMsg>, msg: ToolMsg, state: &mut WorkerState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ToolMsg::Call(inv, reply) => {
+                let name = inv.call.function.name.clone();
+                let span = tracing::info_span!(
+                    parent: &inv.span,
+                    "execute_tool",
+                    otel.name = format!("execute_tool {name}"),
+                    gen_ai.operation.name = "execute_tool",
+                    gen_ai.tool.name = %name,
+                    gen_ai.tool.call.id = %inv.call.id,
+                    error.type = tracing::field::Empty,
+                );
+                let started = Instant::now();
+                let Some(tool) = state.tools.get_mut(&name) else {
+                    let _ = reply.send(ToolResult {
+                        ok: false,
+                        output: format!("no tool named `{name}` is available to this agent"),
+                        terminate: None,
+                        elapsed: started.elapsed(),
+                    });
+                    return Ok(());
+                };
+                let result = match tool.call(inv.args, &inv.ctx).instrument(span.clone()).await {
+                    Ok(out) => ToolResult { ok: true, output: out.text, terminate: out.terminate, elapsed: started.elapsed() },
+                    Err(e) => {
+                        span.record("error.type", "tool_error");
+                        ToolResult { ok: false, output: e.0, terminate: None, elapsed: started.elapsed() }
+                    }
+                };
+                let _ = reply.send(result);
+            }
+        }
+        Ok(())
+    }
+}
