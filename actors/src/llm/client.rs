@@ -124,15 +124,9 @@ struct Attempt {
 }
 
 impl LlmClient {
-    /// A client for `settings`. `replay` must be given for replay profiles: it is the
-    /// cursor the flow's clients share, so answers come out in recorded order.
-    pub fn new(
-        settings: Arc<LlmSettings>,
-        http: reqwest::Client,
-        replay: Option<ReplayCursor>,
-        recorder: Option<Recorder>,
-    ) -> Self {
-        LlmClient { settings, http, replay, recorder }
+    /// A client for `settings`. A replay profile needs a cursor before use: see `rewind`.
+    pub fn new(settings: Arc<LlmSettings>, http: reqwest::Client, recorder: Option<Recorder>) -> Self {
+        LlmClient { settings, http, replay: None, recorder }
     }
 
     pub fn settings(&self) -> &LlmSettings {
@@ -211,9 +205,12 @@ impl LlmClient {
             ));
         }
         let body = self.body(req);
-        let raw = match &self.replay {
-            Some(cursor) => cursor.next(&body).await?,
-            None => self.send_with_retries(&body).await?,
+        let raw = match (&s.api_type, &self.replay) {
+            (ApiType::Replay, Some(cursor)) => cursor.next(&body).await?,
+            (ApiType::Replay, None) => {
+                return Err(LlmError::new(LlmErrorKind::Replay, "replay profile used without a cursor (call llm::rewind first)"));
+            }
+            _ => self.send_with_retries(&body).await?,
         };
         if let Some(rec) = &self.recorder {
             rec.record(&body, &raw).await;
@@ -331,6 +328,25 @@ impl LlmClient {
             _ => (LlmErrorKind::BadRequest, false, format!("the model server rejected the request ({code}: {detail})")),
         };
         Err(Attempt { error: LlmError::new(kind, message), retryable, retry_after })
+    }
+}
+
+/// Give a flow's clients their own place in their cassettes: one fresh cursor per cassette,
+/// shared by every client that replays it, so the flow replays from the first answer.
+pub fn rewind<'a>(clients: impl IntoIterator<Item = &'a mut LlmClient>) {
+    let mut cursors: Vec<(*const super::Cassette, ReplayCursor)> = vec![];
+    for c in clients {
+        let Some(cassette) = c.settings.cassette.clone() else { continue };
+        let key = Arc::as_ptr(&cassette);
+        let cursor = match cursors.iter().find(|(k, _)| *k == key) {
+            Some((_, cur)) => cur.clone(),
+            None => {
+                let cur = cassette.cursor();
+                cursors.push((key, cur.clone()));
+                cur
+            }
+        };
+        c.replay = Some(cursor);
     }
 }
 

@@ -12,6 +12,6 @@ pub mod tokens;
 mod types;
 
 pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor};
-pub use client::{ApiType, LlmClient, LlmError, LlmErrorKind, LlmSettings};
+pub use client::{ApiType, LlmClient, LlmError, LlmErrorKind, LlmSettings, rewind};
 pub use retry::RetryPolicy;
 pub use types::*;

@@ -5,12 +5,9 @@
 //! agent's tools and runs each call, so a tool that panics takes down only its worker.
 
 pub mod ask_human;
-#[cfg(any())]
 pub mod bash;
-#[cfg(any())]
 pub mod editor;
 pub mod planning;
-#[cfg(any())]
 pub mod python;
 pub mod terminate;
 pub mod worker;
@@ -106,6 +103,9 @@ pub const KNOWN_TOOLS: &[&str] =
 /// Build a fresh instance of a tool by name.
 pub fn make_tool(name: &str, settings: &ToolSettings) -> Option<Box<dyn Tool>> {
     Some(match name {
+        "python_execute" => Box::new(python::PythonExecute::new(settings)),
+        "bash" => Box::new(bash::Bash::new(settings)),
+        "str_replace_editor" => Box::new(editor::StrReplaceEditor::default()),
         "planning" => Box::new(planning::PlanningTool::default()),
         "ask_human" => Box::new(ask_human::AskHuman::new(settings)),
         "terminate" => Box::new(terminate::Terminate),

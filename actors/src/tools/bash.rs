@@ -1,0 +1,576 @@
+//! The `bash` tool: one long-lived shell per agent, so the working directory, variables
+//! and functions set by one command are still there for the next. Also owns the process
+//! helpers the process-running tools share: bounded output capture and process-group kill.
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, json_kind, str_arg};
+use crate::llm::ToolSpec;
+
+/// Most bytes of command output kept for the model.
+const MAX_OUTPUT: usize = 16_000;
+/// Longest piece of one output line read at a time, so a huge line never sits in memory.
+const LINE_PIECE: u64 = 8 * 1024;
+
+/// Makes every end-of-command marker distinct, across shells and calls.
+static MARKER_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Runs shell commands in a persistent `bash` session.
+pub struct Bash {
+    timeout: Duration,
+    shell: Option<Shell>,
+}
+
+impl Bash {
+    /// A tool with no shell yet; the first call starts one in the workspace.
+    pub fn new(settings: &ToolSettings) -> Self {
+        Bash {
+            timeout: settings.bash_timeout,
+            shell: None,
+        }
+    }
+
+    async fn run(&mut self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let restart = match args.get("restart") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(ToolError::new(format!(
+                    "bash: argument `restart` must be a boolean, got {}",
+                    json_kind(other)
+                )));
+            }
+        };
+        let command = match args.get("command") {
+            None | Some(Value::Null) if restart => "",
+            _ => str_arg(&args, "command", "bash")?,
+        };
+        if restart {
+            self.shell = None;
+            if command.trim().is_empty() {
+                self.shell = Some(Shell::start(ctx)?);
+                return Ok(ToolOutput::text(
+                    "Started a fresh shell in the workspace; earlier working directory and \
+                     variables are gone.",
+                ));
+            }
+        }
+        if command.trim().is_empty() {
+            return Err(ToolError::new(
+                "bash: `command` is empty. Send the shell command to run (for example `ls -la`), \
+                 or `restart: true` to start a fresh shell.",
+            ));
+        }
+        // A call that was abandoned mid-command leaves the shell busy with unread output.
+        let interrupted = self.shell.as_ref().is_some_and(|shell| shell.busy);
+        if interrupted {
+            self.shell = None;
+        }
+        let shell = match &mut self.shell {
+            Some(shell) => shell,
+            empty => empty.insert(Shell::start(ctx)?),
+        };
+
+        let mut output = Capture::new(MAX_OUTPUT);
+        let outcome = tokio::time::timeout(self.timeout, shell.exec(command, &mut output)).await;
+        let note = if restart {
+            "(The shell was restarted before this command.)\n"
+        } else if interrupted {
+            "(The previous command was interrupted, so this ran in a fresh shell.)\n"
+        } else {
+            ""
+        };
+        let text = output.text();
+        let shown = match text.trim_end_matches('\n') {
+            "" => "(no output)",
+            trimmed => trimmed,
+        };
+        match outcome {
+            Ok(Ok(0)) => Ok(ToolOutput::text(format!("{note}{shown}"))),
+            Ok(Ok(code)) => Err(ToolError::new(format!("{note}{shown}\n[exit code {code}]"))),
+            Ok(Err(ended)) => {
+                self.shell = None;
+                Err(ToolError::new(format!(
+                    "{note}{shown}\n[the shell {ended} while running the command; a fresh shell \
+                     will start on the next call, in the workspace, without earlier variables]"
+                )))
+            }
+            Err(_) => {
+                self.shell = None;
+                Err(ToolError::new(format!(
+                    "{note}bash: the command timed out after {} s, so the shell was killed. A \
+                     fresh shell starts on the next call: the working directory is back to the \
+                     workspace and variables are gone. Run long jobs in the background (`cmd > log \
+                     2>&1 &`) and check on them later.\nOutput so far:\n{shown}",
+                    self.timeout.as_secs_f64()
+                )))
+            }
+        }
+    }
+}
+
+impl Tool for Bash {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "bash".into(),
+            description: format!(
+                "Run a command in a bash shell that stays open between calls, so `cd`, exported \
+                 variables and shell functions carry over. It starts in the workspace directory. \
+                 stderr is merged into stdout, and commands get no stdin (interactive programs see \
+                 end of input). A non-zero exit status is reported as a failure. A command that \
+                 runs longer than {} s is killed together with the shell, and a fresh shell is \
+                 started. Long output is shortened in the middle; redirect it to a file and \
+                 inspect parts of it instead.",
+                self.timeout.as_secs_f64()
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": "The shell command(s) to run. Several lines are fine; they \
+                            run as one script."
+                    },
+                    "restart": {
+                        "type": "boolean",
+                        "description": "Set to true to kill the current shell and start a fresh \
+                            one in the workspace (before `command`, if one is given)."
+                    }
+                },
+                "required": ["command"]
+            }),
+        }
+    }
+
+    fn call<'a>(&'a mut self, args: Value, ctx: &'a ToolCtx) -> ToolFuture<'a> {
+        Box::pin(self.run(args, ctx))
+    }
+}
+
+/// One running `bash`, in its own process group so everything it started can be killed.
+struct Shell {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    /// A command was sent and its end marker not yet read.
+    busy: bool,
+}
+
+impl Shell {
+    fn start(ctx: &ToolCtx) -> Result<Shell, ToolError> {
+        let mut child = Command::new("bash")
+            .args(["--noprofile", "--norc"])
+            .current_dir(&ctx.workspace)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                ToolError::new(format!(
+                    "bash: could not start a shell in `{}`: {e}",
+                    ctx.workspace.display()
+                ))
+            })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(ToolError::new("bash: the shell started without its pipes"));
+        };
+        Ok(Shell {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+            busy: false,
+        })
+    }
+
+    /// Run one command, adding its output to `output`, and return its exit status. The
+    /// error says how the shell ended, if it did.
+    async fn exec(&mut self, command: &str, output: &mut Capture) -> Result<i32, String> {
+        let token = format!(
+            "__MANUS_{}_{}_{}__",
+            std::process::id(),
+            self.child.id().unwrap_or_default(),
+            MARKER_SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let marker = format!("{token}DONE:");
+        // The command travels as a quoted here-document and runs through `eval`, so even a
+        // syntax error cannot swallow the marker line. Its stdin is /dev/null so it cannot
+        // read the script that follows it.
+        let script = format!(
+            "exec 2>&1\nIFS= read -r -d '' __manus_cmd <<'{token}'\n{command}\n{token}\n\
+             eval \"$__manus_cmd\" < /dev/null\nprintf '\\n%s%d\\n' '{marker}' \"$?\"\n"
+        );
+        self.busy = true;
+        if self.stdin.write_all(script.as_bytes()).await.is_err()
+            || self.stdin.flush().await.is_err()
+        {
+            return Err(self.ended().await);
+        }
+        let mut piece = Vec::new();
+        let mut at_line_start = true;
+        loop {
+            piece.clear();
+            let read = (&mut self.stdout)
+                .take(LINE_PIECE)
+                .read_until(b'\n', &mut piece)
+                .await;
+            if matches!(read, Ok(0) | Err(_)) {
+                return Err(self.ended().await);
+            }
+            if at_line_start && let Some(status) = piece.strip_prefix(marker.as_bytes()) {
+                self.busy = false;
+                let status = String::from_utf8_lossy(status);
+                return status
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("sent a garbled status `{status}`"));
+            }
+            at_line_start = piece.ends_with(b"\n");
+            output.push(&piece);
+        }
+    }
+
+    /// Describe how the shell ended, after its output stopped.
+    async fn ended(&mut self) -> String {
+        match tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await {
+            Ok(Ok(status)) => match status.code() {
+                Some(code) => format!("exited with status {code}"),
+                None => format!("was killed ({status})"),
+            },
+            _ => "stopped responding".into(),
+        }
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        // `kill_on_drop` ends bash itself; this also ends what it left running.
+        if let Some(pid) = self.child.id() {
+            kill_group(pid);
+        }
+    }
+}
+
+/// Send SIGKILL to the process group led by `pid` (the child was spawned with
+/// `process_group(0)`). Best effort: a group that is already gone is fine.
+pub(super) fn kill_group(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Process output with bounded memory: the start and the end are kept, the middle is only
+/// counted, and the text says how much was left out.
+pub(super) struct Capture {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    head_max: usize,
+    tail_max: usize,
+    cut: usize,
+}
+
+impl Capture {
+    /// Keep at most `limit` bytes: two thirds from the start, one third from the end.
+    pub(super) fn new(limit: usize) -> Self {
+        let head_max = limit * 2 / 3;
+        Capture {
+            head: Vec::new(),
+            tail: Vec::new(),
+            head_max,
+            tail_max: limit - head_max,
+            cut: 0,
+        }
+    }
+
+    pub(super) fn push(&mut self, mut bytes: &[u8]) {
+        let room = self.head_max - self.head.len();
+        if room > 0 {
+            let take = room.min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.tail.extend_from_slice(bytes);
+        if self.tail.len() > 2 * self.tail_max {
+            let excess = self.tail.len() - self.tail_max;
+            self.tail.drain(..excess);
+            self.cut += excess;
+        }
+    }
+
+    /// The kept output as text (invalid UTF-8 replaced), with a note where bytes were cut.
+    pub(super) fn text(&self) -> String {
+        let start = self.tail.len().saturating_sub(self.tail_max);
+        let head = String::from_utf8_lossy(&self.head);
+        let tail = String::from_utf8_lossy(&self.tail[start..]);
+        match self.cut + start {
+            0 => format!("{head}{tail}"),
+            cut => format!("{head}\n[... {cut} bytes of output cut ...]\n{tail}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+
+    /// A scratch workspace that is removed when the test ends, pass or fail.
+    struct TempWs(PathBuf);
+
+    impl TempWs {
+        fn new(name: &str) -> Self {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos();
+            let dir = std::env::temp_dir()
+                .join(format!("manus-bash-{name}-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempWs(dir)
+        }
+    }
+
+    impl Drop for TempWs {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn ctx(ws: &Path) -> ToolCtx {
+        ToolCtx {
+            flow_id: "f".into(),
+            agent: "a".into(),
+            workspace: ws.to_path_buf(),
+            flow: None,
+        }
+    }
+
+    fn bash(timeout_secs: u64) -> Bash {
+        Bash::new(&ToolSettings {
+            bash_timeout: Duration::from_secs(timeout_secs),
+            ..ToolSettings::default()
+        })
+    }
+
+    async fn ok(tool: &mut Bash, ctx: &ToolCtx, command: &str) -> String {
+        match tool.call(json!({ "command": command }), ctx).await {
+            Ok(out) => out.text,
+            Err(e) => panic!("`{command}` failed: {e}"),
+        }
+    }
+
+    async fn fail(tool: &mut Bash, ctx: &ToolCtx, command: &str) -> String {
+        match tool.call(json!({ "command": command }), ctx).await {
+            Ok(out) => panic!("`{command}` should fail, got: {}", out.text),
+            Err(e) => e.0,
+        }
+    }
+
+    #[tokio::test]
+    async fn starts_in_workspace_and_keeps_state() {
+        let ws = TempWs::new("state");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(30);
+        let canon = ws.0.canonicalize().unwrap();
+        assert_eq!(
+            ok(&mut tool, &ctx, "pwd -P").await,
+            canon.display().to_string()
+        );
+        ok(&mut tool, &ctx, "mkdir sub && cd sub").await;
+        ok(
+            &mut tool,
+            &ctx,
+            "export GREETING=hello; f() { echo \"fn $1\"; }",
+        )
+        .await;
+        assert_eq!(
+            ok(&mut tool, &ctx, "pwd -P").await,
+            canon.join("sub").display().to_string()
+        );
+        assert_eq!(
+            ok(&mut tool, &ctx, "echo $GREETING; f x").await,
+            "hello\nfn x"
+        );
+    }
+
+    #[tokio::test]
+    async fn output_shapes() {
+        let ws = TempWs::new("shapes");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(30);
+        assert_eq!(ok(&mut tool, &ctx, "true").await, "(no output)");
+        assert_eq!(ok(&mut tool, &ctx, "printf abc").await, "abc");
+        assert_eq!(
+            ok(&mut tool, &ctx, "echo out; echo err >&2").await,
+            "out\nerr"
+        );
+        assert_eq!(
+            ok(&mut tool, &ctx, "cat <<EOF\nline one\n  two\nEOF").await,
+            "line one\n  two"
+        );
+        // A command that reads stdin gets end of input instead of hanging.
+        assert_eq!(ok(&mut tool, &ctx, "cat; echo after").await, "after");
+        let long = ok(&mut tool, &ctx, "seq 1 200000").await;
+        assert!(
+            long.starts_with("1\n2\n") && long.ends_with("199999\n200000"),
+            "{long}"
+        );
+        assert!(long.contains("bytes of output cut") && long.len() < MAX_OUTPUT + 100);
+    }
+
+    #[tokio::test]
+    async fn failures_report_status_and_output() {
+        let ws = TempWs::new("fail");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(30);
+        let err = fail(&mut tool, &ctx, "echo partial; ls /no/such/dir").await;
+        assert!(
+            err.contains("partial")
+                && err.contains("No such file")
+                && err.contains("[exit code 2]"),
+            "{err}"
+        );
+        let err = fail(&mut tool, &ctx, "if then fi").await;
+        assert!(
+            err.contains("syntax error") && err.contains("[exit code 2]"),
+            "{err}"
+        );
+        // The shell is still usable after both.
+        assert_eq!(ok(&mut tool, &ctx, "echo fine").await, "fine");
+    }
+
+    #[tokio::test]
+    async fn empty_and_bad_arguments() {
+        let ws = TempWs::new("args");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(30);
+        assert!(
+            fail(&mut tool, &ctx, "  ")
+                .await
+                .contains("`command` is empty")
+        );
+        let err = tool.call(json!({}), &ctx).await.unwrap_err().0;
+        assert!(err.contains("missing required argument `command`"), "{err}");
+        let err = tool
+            .call(json!({"command": "ls", "restart": "yes"}), &ctx)
+            .await
+            .unwrap_err()
+            .0;
+        assert!(err.contains("`restart` must be a boolean"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn exit_ends_the_shell_and_the_next_call_starts_fresh() {
+        let ws = TempWs::new("exit");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(30);
+        ok(&mut tool, &ctx, "export KEEP=1; echo bye").await;
+        let err = fail(&mut tool, &ctx, "echo leaving; exit 3").await;
+        assert!(
+            err.contains("leaving") && err.contains("exited with status 3"),
+            "{err}"
+        );
+        assert_eq!(ok(&mut tool, &ctx, "echo \"[$KEEP]\"").await, "[]");
+    }
+
+    #[tokio::test]
+    async fn restart_gives_a_fresh_shell() {
+        let ws = TempWs::new("restart");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(30);
+        ok(&mut tool, &ctx, "export KEEP=1").await;
+        let out = tool
+            .call(json!({"command": "", "restart": true}), &ctx)
+            .await
+            .unwrap()
+            .text;
+        assert!(out.contains("fresh shell"), "{out}");
+        assert_eq!(ok(&mut tool, &ctx, "echo \"[$KEEP]\"").await, "[]");
+        ok(&mut tool, &ctx, "export KEEP=2").await;
+        let out = tool
+            .call(
+                json!({"command": "echo \"[$KEEP]\"", "restart": true}),
+                &ctx,
+            )
+            .await
+            .unwrap()
+            .text;
+        assert!(out.contains("restarted") && out.ends_with("[]"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_call_does_not_confuse_the_next() {
+        let ws = TempWs::new("abandon");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(30);
+        let call = tool.call(json!({ "command": "sleep 0.3; echo late" }), &ctx);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), call)
+                .await
+                .is_err()
+        );
+        let out = ok(&mut tool, &ctx, "echo now").await;
+        assert!(
+            out.contains("interrupted") && out.ends_with("\nnow") && !out.contains("late"),
+            "{out}"
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_shell_and_its_children() {
+        let ws = TempWs::new("timeout");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(1);
+        ok(&mut tool, &ctx, "mkdir d && cd d").await;
+        let started = std::time::Instant::now();
+        let err = fail(&mut tool, &ctx, "echo begun; sleep 31.7 | cat").await;
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(
+            err.contains("timed out after 1 s") && err.contains("begun"),
+            "{err}"
+        );
+        // The working directory is back to the workspace.
+        let canon = ws.0.canonicalize().unwrap();
+        assert_eq!(
+            ok(&mut tool, &ctx, "pwd -P").await,
+            canon.display().to_string()
+        );
+        // Nothing from the killed command is left running.
+        let left = std::process::Command::new("pgrep")
+            .args(["-f", "^sleep 31.7$"])
+            .output();
+        if let Ok(left) = left {
+            assert!(
+                left.stdout.is_empty(),
+                "leftover: {}",
+                String::from_utf8_lossy(&left.stdout)
+            );
+        }
+    }
+
+    #[test]
+    fn capture_keeps_both_ends() {
+        let mut cap = Capture::new(30);
+        cap.push(b"0123456789");
+        assert_eq!(cap.text(), "0123456789");
+        for _ in 0..100 {
+            cap.push(b"..........");
+        }
+        cap.push(b"abcdefghij");
+        assert_eq!(
+            cap.text(),
+            "0123456789..........\n[... 990 bytes of output cut ...]\nabcdefghij"
+        );
+    }
+}

@@ -1,0 +1,992 @@
+//! The `str_replace_editor` tool: view, create and edit text files inside the workspace,
+//! keeping a per-file history so edits can be undone. Every path is resolved physically
+//! (symbolic links followed) and refused unless it lies inside the workspace.
+
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use super::{
+    Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, clip, json_kind, opt_str_arg, str_arg,
+};
+use crate::llm::ToolSpec;
+
+const NAME: &str = "str_replace_editor";
+const COMMANDS: [&str; 5] = ["view", "create", "str_replace", "insert", "undo_edit"];
+/// Most characters of a view or snippet shown to the model.
+const MAX_VIEW: usize = 16_000;
+/// Unchanged lines shown on each side of an edit.
+const CONTEXT_LINES: usize = 4;
+
+/// File viewer and editor, with undo.
+#[derive(Default)]
+pub struct StrReplaceEditor {
+    /// For each edited file (by resolved path), its earlier contents, oldest first.
+    history: HashMap<PathBuf, Vec<String>>,
+}
+
+impl StrReplaceEditor {
+    async fn run(&mut self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let command = str_arg(&args, "command", NAME)?;
+        if !COMMANDS.contains(&command) {
+            return Err(fail(format!(
+                "unknown command `{command}`; use one of {}",
+                COMMANDS.join(", ")
+            )));
+        }
+        let target = Target::resolve(str_arg(&args, "path", NAME)?, &ctx.workspace).await?;
+        let text = match command {
+            "view" => view(&target, &args).await?,
+            "create" => create(&target, &args).await?,
+            "str_replace" => self.str_replace(&target, &args).await?,
+            "insert" => self.insert(&target, &args).await?,
+            _ => self.undo(&target).await?,
+        };
+        Ok(ToolOutput::text(text))
+    }
+
+    async fn str_replace(&mut self, target: &Target, args: &Value) -> Result<String, ToolError> {
+        let old = str_arg(args, "old_str", NAME)?;
+        if old.is_empty() {
+            return Err(fail("`old_str` is empty; give the exact text to replace"));
+        }
+        let new = opt_str_arg(args, "new_str", NAME)?.unwrap_or("");
+        let text = target.read().await?;
+        let found = occurrences(&text, old);
+        let at = match found.as_slice() {
+            [] => {
+                return Err(fail(format!(
+                    "`old_str` does not occur in `{}`, so nothing was changed. It must match the \
+                     file exactly, whitespace and indentation included; `view` the file and copy \
+                     the text.",
+                    target.shown
+                )));
+            }
+            [at] => *at,
+            several => {
+                let lines: Vec<String> = several
+                    .iter()
+                    .map(|&i| line_of(&text, i).to_string())
+                    .collect();
+                return Err(fail(format!(
+                    "`old_str` occurs {} times in `{}` (starting on lines {}), so nothing was \
+                     changed. Include more of the surrounding text so that it matches exactly one \
+                     place.",
+                    several.len(),
+                    target.shown,
+                    lines.join(", ")
+                )));
+            }
+        };
+        let updated = format!("{}{new}{}", &text[..at], &text[at + old.len()..]);
+        self.save(target, text, &updated).await?;
+        let first = line_of(&updated, at);
+        let last = first + new.matches('\n').count();
+        Ok(format!(
+            "Replaced the text in `{}`. {}Check that the result is what you meant; `undo_edit` \
+             reverts it.",
+            target.shown,
+            snippet(&updated, first, last)
+        ))
+    }
+
+    async fn insert(&mut self, target: &Target, args: &Value) -> Result<String, ToolError> {
+        let after = match args.get("insert_line") {
+            None | Some(Value::Null) => {
+                return Err(fail("missing required argument `insert_line`"));
+            }
+            Some(v) => v.as_u64().ok_or_else(|| {
+                fail(format!(
+                    "argument `insert_line` must be a whole number of 0 or more, got {}",
+                    shown_value(v)
+                ))
+            })?,
+        };
+        let new = str_arg(args, "new_str", NAME)?;
+        let text = target.read().await?;
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let after = usize::try_from(after).unwrap_or(usize::MAX);
+        if after > lines.len() {
+            return Err(fail(format!(
+                "`insert_line` {after} is past the end of `{}`, which has {} lines; use 0 to \
+                 insert at the top or {} to append",
+                target.shown,
+                lines.len(),
+                lines.len()
+            )));
+        }
+        let mut updated = String::with_capacity(text.len() + new.len() + 2);
+        updated.extend(lines[..after].iter().copied());
+        if !updated.is_empty() && !updated.ends_with('\n') {
+            updated.push('\n');
+        }
+        updated.push_str(new);
+        if !new.ends_with('\n') {
+            updated.push('\n');
+        }
+        updated.extend(lines[after..].iter().copied());
+        self.save(target, text, &updated).await?;
+        let inserted = new.strip_suffix('\n').unwrap_or(new).matches('\n').count() + 1;
+        Ok(format!(
+            "Inserted {inserted} line(s) after line {after} of `{}`. {}Check the placement and \
+             indentation; `undo_edit` reverts it.",
+            target.shown,
+            snippet(&updated, after + 1, after + inserted)
+        ))
+    }
+
+    async fn undo(&mut self, target: &Target) -> Result<String, ToolError> {
+        let earlier = self.history.get_mut(&target.path);
+        let Some(previous) = earlier.as_ref().and_then(|h| h.last()) else {
+            return Err(fail(format!(
+                "there is no edit of `{}` to undo (only edits made with this tool can be undone)",
+                target.shown
+            )));
+        };
+        target.write(previous).await?;
+        let left = earlier.map_or(0, |h| {
+            h.pop();
+            h.len()
+        });
+        Ok(format!(
+            "Restored `{}` to how it was before its last edit; {left} earlier edit(s) of it can \
+             still be undone.",
+            target.shown
+        ))
+    }
+
+    /// Write the new content and remember the old one for `undo_edit`.
+    async fn save(&mut self, target: &Target, old: String, new: &str) -> Result<(), ToolError> {
+        target.write(new).await?;
+        self.history
+            .entry(target.path.clone())
+            .or_default()
+            .push(old);
+        Ok(())
+    }
+}
+
+impl Tool for StrReplaceEditor {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.into(),
+            description: "View, create and edit text files in the workspace. `view` prints a file \
+                          with line numbers (or lists a directory two levels deep); `create` \
+                          writes a new file; `str_replace` swaps one exact, unique piece of text \
+                          for another; `insert` adds text after a given line; `undo_edit` reverts \
+                          the latest edit of a file. Paths may be relative to the workspace or \
+                          absolute inside it; anything outside the workspace is refused."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "enum": COMMANDS,
+                        "description": "What to do: view, create, str_replace, insert or undo_edit."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "The file (or, for `view`, directory) to work on: relative \
+                            to the workspace, or absolute inside it."
+                    },
+                    "file_text": {
+                        "type": "string",
+                        "description": "For `create`: the whole content of the new file."
+                    },
+                    "old_str": {
+                        "type": "string",
+                        "description": "For `str_replace`: the text to replace, copied exactly \
+                            (whitespace too). It must occur exactly once in the file, so include \
+                            enough surrounding lines."
+                    },
+                    "new_str": {
+                        "type": "string",
+                        "description": "For `str_replace`: the replacement text (leave out to \
+                            delete `old_str`). For `insert`: the lines to add."
+                    },
+                    "insert_line": {
+                        "type": "integer",
+                        "description": "For `insert`: the line number after which `new_str` goes; \
+                            0 inserts at the very top."
+                    },
+                    "view_range": {
+                        "type": "array",
+                        "items": {"type": "integer"},
+                        "description": "For `view` of a file: [first, last] line numbers to show, \
+                            counting from 1; last = -1 means through the end."
+                    }
+                },
+                "required": ["command", "path"]
+            }),
+        }
+    }
+
+    fn call<'a>(&'a mut self, args: Value, ctx: &'a ToolCtx) -> ToolFuture<'a> {
+        Box::pin(self.run(args, ctx))
+    }
+}
+
+/// A path that has been checked to lie inside the workspace.
+struct Target {
+    /// The resolved path, with symbolic links followed as far as the path exists.
+    path: PathBuf,
+    /// How the path is named in messages: relative to the workspace.
+    shown: String,
+}
+
+impl Target {
+    /// Resolve `raw` (relative to the workspace, or absolute) and refuse it unless it
+    /// is inside the workspace once `..` and symbolic links are followed.
+    async fn resolve(raw: &str, workspace: &Path) -> Result<Target, ToolError> {
+        if raw.trim().is_empty() {
+            return Err(fail(
+                "`path` is empty; give a path relative to the workspace, or absolute inside it",
+            ));
+        }
+        let root = tokio::fs::canonicalize(workspace).await.map_err(|e| {
+            fail(format!(
+                "the workspace `{}` cannot be opened: {e}",
+                workspace.display()
+            ))
+        })?;
+        let full = workspace.join(raw);
+        // The deepest ancestor that exists is resolved by the file system; the rest does not
+        // exist yet and is appended name by name.
+        let mut existing = None;
+        for ancestor in full.ancestors() {
+            if let Ok(real) = tokio::fs::canonicalize(ancestor).await {
+                existing = Some((ancestor, real));
+                break;
+            }
+        }
+        let Some((ancestor, mut path)) = existing else {
+            return Err(fail(format!("`{raw}` cannot be resolved")));
+        };
+        for part in full
+            .strip_prefix(ancestor)
+            .unwrap_or(Path::new(""))
+            .components()
+        {
+            match part {
+                Component::Normal(name) => {
+                    path.push(name);
+                    // It exists, yet could not be resolved: a link to nowhere (or a loop).
+                    if tokio::fs::symlink_metadata(&path).await.is_ok() {
+                        return Err(fail(format!(
+                            "`{raw}` goes through a symbolic link whose target is missing or \
+                             loops; refusing to follow it"
+                        )));
+                    }
+                }
+                Component::ParentDir => {
+                    return Err(fail(format!(
+                        "`{raw}` uses `..` after a directory that does not exist ({})",
+                        path.display()
+                    )));
+                }
+                _ => {}
+            }
+        }
+        let Ok(relative) = path.strip_prefix(&root) else {
+            return Err(fail(format!(
+                "`{raw}` is outside the workspace `{}` (it resolves to `{}`). Only files inside \
+                 the workspace can be viewed or edited; use a path relative to it.",
+                workspace.display(),
+                path.display()
+            )));
+        };
+        let shown = match relative.to_string_lossy() {
+            rel if rel.is_empty() => ".".to_string(),
+            rel => rel.into_owned(),
+        };
+        Ok(Target { path, shown })
+    }
+
+    /// The file's content, with errors that say what to do instead.
+    async fn read(&self) -> Result<String, ToolError> {
+        match tokio::fs::metadata(&self.path).await {
+            Ok(meta) if meta.is_dir() => {
+                return Err(fail(format!(
+                    "`{}` is a directory; this command needs a file",
+                    self.shown
+                )));
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(fail(format!(
+                    "`{}` does not exist; `create` makes a new file",
+                    self.shown
+                )));
+            }
+            _ => {}
+        }
+        let bytes = tokio::fs::read(&self.path)
+            .await
+            .map_err(|e| fail(format!("cannot read `{}`: {e}", self.shown)))?;
+        String::from_utf8(bytes).map_err(|_| {
+            fail(format!(
+                "`{}` is not UTF-8 text; this editor only handles text files",
+                self.shown
+            ))
+        })
+    }
+
+    async fn write(&self, content: &str) -> Result<(), ToolError> {
+        tokio::fs::write(&self.path, content)
+            .await
+            .map_err(|e| fail(format!("cannot write `{}`: {e}", self.shown)))
+    }
+}
+
+async fn view(target: &Target, args: &Value) -> Result<String, ToolError> {
+    let range = match args.get("view_range") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v),
+    };
+    if tokio::fs::metadata(&target.path)
+        .await
+        .is_ok_and(|m| m.is_dir())
+    {
+        if range.is_some() {
+            return Err(fail(format!(
+                "`{}` is a directory; `view_range` only applies to files",
+                target.shown
+            )));
+        }
+        return list_dir(target).await;
+    }
+    let text = target.read().await?;
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() && range.is_none() {
+        return Ok(format!("`{}` is empty.", target.shown));
+    }
+    let (first, last) = match range {
+        Some(v) => line_range(v, lines.len())?,
+        None => (1, lines.len()),
+    };
+    let header = if (first, last) == (1, lines.len()) {
+        format!("`{}` ({} lines):\n", target.shown, lines.len())
+    } else {
+        format!(
+            "`{}`, lines {first}-{last} of {}:\n",
+            target.shown,
+            lines.len()
+        )
+    };
+    let body = numbered(&lines[first - 1..last], first);
+    let hint = if header.len() + body.len() > MAX_VIEW {
+        "\n(Shortened: use `view_range` to see the middle.)"
+    } else {
+        ""
+    };
+    Ok(format!(
+        "{}{hint}",
+        clip(&format!("{header}{body}"), MAX_VIEW)
+    ))
+}
+
+/// Check a `view_range` value against a file of `total` lines; returns 1-based inclusive bounds.
+fn line_range(v: &Value, total: usize) -> Result<(usize, usize), ToolError> {
+    let pair = v.as_array().and_then(|a| match a.as_slice() {
+        [start, end] => Some((start.as_i64()?, end.as_i64()?)),
+        _ => None,
+    });
+    let Some((start, end)) = pair else {
+        return Err(fail(format!(
+            "`view_range` must be two whole numbers [first, last], like [10, 40] or [10, -1] for \
+             line 10 to the end; got {}",
+            shown_value(v)
+        )));
+    };
+    let in_file = |n: i64| n >= 1 && n <= total as i64;
+    if !in_file(start) {
+        return Err(fail(format!(
+            "`view_range` starts at line {start}, but the file has {total} lines (numbered from 1)"
+        )));
+    }
+    let end = if end == -1 { total as i64 } else { end };
+    if end < start {
+        return Err(fail(format!(
+            "`view_range` ends at line {end}, before its start {start}; use -1 for the end of the \
+             file"
+        )));
+    }
+    if !in_file(end) {
+        return Err(fail(format!(
+            "`view_range` ends at line {end}, but the file has only {total} lines; use -1 for the \
+             end of the file"
+        )));
+    }
+    Ok((start as usize, end as usize))
+}
+
+/// List a directory two levels deep, hidden entries left out.
+async fn list_dir(target: &Target) -> Result<String, ToolError> {
+    let mut out = format!(
+        "`{}`, two levels deep (hidden entries left out):\n",
+        target.shown
+    );
+    let mut count = 0;
+    for (name, is_dir) in entries(target).await? {
+        out.push_str(&name);
+        count += 1;
+        if is_dir {
+            out.push_str("/\n");
+            let sub = Target {
+                path: target.path.join(&name),
+                shown: format!("{}/{name}", target.shown),
+            };
+            for (inner, inner_dir) in entries(&sub).await? {
+                out.push_str(&format!(
+                    "{name}/{inner}{}\n",
+                    if inner_dir { "/" } else { "" }
+                ));
+                count += 1;
+            }
+        } else {
+            out.push('\n');
+        }
+    }
+    if count == 0 {
+        out.push_str("(empty)\n");
+    }
+    Ok(clip(&out, MAX_VIEW))
+}
+
+/// Visible entries of a directory, sorted by name, each with whether it is a directory.
+/// Symbolic links are listed but not followed.
+async fn entries(dir: &Target) -> Result<Vec<(String, bool)>, ToolError> {
+    let failed = |e: std::io::Error| fail(format!("cannot list `{}`: {e}", dir.shown));
+    let mut reader = tokio::fs::read_dir(&dir.path).await.map_err(failed)?;
+    let mut found = Vec::new();
+    while let Some(entry) = reader.next_entry().await.map_err(failed)? {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let is_dir = entry.file_type().await.is_ok_and(|t| t.is_dir());
+        found.push((name, is_dir));
+    }
+    found.sort();
+    Ok(found)
+}
+
+async fn create(target: &Target, args: &Value) -> Result<String, ToolError> {
+    let text = str_arg(args, "file_text", NAME)?;
+    if let Some(parent) = target.path.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(|e| {
+            fail(format!(
+                "cannot create the directories for `{}`: {e}",
+                target.shown
+            ))
+        })?;
+    }
+    let opened = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&target.path)
+        .await;
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+            let what = match tokio::fs::metadata(&target.path).await {
+                Ok(m) if m.is_dir() => "a directory",
+                _ => "a file",
+            };
+            return Err(fail(format!(
+                "`{}` already exists as {what}; `create` only makes new files. Use `view` to see \
+                 it and `str_replace` or `insert` to change it.",
+                target.shown
+            )));
+        }
+        Err(e) => return Err(fail(format!("cannot create `{}`: {e}", target.shown))),
+    };
+    let written = async {
+        file.write_all(text.as_bytes()).await?;
+        file.flush().await
+    };
+    written
+        .await
+        .map_err(|e| fail(format!("cannot write `{}`: {e}", target.shown)))?;
+    Ok(format!(
+        "Created `{}` ({} lines).",
+        target.shown,
+        text.lines().count()
+    ))
+}
+
+/// Byte offsets of every occurrence of `needle`, overlapping ones included.
+fn occurrences(text: &str, needle: &str) -> Vec<usize> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(needle) {
+        let at = from + i;
+        found.push(at);
+        from = at + text[at..].chars().next().map_or(1, char::len_utf8);
+    }
+    found
+}
+
+/// The 1-based line number of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset].matches('\n').count() + 1
+}
+
+/// Lines `first..=last` of `text` with a few lines of context, numbered.
+fn snippet(text: &str, first: usize, last: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() {
+        return "The file is now empty.\n".into();
+    }
+    let from = first.saturating_sub(CONTEXT_LINES).max(1);
+    let to = (last + CONTEXT_LINES).min(lines.len()).max(from);
+    let shown = clip(&numbered(&lines[from - 1..to], from), MAX_VIEW);
+    format!("Lines {from}-{to} now read:\n{shown}")
+}
+
+/// Lines numbered like `cat -n`, starting at `first`.
+fn numbered(lines: &[&str], first: usize) -> String {
+    lines
+        .iter()
+        .zip(first..)
+        .map(|(line, n)| format!("{n:6}\t{line}\n"))
+        .collect()
+}
+
+/// A short rendering of a wrong-typed argument.
+fn shown_value(v: &Value) -> String {
+    let text = v.to_string();
+    if text.len() > 60 {
+        json_kind(v).to_string()
+    } else {
+        format!("{} {text}", json_kind(v))
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> ToolError {
+    ToolError::new(format!("{NAME}: {msg}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory that is removed when the test ends, pass or fail.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos();
+            let dir = std::env::temp_dir().join(format!(
+                "manus-editor-{name}-{}-{nanos}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn ctx(ws: &Path) -> ToolCtx {
+        ToolCtx {
+            flow_id: "f".into(),
+            agent: "a".into(),
+            workspace: ws.to_path_buf(),
+            flow: None,
+        }
+    }
+
+    async fn ok(ed: &mut StrReplaceEditor, ctx: &ToolCtx, args: Value) -> String {
+        match ed.call(args.clone(), ctx).await {
+            Ok(out) => out.text,
+            Err(e) => panic!("{args} failed: {e}"),
+        }
+    }
+
+    async fn refused(ed: &mut StrReplaceEditor, ctx: &ToolCtx, args: Value) -> String {
+        match ed.call(args.clone(), ctx).await {
+            Ok(out) => panic!("{args} should fail, got: {}", out.text),
+            Err(e) => e.0,
+        }
+    }
+
+    #[tokio::test]
+    async fn relative_create_then_view() {
+        let ws = TempDir::new("create");
+        let ctx = ctx(&ws.0);
+        let mut ed = StrReplaceEditor::default();
+        let out = ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "create", "path": "src/a.txt", "file_text": "one\ntwo\n"}),
+        )
+        .await;
+        assert_eq!(out, "Created `src/a.txt` (2 lines).");
+        assert_eq!(
+            std::fs::read_to_string(ws.0.join("src/a.txt")).unwrap(),
+            "one\ntwo\n"
+        );
+        let out = ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "view", "path": "src/a.txt"}),
+        )
+        .await;
+        assert_eq!(out, "`src/a.txt` (2 lines):\n     1\tone\n     2\ttwo\n");
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "create", "path": "src/a.txt", "file_text": "x"}),
+        )
+        .await;
+        assert!(
+            err.contains("already exists as a file") && err.contains("str_replace"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.0.join("src/a.txt")).unwrap(),
+            "one\ntwo\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn absolute_path_inside_is_accepted() {
+        let ws = TempDir::new("abs");
+        let ctx = ctx(&ws.0);
+        let mut ed = StrReplaceEditor::default();
+        let path = ws.0.join("notes.md");
+        let out = ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "create", "path": path, "file_text": "hi"}),
+        )
+        .await;
+        assert!(out.contains("`notes.md`"), "{out}");
+        let out = ok(&mut ed, &ctx, json!({"command": "view", "path": path})).await;
+        assert!(out.ends_with("     1\thi\n"), "{out}");
+        // `..` that stays inside the workspace is fine too.
+        std::fs::create_dir(ws.0.join("sub")).unwrap();
+        let out = ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "view", "path": "sub/../notes.md"}),
+        )
+        .await;
+        assert!(out.starts_with("`notes.md`"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn parent_escape_is_refused() {
+        let ws = TempDir::new("dotdot");
+        let ctx = ctx(&ws.0);
+        let mut ed = StrReplaceEditor::default();
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "create", "path": "../x", "file_text": "no"}),
+        )
+        .await;
+        assert!(
+            err.contains("outside the workspace") && err.contains(&ws.0.display().to_string()),
+            "{err}"
+        );
+        assert!(!ws.0.parent().unwrap().join("x").exists());
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "view", "path": "a/../../x"}),
+        )
+        .await;
+        assert!(
+            err.contains("`..` after a directory that does not exist"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn absolute_path_outside_is_refused() {
+        let ws = TempDir::new("etc");
+        let ctx = ctx(&ws.0);
+        let mut ed = StrReplaceEditor::default();
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "view", "path": "/etc/passwd"}),
+        )
+        .await;
+        assert!(
+            err.contains("outside the workspace") && err.contains(&ws.0.display().to_string()),
+            "{err}"
+        );
+        let err = refused(&mut ed, &ctx, json!({"command": "undo_edit", "path": "/"})).await;
+        assert!(err.contains("outside the workspace"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn symlink_out_of_the_workspace_is_refused() {
+        let ws = TempDir::new("link");
+        let outside = TempDir::new("link-target");
+        std::fs::write(outside.0.join("secret.txt"), "secret").unwrap();
+        std::os::unix::fs::symlink(&outside.0, ws.0.join("escape")).unwrap();
+        std::os::unix::fs::symlink(outside.0.join("gone"), ws.0.join("dangling")).unwrap();
+        let ctx = ctx(&ws.0);
+        let mut ed = StrReplaceEditor::default();
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "view", "path": "escape/secret.txt"}),
+        )
+        .await;
+        assert!(err.contains("outside the workspace"), "{err}");
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "create", "path": "escape/new.txt", "file_text": "x"}),
+        )
+        .await;
+        assert!(err.contains("outside the workspace"), "{err}");
+        assert!(!outside.0.join("new.txt").exists());
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "create", "path": "dangling", "file_text": "x"}),
+        )
+        .await;
+        assert!(err.contains("symbolic link"), "{err}");
+        assert!(!outside.0.join("gone").exists());
+    }
+
+    #[tokio::test]
+    async fn multiple_matches_are_listed_by_line() {
+        let ws = TempDir::new("multi");
+        let ctx = ctx(&ws.0);
+        std::fs::write(ws.0.join("m.py"), "x = 1\ny = 2\nx = 1\n\nx = 1\n").unwrap();
+        let mut ed = StrReplaceEditor::default();
+        let args = json!({"command": "str_replace", "path": "m.py", "old_str": "x = 1"});
+        let err = refused(&mut ed, &ctx, args).await;
+        assert!(
+            err.contains("occurs 3 times") && err.contains("lines 1, 3, 5"),
+            "{err}"
+        );
+        let args = json!({"command": "str_replace", "path": "m.py", "old_str": "z = 1"});
+        let err = refused(&mut ed, &ctx, args).await;
+        assert!(err.contains("does not occur"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(ws.0.join("m.py")).unwrap(),
+            "x = 1\ny = 2\nx = 1\n\nx = 1\n"
+        );
+        let old = "y = 2\nx = 1";
+        let new = "y = 3\nx = 1";
+        let args =
+            json!({"command": "str_replace", "path": "m.py", "old_str": old, "new_str": new});
+        let out = ok(&mut ed, &ctx, args).await;
+        assert!(out.contains("     2\ty = 3\n"), "{out}");
+        assert_eq!(
+            std::fs::read_to_string(ws.0.join("m.py")).unwrap(),
+            "x = 1\ny = 3\nx = 1\n\nx = 1\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn undo_restores_each_earlier_version() {
+        let ws = TempDir::new("undo");
+        let ctx = ctx(&ws.0);
+        let file = ws.0.join("u.txt");
+        std::fs::write(&file, "alpha\nbeta\n").unwrap();
+        let mut ed = StrReplaceEditor::default();
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "undo_edit", "path": "u.txt"}),
+        )
+        .await;
+        assert!(err.contains("no edit of `u.txt` to undo"), "{err}");
+        let args = json!({"command": "str_replace", "path": "u.txt", "old_str": "alpha",
+                          "new_str": "gamma"});
+        ok(&mut ed, &ctx, args).await;
+        ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "str_replace", "path": "u.txt", "old_str": "beta\n"}),
+        )
+        .await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "gamma\n");
+        // The same file named by its absolute path shares the history.
+        let out = ok(&mut ed, &ctx, json!({"command": "undo_edit", "path": file})).await;
+        assert!(out.contains("1 earlier edit"), "{out}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "gamma\nbeta\n");
+        ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "undo_edit", "path": "u.txt"}),
+        )
+        .await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "alpha\nbeta\n");
+        refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "undo_edit", "path": "u.txt"}),
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn insert_after_a_line() {
+        let ws = TempDir::new("insert");
+        let ctx = ctx(&ws.0);
+        let file = ws.0.join("i.txt");
+        std::fs::write(&file, "a\nb").unwrap();
+        let mut ed = StrReplaceEditor::default();
+        let out = ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "insert", "path": "i.txt", "insert_line": 1, "new_str": "x\ny"}),
+        )
+        .await;
+        assert!(
+            out.contains("Inserted 2 line(s) after line 1")
+                && out.contains("     2\tx\n     3\ty\n"),
+            "{out}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "a\nx\ny\nb");
+        ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "insert", "path": "i.txt", "insert_line": 0, "new_str": "top\n"}),
+        )
+        .await;
+        ok(
+            &mut ed,
+            &ctx,
+            json!({"command": "insert", "path": "i.txt", "insert_line": 5, "new_str": "end"}),
+        )
+        .await;
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "top\na\nx\ny\nb\nend\n"
+        );
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "insert", "path": "i.txt", "insert_line": 7, "new_str": "z"}),
+        )
+        .await;
+        assert!(
+            err.contains("past the end") && err.contains("has 6 lines"),
+            "{err}"
+        );
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "insert", "path": "i.txt", "insert_line": -1, "new_str": "z"}),
+        )
+        .await;
+        assert!(
+            err.contains("`insert_line` must be a whole number"),
+            "{err}"
+        );
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "insert", "path": "i.txt", "new_str": "z"}),
+        )
+        .await;
+        assert!(
+            err.contains("missing required argument `insert_line`"),
+            "{err}"
+        );
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "insert", "path": "i.txt", "insert_line": 1}),
+        )
+        .await;
+        assert!(err.contains("missing required argument `new_str`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn view_range_and_its_errors() {
+        let ws = TempDir::new("range");
+        let ctx = ctx(&ws.0);
+        let text: String = (1..=10).map(|n| format!("line {n}\n")).collect();
+        std::fs::write(ws.0.join("r.txt"), text).unwrap();
+        let mut ed = StrReplaceEditor::default();
+        let view = |range: Value| json!({"command": "view", "path": "r.txt", "view_range": range});
+        let out = ok(&mut ed, &ctx, view(json!([3, 4]))).await;
+        assert_eq!(
+            out,
+            "`r.txt`, lines 3-4 of 10:\n     3\tline 3\n     4\tline 4\n"
+        );
+        let out = ok(&mut ed, &ctx, view(json!([9, -1]))).await;
+        assert_eq!(
+            out,
+            "`r.txt`, lines 9-10 of 10:\n     9\tline 9\n    10\tline 10\n"
+        );
+        let err = refused(&mut ed, &ctx, view(json!([0, 3]))).await;
+        assert!(err.contains("starts at line 0"), "{err}");
+        let err = refused(&mut ed, &ctx, view(json!([5, 11]))).await;
+        assert!(err.contains("has only 10 lines"), "{err}");
+        let err = refused(&mut ed, &ctx, view(json!([5, 2]))).await;
+        assert!(err.contains("before its start"), "{err}");
+        let err = refused(&mut ed, &ctx, view(json!("1-3"))).await;
+        assert!(
+            err.contains("`view_range` must be two whole numbers") && err.contains("\"1-3\""),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn view_lists_a_directory_two_levels_deep() {
+        let ws = TempDir::new("dir");
+        let ctx = ctx(&ws.0);
+        for path in ["b.txt", "src/main.rs", "src/deep/more.rs", ".git/config"] {
+            let path = ws.0.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        let mut ed = StrReplaceEditor::default();
+        let out = ok(&mut ed, &ctx, json!({"command": "view", "path": "."})).await;
+        assert_eq!(
+            out,
+            "`.`, two levels deep (hidden entries left out):\nb.txt\nsrc/\nsrc/deep/\nsrc/main.rs\n"
+        );
+        let out = ok(&mut ed, &ctx, json!({"command": "view", "path": "b.txt"})).await;
+        assert_eq!(out, "`b.txt` is empty.");
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_name_the_argument() {
+        let ws = TempDir::new("args");
+        let ctx = ctx(&ws.0);
+        let mut ed = StrReplaceEditor::default();
+        let err = refused(&mut ed, &ctx, json!({"path": "a"})).await;
+        assert!(err.contains("missing required argument `command`"), "{err}");
+        let err = refused(&mut ed, &ctx, json!({"command": "delete", "path": "a"})).await;
+        assert!(err.contains("unknown command `delete`"), "{err}");
+        let err = refused(&mut ed, &ctx, json!({"command": "view", "path": 3})).await;
+        assert!(err.contains("argument `path` must be a string"), "{err}");
+        let err = refused(&mut ed, &ctx, json!({"command": "create", "path": "a"})).await;
+        assert!(
+            err.contains("missing required argument `file_text`"),
+            "{err}"
+        );
+        let err = refused(
+            &mut ed,
+            &ctx,
+            json!({"command": "str_replace", "path": "a", "old_str": "x"}),
+        )
+        .await;
+        assert!(err.contains("`a` does not exist"), "{err}");
+    }
+}

@@ -1,0 +1,325 @@
+//! The `python_execute` tool: runs a snippet of Python in a fresh interpreter inside the
+//! workspace and shows what it printed, with a time limit.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+use super::bash::{Capture, kill_group};
+use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, str_arg};
+use crate::llm::ToolSpec;
+
+/// Most bytes of stdout shown to the model.
+const MAX_STDOUT: usize = 12_000;
+/// Most bytes of stderr shown to the model; tracebacks are short, and their end matters.
+const MAX_STDERR: usize = 6_000;
+
+/// Runs Python code with the configured interpreter.
+pub struct PythonExecute {
+    python: String,
+    timeout: Duration,
+}
+
+impl PythonExecute {
+    /// Uses the interpreter and time limit from `settings`.
+    pub fn new(settings: &ToolSettings) -> Self {
+        PythonExecute {
+            python: settings.python.clone(),
+            timeout: settings.python_timeout,
+        }
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let code = str_arg(&args, "code", "python_execute")?;
+        if code.trim().is_empty() {
+            return Err(ToolError::new(
+                "python_execute: `code` is empty; send the Python source to run.",
+            ));
+        }
+        let mut child = Command::new(&self.python)
+            .arg("-c")
+            .arg(code)
+            .current_dir(&ctx.workspace)
+            // Unbuffered, so output printed before a timeout is not lost with the process.
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                ToolError::new(format!(
+                    "python_execute: could not start the interpreter `{}`: {e}",
+                    self.python
+                ))
+            })?;
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(ToolError::new(
+                "python_execute: the interpreter started without its pipes",
+            ));
+        };
+
+        let mut out = Capture::new(MAX_STDOUT);
+        let mut err = Capture::new(MAX_STDERR);
+        let finished = tokio::time::timeout(self.timeout, async {
+            let (_, _, status) =
+                tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err), child.wait());
+            status
+        })
+        .await;
+
+        match finished {
+            Ok(Ok(status)) if status.success() => Ok(ToolOutput::text(report(&out, &err))),
+            Ok(Ok(status)) => {
+                let how = match status.code() {
+                    Some(code) => format!("exit code {code}"),
+                    None => status.to_string(),
+                };
+                Err(ToolError::new(format!(
+                    "{}\n[python failed: {how}]",
+                    report(&out, &err)
+                )))
+            }
+            Ok(Err(e)) => Err(ToolError::new(format!(
+                "python_execute: lost track of the interpreter: {e}"
+            ))),
+            Err(_) => {
+                // The script, or processes it started and that still hold its output open,
+                // ran too long: end them all.
+                if let Some(pid) = child.id() {
+                    kill_group(pid);
+                }
+                let _ = child.kill().await;
+                Err(ToolError::new(format!(
+                    "python_execute: timed out after {} s and was killed. Make the code faster, \
+                     or do less per call.\nOutput before the timeout:\n{}",
+                    self.timeout.as_secs_f64(),
+                    report(&out, &err)
+                )))
+            }
+        }
+    }
+}
+
+impl Tool for PythonExecute {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "python_execute".into(),
+            description: format!(
+                "Run Python source code in a new `{}` process whose working directory is the \
+                 workspace. Only what the code prints is returned (stdout, and stderr under its \
+                 own label), so use print() for any value you want to see; nothing is kept between \
+                 calls. The code gets no stdin. An exception or non-zero exit is reported as a \
+                 failure with its traceback. Runs longer than {} s are killed.",
+                self.python,
+                self.timeout.as_secs_f64()
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "code": {
+                        "type": "string",
+                        "description": "The complete Python program to run, for example \
+                            \"import math\\nprint(math.pi)\"."
+                    }
+                },
+                "required": ["code"]
+            }),
+        }
+    }
+
+    fn call<'a>(&'a mut self, args: Value, ctx: &'a ToolCtx) -> ToolFuture<'a> {
+        Box::pin(self.run(args, ctx))
+    }
+}
+
+/// Copy a pipe into a capture until it closes (or breaks).
+async fn pump(mut pipe: impl AsyncRead + Unpin, into: &mut Capture) {
+    let mut chunk = [0u8; 8192];
+    while let Ok(n @ 1..) = pipe.read(&mut chunk).await {
+        into.push(&chunk[..n]);
+    }
+}
+
+/// Stdout, then stderr under a label if there was any.
+fn report(out: &Capture, err: &Capture) -> String {
+    let out = out.text();
+    let err = err.text();
+    let (out, err) = (out.trim_end_matches('\n'), err.trim_end_matches('\n'));
+    match (out.is_empty(), err.is_empty()) {
+        (true, true) => "(no output)".into(),
+        (_, true) => out.into(),
+        (true, false) => format!("[stderr]\n{err}"),
+        (false, false) => format!("{out}\n[stderr]\n{err}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::time::Instant;
+
+    use super::*;
+
+    /// A scratch workspace that is removed when the test ends, pass or fail.
+    struct TempWs(PathBuf);
+
+    impl TempWs {
+        fn new(name: &str) -> Self {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos();
+            let dir = std::env::temp_dir().join(format!(
+                "manus-python-{name}-{}-{nanos}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempWs(dir)
+        }
+    }
+
+    impl Drop for TempWs {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn ctx(ws: &Path) -> ToolCtx {
+        ToolCtx {
+            flow_id: "f".into(),
+            agent: "a".into(),
+            workspace: ws.to_path_buf(),
+            flow: None,
+        }
+    }
+
+    fn tool(timeout_secs: u64) -> PythonExecute {
+        PythonExecute::new(&ToolSettings {
+            python_timeout: Duration::from_secs(timeout_secs),
+            ..ToolSettings::default()
+        })
+    }
+
+    async fn run(tool: &mut PythonExecute, ctx: &ToolCtx, code: &str) -> Result<String, String> {
+        tool.call(json!({ "code": code }), ctx)
+            .await
+            .map(|o| o.text)
+            .map_err(|e| e.0)
+    }
+
+    #[tokio::test]
+    async fn prints_and_runs_in_the_workspace() {
+        let ws = TempWs::new("basic");
+        let ctx = ctx(&ws.0);
+        let mut py = tool(30);
+        assert_eq!(run(&mut py, &ctx, "print(6 * 7)").await.unwrap(), "42");
+        assert_eq!(run(&mut py, &ctx, "x = 1").await.unwrap(), "(no output)");
+        run(&mut py, &ctx, "open('made.txt', 'w').write('hi')")
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ws.0.join("made.txt")).unwrap(),
+            "hi"
+        );
+        let out = run(
+            &mut py,
+            &ctx,
+            "import sys\nprint('to out')\nprint('to err', file=sys.stderr)",
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "to out\n[stderr]\nto err");
+        // Code that reads stdin sees end of input.
+        let out = run(&mut py, &ctx, "import sys\nprint(repr(sys.stdin.read()))")
+            .await
+            .unwrap();
+        assert_eq!(out, "''");
+    }
+
+    #[tokio::test]
+    async fn errors_show_the_traceback() {
+        let ws = TempWs::new("error");
+        let ctx = ctx(&ws.0);
+        let mut py = tool(30);
+        let err = run(&mut py, &ctx, "print('before')\n1 / 0")
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains("before") && err.contains("ZeroDivisionError"),
+            "{err}"
+        );
+        assert!(err.contains("[python failed: exit code 1]"), "{err}");
+        let err = run(&mut py, &ctx, "import sys; sys.exit(4)")
+            .await
+            .unwrap_err();
+        assert!(err.contains("exit code 4"), "{err}");
+        let err = run(&mut py, &ctx, "def broken(:").await.unwrap_err();
+        assert!(err.contains("SyntaxError"), "{err}");
+        let err = py.call(json!({ "code": 5 }), &ctx).await.unwrap_err().0;
+        assert!(err.contains("`code` must be a string"), "{err}");
+        let err = py.call(json!({}), &ctx).await.unwrap_err().0;
+        assert!(err.contains("missing required argument `code`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn missing_interpreter_is_reported() {
+        let ws = TempWs::new("nopy");
+        let ctx = ctx(&ws.0);
+        let settings = ToolSettings {
+            python: "no-such-python-here".into(),
+            ..ToolSettings::default()
+        };
+        let err = PythonExecute::new(&settings)
+            .call(json!({ "code": "print(1)" }), &ctx)
+            .await
+            .unwrap_err()
+            .0;
+        assert!(
+            err.contains("could not start the interpreter `no-such-python-here`"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn long_output_is_shortened() {
+        let ws = TempWs::new("long");
+        let ctx = ctx(&ws.0);
+        let out = run(&mut tool(30), &ctx, "for i in range(100000): print(i)")
+            .await
+            .unwrap();
+        assert!(out.starts_with("0\n1\n") && out.ends_with("99999"), "{out}");
+        assert!(out.contains("bytes of output cut") && out.len() < MAX_STDOUT + 100);
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_script_and_its_children() {
+        let ws = TempWs::new("timeout");
+        let ctx = ctx(&ws.0);
+        let started = Instant::now();
+        let code = "import subprocess, time\n\
+                    subprocess.Popen(['sleep', '41.3'])\n\
+                    print('waiting')\n\
+                    time.sleep(30)";
+        let err = run(&mut tool(1), &ctx, code).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(
+            err.contains("timed out after 1 s") && err.contains("waiting"),
+            "{err}"
+        );
+        let left = std::process::Command::new("pgrep")
+            .args(["-f", "^sleep 41.3$"])
+            .output();
+        if let Ok(left) = left {
+            assert!(
+                left.stdout.is_empty(),
+                "leftover: {}",
+                String::from_utf8_lossy(&left.stdout)
+            );
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The terminal view of a flow: a live plan board redrawn in place on a TTY, or one plain
+//! line per event when output is a pipe or a log. It only reads `FlowEvent`s.
+
+use std::io::Write;
+use std::time::Instant;
+
+use manus_actors::llm::Usage;
+use manus_actors::planner::plan::{Plan, StepStatus};
+use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
+
+pub struct Board<W: Write> {
+    out: W,
+    live: bool,
+    width: usize,
+    started: Instant,
+    flow_id: String,
+    plan: Option<Plan>,
+    usage: Usage,
+    /// When each running step started.
+    step_started: Vec<Option<Instant>>,
+    activity: String,
+    drawn_lines: usize,
+}
+
+impl<W: Write> Board<W> {
+    /// `live`: redraw a board in place (a terminal); otherwise print lines.
+    pub fn new(out: W, live: bool) -> Self {
+        let width = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(100);
+        Board {
+            out,
+            live,
+            width,
+            started: Instant::now(),
+            flow_id: String::new(),
+            plan: None,
+            usage: Usage::default(),
+            step_started: vec![],
+            activity: String::new(),
+            drawn_lines: 0,
+        }
+    }
+
+    pub fn on_event(&mut self, e: &FlowEvent) {
+        let line = self.apply(e);
+        if self.live {
+            if let FlowEvent::Question { .. } | FlowEvent::FlowFinished { .. } = e {
+                self.redraw();
+                if let Some(l) = line {
+                    let _ = writeln!(self.out, "{l}");
+                    self.drawn_lines = 0;
+                }
+            } else {
+                self.redraw();
+            }
+        } else if let Some(l) = line {
+            let _ = writeln!(self.out, "{l}");
+        }
+        let _ = self.out.flush();
+    }
+
+    /// Refresh the elapsed times on a live board.
+    pub fn tick(&mut self) {
+        if self.live && self.plan.is_some() {
+            self.redraw();
+            let _ = self.out.flush();
+        }
+    }
+
+    /// Update the state from an event; the plain line for it, if any.
+    fn apply(&mut self, e: &FlowEvent) -> Option<String> {
+        match e {
+            FlowEvent::FlowStarted { flow_id, task } => {
+                self.flow_id = flow_id.clone();
+                Some(format!("[flow {flow_id}] {task}"))
+            }
+            FlowEvent::PlanCreated { plan } => {
+                self.step_started = vec![None; plan.steps.len()];
+                self.plan = Some(plan.clone());
+                let steps: Vec<String> = plan.steps.iter().enumerate().map(|(i, s)| format!("  {i}. {}", s.text)).collect();
+                Some(format!("[plan] {} ({} steps)\n{}", plan.title, plan.steps.len(), steps.join("\n")))
+            }
+            FlowEvent::StepStarted { step, agent, attempt } => {
+                if let Some(p) = self.plan.as_mut().and_then(|p| p.steps.get_mut(*step)) {
+                    p.status = StepStatus::InProgress;
+                    p.agent = Some(agent.clone());
+                    p.attempts = *attempt;
+                }
+                if let Some(s) = self.step_started.get_mut(*step) {
+                    *s = Some(Instant::now());
+                }
+                self.activity = format!("{agent} is thinking");
+                let again = if *attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+                Some(format!("[step {step}] {agent} started{again}"))
+            }
+            FlowEvent::Thought { step, agent, text } => {
+                self.activity = format!("{agent}: {}", one_line(text));
+                Some(format!("[step {step}] {agent}: {}", one_line(text)))
+            }
+            FlowEvent::LlmCalled { usage, .. } => {
+                self.usage.add(*usage);
+                None
+            }
+            FlowEvent::ToolCalled { step, agent, tool, arguments } => {
+                self.activity = format!("{agent} → {tool} {}", one_line(arguments));
+                Some(format!("[step {step}] {agent} → {tool} {}", one_line(arguments)))
+            }
+            FlowEvent::ToolFinished { step, agent, tool, ok, output } => {
+                let mark = if *ok { "ok" } else { "error" };
+                Some(format!("[step {step}] {agent} ← {tool} {mark}: {}", one_line(output)))
+            }
+            FlowEvent::Question { id, agent, inquire } => {
+                Some(format!("\n[question {id}] {agent} asks: {inquire}\nyour answer> "))
+            }
+            FlowEvent::StepFinished { step, agent, status, summary, usage } => {
+                if let Some(p) = self.plan.as_mut().and_then(|p| p.steps.get_mut(*step)) {
+                    p.status = *status;
+                    p.usage.add(*usage);
+                    p.notes = summary.clone();
+                    if let Some(Some(t)) = self.step_started.get(*step) {
+                        p.elapsed_ms = t.elapsed().as_millis() as u64;
+                    }
+                }
+                self.activity.clear();
+                Some(format!("[step {step}] {agent} {}: {}", status.as_str(), one_line(summary)))
+            }
+            FlowEvent::FlowFinished { outcome } => {
+                self.plan = Some(outcome.plan.clone());
+                self.usage = outcome.usage;
+                self.activity.clear();
+                Some(final_report(outcome))
+            }
+        }
+    }
+
+    fn redraw(&mut self) {
+        let mut lines = vec![format!(
+            "manus-rt · flow {} · {} · {} tokens in {} model calls",
+            self.flow_id,
+            clock(self.started.elapsed().as_millis() as u64),
+            group(self.usage.total()),
+            self.usage.calls
+        )];
+        if let Some(plan) = &self.plan {
+            lines.push(format!("Plan: {}", plan.title));
+            for (i, s) in plan.steps.iter().enumerate() {
+                let elapsed = match (s.status, self.step_started.get(i)) {
+                    (StepStatus::InProgress, Some(Some(t))) => t.elapsed().as_millis() as u64,
+                    _ => s.elapsed_ms,
+                };
+                let time = if elapsed > 0 { clock(elapsed) } else { String::new() };
+                let tokens = if s.usage.total() > 0 { format!("{} tok", group(s.usage.total())) } else { String::new() };
+                let agent = s.agent.clone().unwrap_or_default();
+                lines.push(format!("  {} {i}. {}  {agent} {time} {tokens}", s.status.mark(), s.text));
+            }
+        } else {
+            lines.push("Planning…".into());
+        }
+        if !self.activity.is_empty() {
+            lines.push(format!("  ↳ {}", self.activity));
+        }
+        let mut frame = String::new();
+        if self.drawn_lines > 0 {
+            frame.push_str(&format!("\x1b[{}A\x1b[J", self.drawn_lines));
+        }
+        for l in &lines {
+            frame.push_str(&truncate(l, self.width));
+            frame.push('\n');
+        }
+        let _ = self.out.write_all(frame.as_bytes());
+        self.drawn_lines = lines.len();
+    }
+}
+
+/// The closing report of a flow, for people.
+pub fn final_report(o: &FlowOutcome) -> String {
+    let verdict = match o.status {
+        FlowStatus::Completed => "completed",
+        FlowStatus::Failed => "FAILED",
+        FlowStatus::Cancelled => "cancelled",
+        FlowStatus::TimedOut => "TIMED OUT",
+    };
+    let mut s = format!(
+        "\nFlow {} {verdict} in {} ({}): {} tokens ({} prompt, {} completion) in {} model calls\n",
+        o.flow_id,
+        clock(o.elapsed_ms),
+        o.reason,
+        group(o.usage.total()),
+        group(o.usage.prompt_tokens),
+        group(o.usage.completion_tokens),
+        o.usage.calls
+    );
+    for (i, st) in o.plan.steps.iter().enumerate() {
+        s.push_str(&format!("  {} {i}. {}\n", st.status.mark(), st.text));
+    }
+    if !o.summary.is_empty() {
+        s.push_str(&format!("\n{}\n", o.summary));
+    }
+    s
+}
+
+fn one_line(s: &str) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    truncate(&flat, 160)
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max { s.to_string() } else { format!("{}…", s.chars().take(max.saturating_sub(1)).collect::<String>()) }
+}
+
+/// `m:ss` for durations.
+fn clock(ms: u64) -> String {
+    let secs = ms / 1000;
+    if secs < 60 { format!("{:.1}s", ms as f64 / 1000.0) } else { format!("{}:{:02}", secs / 60, secs % 60) }
+}
+
+/// Thousands separators.
+fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_times_read_well() {
+        assert_eq!(group(1234567), "1,234,567");
+        assert_eq!(group(12), "12");
+        assert_eq!(clock(1500), "1.5s");
+        assert_eq!(clock(125_000), "2:05");
+    }
+}

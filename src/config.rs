@@ -1,0 +1,494 @@
+//! `config.toml`: the file format, its validation (every error names the key and, where it
+//! can, the line), and the mapping onto the engine's typed settings.
+//!
+//! Lookup: `--config FILE`, else `config/config.toml`, else `config/config.example.toml`,
+//! else the example compiled into the binary, so `manus-rt run-flow` works anywhere.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use manus_actors::agent::{AgentProfile, AgentSpec, profile};
+use manus_actors::llm::{ApiType, Cassette, LlmSettings, RetryPolicy};
+use manus_actors::planner::{FlowSettings, OnStepFailure};
+use manus_actors::tools::{KNOWN_TOOLS, ToolSettings};
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+/// The example config, as shipped; it runs with no API key (it replays a cassette).
+pub const EMBEDDED_EXAMPLE: &str = include_str!("../config/config.example.toml");
+/// The cassette the example config replays, named `builtin:example-flow` there.
+pub const EMBEDDED_CASSETTE: &str = include_str!("../config/cassettes/example-flow.jsonl");
+const BUILTIN_CASSETTE: &str = "builtin:example-flow";
+
+/// A config problem, with where it is.
+#[derive(Debug, Clone)]
+pub struct ConfigError {
+    pub source: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.source, self.message),
+            None => write!(f, "{}: {}", self.source, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+// ─── The file format ───────────────────────────────────────────────────────────────────
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    llm: LlmSection,
+    #[serde(default)]
+    runtime: RuntimeToml,
+    #[serde(default)]
+    tools: ToolsToml,
+    #[serde(default)]
+    agents: BTreeMap<String, Spanned<AgentToml>>,
+    #[serde(default)]
+    flow: FlowToml,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum ApiTypeToml {
+    Openai,
+    Azure,
+    Ollama,
+    Replay,
+}
+
+/// Declares the `[llm]` keys once: the struct, the key list, field-by-field reading and
+/// merging a named profile over the default.
+macro_rules! llm_keys {
+    ($($key:ident: $ty:ty),* $(,)?) => {
+        #[derive(Debug, Clone, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct LlmToml { $($key: Option<$ty>,)* }
+
+        impl LlmToml {
+            /// Read `key`'s value into its field; false if `key` is not an `[llm]` key.
+            fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+                match key {
+                    $(stringify!($key) => { self.$key = Some(map.next_value()?); Ok(true) })*
+                    _ => Ok(false),
+                }
+            }
+            /// This profile with the default's values where it sets none.
+            fn over(&self, base: &LlmToml) -> LlmToml {
+                LlmToml { $($key: self.$key.clone().or_else(|| base.$key.clone()),)* }
+            }
+        }
+    };
+}
+
+llm_keys! {
+    api_type: ApiTypeToml,
+    base_url: String,
+    model: String,
+    api_key: String,
+    api_key_env: String,
+    api_version: String,
+    max_tokens: u32,
+    max_input_tokens: usize,
+    temperature: f32,
+    timeout_secs: u64,
+    max_retries: u32,
+    cassette: String,
+}
+
+/// `[llm]`: the default profile's keys, and `[llm.NAME]` tables for named profiles.
+#[derive(Debug, Default)]
+struct LlmSection {
+    base: LlmToml,
+    named: BTreeMap<String, LlmToml>,
+}
+
+impl<'de> Deserialize<'de> for LlmSection {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SectionVisitor;
+        impl<'de> Visitor<'de> for SectionVisitor {
+            type Value = LlmSection;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("the [llm] table")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LlmSection, A::Error> {
+                let mut section = LlmSection::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !section.base.read(&key, &mut map)? {
+                        let profile = map.next_value_seed(NamedProfile(&key))?;
+                        section.named.insert(key, profile);
+                    }
+                }
+                Ok(section)
+            }
+        }
+        d.deserialize_map(SectionVisitor)
+    }
+}
+
+/// A `[llm.NAME]` table; anything else under `[llm]` is an unknown key.
+struct NamedProfile<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for NamedProfile<'_> {
+    type Value = LlmToml;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<LlmToml, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NamedProfile<'_> {
+    type Value = LlmToml;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "a known [llm] key or a [llm.{}] profile table; `{}` is neither (keys: api_type, base_url, model, \
+             api_key, api_key_env, api_version, max_tokens, max_input_tokens, temperature, timeout_secs, \
+             max_retries, cassette)",
+            self.0, self.0
+        )
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LlmToml, A::Error> {
+        LlmToml::deserialize(de::value::MapAccessDeserializer::new(map))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeToml {
+    workspace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsToml {
+    python: Option<String>,
+    python_timeout_secs: Option<u64>,
+    bash_timeout_secs: Option<u64>,
+    ask_timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentToml {
+    profile: Option<Spanned<String>>,
+    description: Option<String>,
+    replicas: Option<u32>,
+    llm: Option<Spanned<String>>,
+    max_steps: Option<u32>,
+    tools: Option<Spanned<Vec<String>>>,
+    max_observe: Option<usize>,
+    memory_messages: Option<usize>,
+    memory_tokens: Option<usize>,
+    system_prompt: Option<String>,
+    next_step_prompt: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowToml {
+    primary_agent: Option<Spanned<String>>,
+    planner_llm: Option<Spanned<String>>,
+    step_timeout_secs: Option<u64>,
+    flow_timeout_secs: Option<u64>,
+    max_step_retries: Option<u32>,
+    on_step_failure: Option<OnStepFailure>,
+}
+
+// ─── The loaded config ─────────────────────────────────────────────────────────────────
+
+/// A validated config, mapped onto the engine's types.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from (a path, or "embedded example").
+    pub source: String,
+    /// LLM profiles by name; `default` is `[llm]`.
+    pub llm: BTreeMap<String, Arc<LlmSettings>>,
+    pub planner_llm: String,
+    pub workspace: PathBuf,
+    pub tools: ToolSettings,
+    /// The pool, in name order; each agent names its LLM profile.
+    pub agents: Vec<(AgentTemplate, String)>,
+    pub flow: FlowSettings,
+}
+
+/// An agent of the pool before it is bound to a flow's LLM client.
+#[derive(Debug, Clone)]
+pub struct AgentTemplate {
+    pub name: String,
+    pub description: String,
+    pub profile: AgentProfile,
+    pub replicas: u32,
+}
+
+impl AgentTemplate {
+    pub fn bind(&self, llm: manus_actors::llm::LlmClient, tools: &ToolSettings, workspace: &Path) -> AgentSpec {
+        AgentSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            profile: self.profile.clone(),
+            replicas: self.replicas,
+            llm,
+            tool_settings: tools.clone(),
+            workspace: workspace.to_path_buf(),
+        }
+    }
+}
+
+impl Config {
+    /// Find and load the config: `explicit`, else the usual places, else the embedded example.
+    pub fn locate(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        if let Some(path) = explicit {
+            return Config::load(path);
+        }
+        for candidate in ["config/config.toml", "config/config.example.toml"] {
+            let p = Path::new(candidate);
+            if p.exists() {
+                return Config::load(p);
+            }
+        }
+        Config::parse(EMBEDDED_EXAMPLE, "embedded example config", None)
+    }
+
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            source: path.display().to_string(),
+            line: None,
+            message: format!("cannot read it: {e}"),
+        })?;
+        Config::parse(&text, &path.display().to_string(), path.parent())
+    }
+
+    /// Parse and validate config text. `dir` resolves relative cassette paths.
+    pub fn parse(text: &str, source: &str, dir: Option<&Path>) -> Result<Config, ConfigError> {
+        let err = |line: Option<usize>, message: String| ConfigError { source: source.to_string(), line, message };
+        let at = |span: std::ops::Range<usize>| Some(text[..span.start.min(text.len())].matches('\n').count() + 1);
+        let file: ConfigFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().and_then(|s| at(s));
+            err(line, e.message().trim().to_string())
+        })?;
+
+        // LLM profiles.
+        let mut llm = BTreeMap::new();
+        let mut named: Vec<(String, LlmToml)> = vec![("default".into(), file.llm.base.clone())];
+        named.extend(file.llm.named.iter().map(|(k, v)| (k.clone(), v.over(&file.llm.base))));
+        for (name, t) in named {
+            let settings = llm_settings(&name, &t, dir).map_err(|m| err(None, m))?;
+            llm.insert(name, Arc::new(settings));
+        }
+        let profile_ref = |r: &Option<Spanned<String>>, key: &str| -> Result<String, ConfigError> {
+            match r {
+                None => Ok("default".into()),
+                Some(s) if llm.contains_key(s.get_ref()) => Ok(s.get_ref().clone()),
+                Some(s) => Err(err(
+                    at(s.span()),
+                    format!(
+                        "{key} = \"{}\": no such LLM profile; defined: {}",
+                        s.get_ref(),
+                        llm.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                )),
+            }
+        };
+
+        // The agent pool.
+        if file.agents.is_empty() {
+            return Err(err(None, "the agent pool is empty: add at least one [agents.NAME] table".into()));
+        }
+        let mut agents = vec![];
+        for (name, spanned) in &file.agents {
+            let a = spanned.get_ref();
+            let key = |k: &str| format!("[agents.{name}] {k}");
+            let profile_id = a.profile.as_ref().map(|p| p.get_ref().clone()).unwrap_or_else(|| {
+                if profile::builtin(name).is_some() { name.clone() } else { "manus".into() }
+            });
+            let mut prof = profile::builtin(&profile_id).ok_or_else(|| {
+                err(
+                    a.profile.as_ref().and_then(|p| at(p.span())),
+                    format!(
+                        "{} = \"{profile_id}\": no such profile; built-in profiles: {}",
+                        key("profile"),
+                        profile::BUILTIN_PROFILES.join(", ")
+                    ),
+                )
+            })?;
+            if let Some(tools) = &a.tools {
+                if let Some(bad) = tools.get_ref().iter().find(|t| !KNOWN_TOOLS.contains(&t.as_str())) {
+                    return Err(err(
+                        at(tools.span()),
+                        format!("{}: unknown tool `{bad}`; known tools: {}", key("tools"), KNOWN_TOOLS.join(", ")),
+                    ));
+                }
+                prof.tools = tools.get_ref().clone();
+            }
+            if !prof.tools.iter().any(|t| t == "terminate") {
+                prof.tools.push("terminate".into());
+            }
+            prof.max_steps = a.max_steps.unwrap_or(prof.max_steps);
+            prof.max_observe = a.max_observe.unwrap_or(prof.max_observe);
+            prof.memory_messages = a.memory_messages.unwrap_or(prof.memory_messages);
+            prof.memory_tokens = a.memory_tokens.unwrap_or(prof.memory_tokens);
+            if let Some(s) = &a.system_prompt {
+                prof.system_prompt = s.clone();
+            }
+            if let Some(s) = &a.next_step_prompt {
+                prof.next_step_prompt = s.clone();
+            }
+            if prof.max_steps == 0 {
+                return Err(err(at(spanned.span()), format!("{} must be at least 1", key("max_steps"))));
+            }
+            let llm_name = profile_ref(&a.llm, &key("llm"))?;
+            let description = a.description.clone().unwrap_or_else(|| match profile_id.as_str() {
+                "data_analysis" => "Analyses data files with Python and reports findings with numbers.".into(),
+                _ => "A general agent: runs Python and shell commands, edits files, asks the user.".into(),
+            });
+            let template =
+                AgentTemplate { name: name.to_ascii_lowercase(), description, profile: prof, replicas: a.replicas.unwrap_or(1).max(1) };
+            agents.push((template, llm_name));
+        }
+
+        let f = &file.flow;
+        let primary_agent = match &f.primary_agent {
+            Some(p) if agents.iter().any(|(a, _)| a.name.eq_ignore_ascii_case(p.get_ref())) => p.get_ref().to_ascii_lowercase(),
+            Some(p) => {
+                return Err(err(
+                    at(p.span()),
+                    format!(
+                        "[flow] primary_agent = \"{}\": no such agent in the pool; agents: {}",
+                        p.get_ref(),
+                        agents.iter().map(|(a, _)| a.name.clone()).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+            None if agents.iter().any(|(a, _)| a.name == "manus") => "manus".into(),
+            None => agents[0].0.name.clone(),
+        };
+        let planner_llm = profile_ref(&f.planner_llm, "[flow] planner_llm")?;
+        let flow = FlowSettings {
+            primary_agent,
+            step_timeout: Duration::from_secs(f.step_timeout_secs.unwrap_or(900)),
+            flow_timeout: Duration::from_secs(f.flow_timeout_secs.unwrap_or(3600)),
+            max_step_retries: f.max_step_retries.unwrap_or(1),
+            on_step_failure: f.on_step_failure.unwrap_or(OnStepFailure::Continue),
+        };
+        let defaults = ToolSettings::default();
+        let t = &file.tools;
+        let tools = ToolSettings {
+            python: t.python.clone().unwrap_or(defaults.python),
+            python_timeout: t.python_timeout_secs.map(Duration::from_secs).unwrap_or(defaults.python_timeout),
+            bash_timeout: t.bash_timeout_secs.map(Duration::from_secs).unwrap_or(defaults.bash_timeout),
+            ask_timeout: t.ask_timeout_secs.map(Duration::from_secs).unwrap_or(defaults.ask_timeout),
+        };
+        let workspace = PathBuf::from(file.runtime.workspace.clone().unwrap_or_else(|| "workspace".into()));
+        Ok(Config { source: source.to_string(), llm, planner_llm, workspace, tools, agents, flow })
+    }
+}
+
+/// One LLM profile's settings, with defaults and secrets from the environment.
+fn llm_settings(name: &str, t: &LlmToml, dir: Option<&Path>) -> Result<LlmSettings, String> {
+    let key = |k: &str| if name == "default" { format!("[llm] {k}") } else { format!("[llm.{name}] {k}") };
+    let api_type = t.api_type.unwrap_or(ApiTypeToml::Openai);
+    if api_type == ApiTypeToml::Replay {
+        let source = t.cassette.as_deref().ok_or_else(|| format!("{} is required when api_type = \"replay\"", key("cassette")))?;
+        let cassette = if source == BUILTIN_CASSETTE {
+            Cassette::parse(BUILTIN_CASSETTE, EMBEDDED_CASSETTE)
+        } else {
+            let p = Path::new(source);
+            let p = if p.is_relative() { dir.unwrap_or(Path::new(".")).join(p) } else { p.to_path_buf() };
+            Cassette::load(&p)
+        }
+        .map_err(|e| format!("{}: {e}", key("cassette")))?;
+        return Ok(LlmSettings::replay(name, Arc::new(cassette)));
+    }
+    let base_url = match (api_type, &t.base_url) {
+        (_, Some(u)) => u.clone(),
+        (ApiTypeToml::Ollama, None) => "http://127.0.0.1:11434/v1".into(),
+        (ApiTypeToml::Azure, None) => return Err(format!("{} is required when api_type = \"azure\"", key("base_url"))),
+        _ => "https://api.openai.com/v1".into(),
+    };
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(format!("{} = \"{base_url}\" must start with http:// or https://", key("base_url")));
+    }
+    let model = t.model.clone().ok_or_else(|| format!("{} is required (the model's name on the server)", key("model")))?;
+    // A named environment variable wins over a key written in the file.
+    let env_name = t.api_key_env.clone().or_else(|| (api_type == ApiTypeToml::Openai && t.api_key.is_none()).then(|| "OPENAI_API_KEY".into()));
+    let api_key = env_name.and_then(|v| std::env::var(v).ok()).filter(|v| !v.is_empty()).or_else(|| t.api_key.clone());
+    let defaults = RetryPolicy::default();
+    Ok(LlmSettings {
+        profile: name.to_string(),
+        api_type: if api_type == ApiTypeToml::Azure { ApiType::Azure } else { ApiType::OpenAi },
+        base_url,
+        model,
+        api_key,
+        api_version: t.api_version.clone(),
+        max_tokens: t.max_tokens.unwrap_or(4096),
+        max_input_tokens: t.max_input_tokens,
+        temperature: t.temperature.unwrap_or(0.2),
+        timeout: Duration::from_secs(t.timeout_secs.unwrap_or(120)),
+        retry: RetryPolicy { max_retries: t.max_retries.unwrap_or(defaults.max_retries), ..defaults },
+        cassette: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, "test.toml", None)
+    }
+
+    const MINIMAL: &str = "[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[agents.manus]\n";
+
+    #[test]
+    fn the_embedded_example_loads() {
+        let c = Config::parse(EMBEDDED_EXAMPLE, "example", None).unwrap();
+        assert!(c.agents.iter().any(|(a, _)| a.name == "manus"));
+        assert!(c.agents.iter().any(|(a, _)| a.name == "data_analysis"));
+    }
+
+    #[test]
+    fn named_profiles_merge_over_the_default() {
+        let c = parse(&format!("{MINIMAL}\n[llm.fast]\nmodel = \"small\"\n")).unwrap();
+        assert_eq!(c.llm["fast"].model, "small");
+        assert_eq!(c.llm["fast"].base_url, "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn errors_name_key_and_line() {
+        let e = parse("[llm]\nmodel = \"m\"\nmodle = \"x\"\n[agents.manus]\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("modle"), "{e}");
+
+        let e = parse(&format!("{MINIMAL}max_steps = \"ten\"\n")).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+
+        let e = parse(&format!("{MINIMAL}llm = \"nope\"\n")).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("[agents.manus] llm") && e.message.contains("nope"), "{e}");
+
+        let e = parse(&format!("{MINIMAL}colour = 1\n")).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("colour"), "{e}");
+
+        let e = parse("[llm]\nmodel = \"m\"\n").unwrap_err();
+        assert!(e.message.contains("pool is empty"), "{e}");
+
+        let e = parse(&format!("{MINIMAL}\n[flow]\nprimary_agent = \"ghost\"\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+
+        let e = parse(&format!("{MINIMAL}tools = [\"bash\", \"teleport\"]\n")).unwrap_err();
+        assert!(e.message.contains("teleport"), "{e}");
+    }
+}

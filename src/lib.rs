@@ -1,0 +1,12 @@
+//! manus-rt: an actor-based multi-agent runtime. This crate is the host: the config file,
+//! the embeddable `Runtime`, and (in the binary) the CLI. The engine lives in
+//! `manus-actors`, re-exported here as `engine`.
+
+pub mod board;
+pub mod config;
+pub mod runtime;
+
+pub use config::{Config, ConfigError};
+pub use manus_actors as engine;
+pub use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome, FlowStatus};
+pub use runtime::{FlowHandle, Runtime, RuntimeBuilder, RuntimeError, SubmitOptions};

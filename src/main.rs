@@ -1,0 +1,227 @@
+//! The `manus-rt` command line: run a planned flow or a single agent, check a config, list
+//! the tools. Progress goes to stderr (a live board on a terminal, plain lines otherwise);
+//! the result goes to stdout (`--json` for machines). Exit code 0 only if the flow completed.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use manus_rt::board::{Board, final_report};
+use manus_rt::engine::tools::{KNOWN_TOOLS, ToolSettings, make_tool};
+use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions};
+
+const CODE_ON_HOST: &str = "Tools run on this machine: python_execute and bash execute code on the \
+host with your user's rights, and file edits are confined to the workspace directory. Container \
+sandboxing is not available yet.";
+
+#[derive(Parser)]
+#[command(name = "manus-rt", version, about = "An actor-based multi-agent runtime: planned flows of LLM agents with real tools.")]
+#[command(after_help = CODE_ON_HOST)]
+struct Cli {
+    /// Config file (default: config/config.toml, then config/config.example.toml, then the built-in example)
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log format on stderr
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Plan the task, run each step on the agent its tag names, and summarise (the main job)
+    #[command(after_help = CODE_ON_HOST)]
+    RunFlow(RunArgs),
+    /// Run the task with the primary agent alone, without a planner
+    #[command(after_help = CODE_ON_HOST)]
+    Run(RunArgs),
+    /// Inspect the config
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Inspect the tools
+    Tools {
+        #[command(subcommand)]
+        action: ToolsAction,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// What to do, in plain words
+    task: String,
+    /// Print the outcome as JSON on stdout (progress stays on stderr)
+    #[arg(long)]
+    json: bool,
+    /// Write every model exchange to this cassette file (replay it with api_type = "replay")
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// Load and validate the config, then print what it sets up
+    Check,
+}
+
+#[derive(Subcommand)]
+enum ToolsAction {
+    /// List every tool with its description and arguments
+    List,
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_target(false).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logs(cli.log_format);
+    let config = match Config::locate(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("manus-rt: invalid config: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::RunFlow(args) => run(config, args, FlowMode::Plan).await,
+        Command::Run(args) => run(config, args, FlowMode::Single).await,
+        Command::Config { action: ConfigAction::Check } => {
+            print!("{}", describe(&config));
+            ExitCode::SUCCESS
+        }
+        Command::Tools { action: ToolsAction::List } => {
+            let settings = ToolSettings::default();
+            for name in KNOWN_TOOLS {
+                if let Some(tool) = make_tool(name, &settings) {
+                    let spec = tool.spec();
+                    println!("{}\n  {}\n  arguments: {}\n", spec.name, spec.description, spec.parameters);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// What `config check` prints.
+fn describe(c: &Config) -> String {
+    let mut s = format!("config: {} is valid\n\nLLM profiles:\n", c.source);
+    for (name, l) in &c.llm {
+        let key = if l.api_key.is_some() { "key set" } else { "no key" };
+        s.push_str(&format!("  {name}: {:?} {} at {} ({key})\n", l.api_type, l.model, if l.base_url.is_empty() { "cassette" } else { &l.base_url }));
+    }
+    s.push_str(&format!("\nPlanner: LLM profile {}\nAgents (primary: {}):\n", c.planner_llm, c.flow.primary_agent));
+    for (a, llm) in &c.agents {
+        s.push_str(&format!(
+            "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}\n      {}\n",
+            a.name.to_ascii_uppercase(),
+            a.profile.id,
+            a.replicas,
+            a.profile.max_steps,
+            a.profile.tools.join(", "),
+            a.description
+        ));
+    }
+    s.push_str(&format!(
+        "\nWorkspace: {}\nFlow: step timeout {}s, flow timeout {}s, {} retr(ies) per step, on failure: {:?}\n\n{CODE_ON_HOST}\n",
+        c.workspace.display(),
+        c.flow.step_timeout.as_secs(),
+        c.flow.flow_timeout.as_secs(),
+        c.flow.max_step_retries,
+        c.flow.on_step_failure
+    ));
+    s
+}
+
+async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
+    let replaying = config.llm.values().any(|l| l.cassette.is_some());
+    let mut builder = Runtime::builder().config(config);
+    if let Some(path) = &args.record {
+        builder = builder.record(path);
+    }
+    let runtime = match builder.start().await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("manus-rt: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if replaying {
+        eprintln!("note: the model's answers are replayed from a recorded cassette (api_type = \"replay\"); the tools run for real.");
+    }
+    eprintln!("note: tools run on this machine, in {}", runtime.config().workspace.display());
+    let mut flow = match runtime.submit(&args.task, SubmitOptions { mode }).await {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("manus-rt: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let live = std::io::stderr().is_terminal();
+    let mut board = Board::new(std::io::stderr(), live);
+    let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    let outcome = loop {
+        tokio::select! {
+            event = flow.next_event() => match event {
+                Some(FlowEvent::FlowFinished { outcome }) => {
+                    if !args.json {
+                        board.on_event(&FlowEvent::FlowFinished { outcome: outcome.clone() });
+                    }
+                    break outcome;
+                }
+                Some(e) => {
+                    board.on_event(&e);
+                    if let FlowEvent::Question { id, .. } = e {
+                        let answer = read_answer().await;
+                        flow.answer(id, answer);
+                    }
+                }
+                None => unreachable!("next_event yields FlowFinished before None"),
+            },
+            _ = ticker.tick() => board.tick(),
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("\nmanus-rt: cancelling the flow…");
+                flow.cancel();
+            }
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome).unwrap_or_default());
+    } else if !live {
+        // Plain mode already printed the report on stderr; stdout gets the result alone.
+        println!("{}", if outcome.summary.is_empty() { final_report(&outcome) } else { outcome.summary.clone() });
+    }
+    runtime.shutdown().await;
+    if outcome.status == FlowStatus::Completed { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// One line from stdin, read off the async runtime's threads.
+async fn read_answer() -> String {
+    tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => "(no answer: standard input is closed)".to_string(),
+            Ok(_) => line.trim().to_string(),
+        }
+    })
+    .await
+    .unwrap_or_default()
+}

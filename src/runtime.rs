@@ -1,0 +1,203 @@
+//! The embeddable `Runtime`: starts the actor tree, binds each flow to its own LLM clients
+//! and agent pool, and hands back a `FlowHandle` to follow, answer and cancel the flow.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use manus_rt::{Config, FlowEvent, Runtime, SubmitOptions};
+//! let runtime = Runtime::builder().config(Config::locate(None)?).start().await?;
+//! let mut flow = runtime.submit("Write hello.txt", SubmitOptions::default()).await?;
+//! while let Some(event) = flow.next_event().await {
+//!     if let FlowEvent::Question { id, .. } = event {
+//!         flow.answer(id, "yes");
+//!     }
+//! }
+//! println!("{:?}", flow.outcome().await.status);
+//! runtime.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use manus_actors::llm::{self, LlmClient, Recorder};
+use manus_actors::planner::plan::Plan;
+use manus_actors::protocol::{FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, RootMsg};
+use manus_actors::root::Root;
+use ractor::{Actor, ActorRef};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+use crate::config::Config;
+
+/// Why the runtime or a flow could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot prepare the workspace {path}: {source}")]
+    Workspace { path: PathBuf, source: std::io::Error },
+    #[error("cannot open the record file {path}: {source}")]
+    Record { path: PathBuf, source: std::io::Error },
+    #[error("cannot start the actor tree: {0}")]
+    Spawn(String),
+    #[error("cannot start the flow: {0}")]
+    Submit(String),
+}
+
+#[derive(Default)]
+pub struct RuntimeBuilder {
+    config: Option<Config>,
+    record: Option<PathBuf>,
+}
+
+impl RuntimeBuilder {
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Write every model exchange to this cassette file.
+    pub fn record(mut self, path: impl Into<PathBuf>) -> Self {
+        self.record = Some(path.into());
+        self
+    }
+
+    pub async fn start(self) -> Result<Runtime, RuntimeError> {
+        let config = match self.config {
+            Some(c) => c,
+            None => Config::locate(None).map_err(|e| RuntimeError::Spawn(e.to_string()))?,
+        };
+        std::fs::create_dir_all(&config.workspace)
+            .map_err(|source| RuntimeError::Workspace { path: config.workspace.clone(), source })?;
+        let workspace = std::fs::canonicalize(&config.workspace)
+            .map_err(|source| RuntimeError::Workspace { path: config.workspace.clone(), source })?;
+        let recorder = match &self.record {
+            Some(path) => Some(Recorder::create(path).map_err(|source| RuntimeError::Record { path: path.clone(), source })?),
+            None => None,
+        };
+        let http = reqwest::Client::builder().build().map_err(|e| RuntimeError::Spawn(format!("HTTP client: {e}")))?;
+        let client = |name: &str| LlmClient::new(config.llm[name].clone(), http.clone(), recorder.clone());
+        let planner_llm = client(&config.planner_llm);
+        let pool = config.agents.iter().map(|(t, llm)| t.bind(client(llm), &config.tools, &workspace)).collect();
+        let (root, _) = Actor::spawn(None, Root, ()).await.map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        Ok(Runtime { root, config, planner_llm, pool, next_flow: AtomicU64::new(1) })
+    }
+}
+
+/// A running manus-rt: the root supervisor and the pool every flow is cut from.
+pub struct Runtime {
+    root: ActorRef<RootMsg>,
+    config: Config,
+    planner_llm: LlmClient,
+    pool: Vec<manus_actors::agent::AgentSpec>,
+    next_flow: AtomicU64,
+}
+
+/// How to run a submitted task.
+#[derive(Debug, Clone, Copy)]
+pub struct SubmitOptions {
+    pub mode: FlowMode,
+}
+
+impl Default for SubmitOptions {
+    fn default() -> Self {
+        SubmitOptions { mode: FlowMode::Plan }
+    }
+}
+
+impl Runtime {
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Start a flow. Each flow gets its own agents, memories and replay position.
+    pub async fn submit(&self, task: &str, options: SubmitOptions) -> Result<FlowHandle, RuntimeError> {
+        let n = self.next_flow.fetch_add(1, Ordering::Relaxed);
+        let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let id = format!("{stamp:x}-{n}");
+        let mut pool = self.pool.clone();
+        let mut planner_llm = self.planner_llm.clone();
+        llm::rewind(pool.iter_mut().map(|a| &mut a.llm).chain(std::iter::once(&mut planner_llm)));
+        let (tx, rx) = unbounded_channel();
+        let spec = FlowSpec {
+            id: id.clone(),
+            task: task.to_string(),
+            mode: options.mode,
+            settings: self.config.flow.clone(),
+            pool,
+            planner_llm,
+            events: tx,
+        };
+        let planner = ractor::call!(self.root, RootMsg::StartFlow, spec)
+            .map_err(|e| RuntimeError::Submit(e.to_string()))?
+            .map_err(RuntimeError::Submit)?;
+        Ok(FlowHandle { id, task: task.to_string(), planner, events: rx, outcome: None })
+    }
+
+    /// Stop every flow and the actor tree.
+    pub async fn shutdown(self) {
+        let _ = self.root.stop_and_wait(Some("shutdown".into()), Some(std::time::Duration::from_secs(5))).await;
+    }
+}
+
+/// A running flow: its events, its questions, and how it ends.
+pub struct FlowHandle {
+    pub id: String,
+    task: String,
+    planner: ActorRef<FlowMsg>,
+    events: UnboundedReceiver<FlowEvent>,
+    outcome: Option<FlowOutcome>,
+}
+
+impl FlowHandle {
+    /// The next event, or `None` once the flow has finished and every event was read.
+    pub async fn next_event(&mut self) -> Option<FlowEvent> {
+        if self.outcome.is_some() {
+            return None;
+        }
+        match self.events.recv().await {
+            Some(e) => {
+                if let FlowEvent::FlowFinished { outcome } = &e {
+                    self.outcome = Some(outcome.clone());
+                }
+                Some(e)
+            }
+            None => {
+                // Every sender is gone without a FlowFinished: the planner died.
+                let outcome = self.crashed();
+                self.outcome = Some(outcome.clone());
+                Some(FlowEvent::FlowFinished { outcome })
+            }
+        }
+    }
+
+    fn crashed(&self) -> FlowOutcome {
+        FlowOutcome {
+            flow_id: self.id.clone(),
+            status: FlowStatus::Failed,
+            reason: format!("the flow's planner stopped unexpectedly (task: {})", self.task),
+            plan: Plan::default(),
+            summary: String::new(),
+            usage: Default::default(),
+            elapsed_ms: 0,
+        }
+    }
+
+    /// Answer the question of a `FlowEvent::Question`.
+    pub fn answer(&self, question_id: u64, text: impl Into<String>) {
+        let _ = self.planner.send_message(FlowMsg::Answer { question_id, text: text.into() });
+    }
+
+    /// Stop the flow; its outcome will say it was cancelled.
+    pub fn cancel(&self) {
+        let _ = self.planner.send_message(FlowMsg::Cancel);
+    }
+
+    /// Read the remaining events and return how the flow ended.
+    pub async fn outcome(mut self) -> FlowOutcome {
+        while self.next_event().await.is_some() {}
+        self.outcome.take().unwrap_or_else(|| self.crashed())
+    }
+}

@@ -1,0 +1,472 @@
+//! Scripted OpenAI-compatible chat-completions server: the stand-in for a paid LLM API
+//! used by the integration tests and benchmarks. Owns `ScriptedLlm` (the running server),
+//! `Reply` (one scripted answer) and `Recorded` (one request as received).
+//!
+//! It speaks the real wire protocol on `127.0.0.1` only:
+//! - `POST /v1/chat/completions` (OpenAI shape, use [`ScriptedLlm::base_url`]);
+//! - `POST /openai/deployments/{deployment}/chat/completions?api-version=...` (Azure shape,
+//!   use [`ScriptedLlm::root_url`]).
+//!
+//! Every request is recorded (including ones answered with errors, and requests to unknown
+//! paths, which get a 404). Replies are served FIFO from a queue; when the queue is empty the
+//! fallback reply is served, or, without one, HTTP 500 `script exhausted`.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+/// The running server. Stops (aborts its accept task) on drop.
+pub struct ScriptedLlm {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<VecDeque<Reply>>,
+    fallback: Mutex<Option<Reply>>,
+    requests: Mutex<Vec<Recorded>>,
+    next_call_id: AtomicU64,
+    next_completion_id: AtomicU64,
+}
+
+impl ScriptedLlm {
+    /// Binds `127.0.0.1:0` and starts serving on the current tokio runtime.
+    pub async fn start() -> ScriptedLlm {
+        let shared = Arc::new(Shared::default());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat_completions))
+            .route(
+                "/openai/deployments/{deployment}/chat/completions",
+                post(chat_completions),
+            )
+            .fallback(unknown_path)
+            .layer(DefaultBodyLimit::disable())
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0 for the scripted LLM server");
+        let addr = listener
+            .local_addr()
+            .expect("local_addr of scripted LLM server");
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .await
+                .expect("scripted LLM server stopped with an error");
+        });
+        ScriptedLlm { addr, shared, task }
+    }
+
+    /// `http://127.0.0.1:PORT/v1` — the OpenAI-style base URL.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT` — the root, for Azure-style endpoints.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Queues one reply (FIFO).
+    pub fn push(&self, reply: Reply) {
+        self.shared.queue.lock().unwrap().push_back(reply);
+    }
+
+    /// Queues several replies, in order.
+    pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.shared.queue.lock().unwrap().extend(replies);
+    }
+
+    /// Every request received so far, in arrival order (including ones answered with errors).
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    /// Number of requests received so far.
+    pub fn request_count(&self) -> usize {
+        self.shared.requests.lock().unwrap().len()
+    }
+
+    /// Reply served whenever the queue is empty. `None` (the default) means HTTP 500
+    /// with an OpenAI-style error body whose message is `script exhausted`.
+    pub fn set_fallback(&self, reply: Option<Reply>) {
+        *self.shared.fallback.lock().unwrap() = reply;
+    }
+
+    /// Replies still queued (the fallback is not counted).
+    pub fn remaining(&self) -> usize {
+        self.shared.queue.lock().unwrap().len()
+    }
+}
+
+impl Drop for ScriptedLlm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One request as the server received it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// Request path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// Raw query string without `?`, e.g. `api-version=2024-06-01`.
+    pub query: Option<String>,
+    /// Headers in arrival order; names are lower-case.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body; `Value::String` of the raw text when it was not valid JSON.
+    pub body: Value,
+}
+
+static NO_MESSAGES: Vec<Value> = Vec::new();
+
+impl Recorded {
+    /// First header with this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `body.messages`, or an empty list when absent.
+    pub fn messages(&self) -> &Vec<Value> {
+        match self.body.get("messages") {
+            Some(Value::Array(messages)) => messages,
+            _ => &NO_MESSAGES,
+        }
+    }
+
+    /// Text of the last `user` message (string content, or the text parts joined).
+    pub fn last_user_text(&self) -> Option<String> {
+        self.messages()
+            .iter()
+            .rev()
+            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .and_then(content_text)
+    }
+
+    /// Names from `body.tools[].function.name`, in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.body
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Text of all `system` (and `developer`) messages, joined with a blank line;
+    /// `None` when there are none.
+    pub fn system_text(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .messages()
+            .iter()
+            .filter(|m| {
+                matches!(
+                    m.get("role").and_then(Value::as_str),
+                    Some("system" | "developer")
+                )
+            })
+            .filter_map(content_text)
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    /// `body.model`, if present.
+    pub fn model(&self) -> Option<&str> {
+        self.body.get("model").and_then(Value::as_str)
+    }
+}
+
+/// A message's content as text: the string itself, or the `text` parts of an array joined.
+fn content_text(message: &Value) -> Option<String> {
+    match message.get("content")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+        ),
+        _ => None,
+    }
+}
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    kind: Kind,
+    retry_after: Option<u64>,
+    delay_ms: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    /// An assistant message: optional content and `(name, raw arguments)` tool calls.
+    Message {
+        content: Option<String>,
+        calls: Vec<(String, String)>,
+    },
+    /// An error status with an OpenAI-style error body; `message` overrides the default text.
+    Status { code: u16, message: Option<String> },
+}
+
+impl Reply {
+    fn message(content: Option<String>, calls: Vec<(String, String)>) -> Reply {
+        Reply {
+            kind: Kind::Message { content, calls },
+            retry_after: None,
+            delay_ms: 0,
+            prompt_tokens: 10,
+            completion_tokens: 5,
+        }
+    }
+
+    /// Assistant text, `finish_reason: "stop"`.
+    pub fn text(content: &str) -> Reply {
+        Reply::message(Some(content.to_owned()), Vec::new())
+    }
+
+    /// One tool call with `arguments = args.to_string()`, `finish_reason: "tool_calls"`.
+    pub fn tool(name: &str, args: Value) -> Reply {
+        Reply::message(None, vec![(name.to_owned(), args.to_string())])
+    }
+
+    /// One tool call whose `arguments` string is sent verbatim (e.g. malformed JSON).
+    pub fn tool_raw(name: &str, raw_args: &str) -> Reply {
+        Reply::message(None, vec![(name.to_owned(), raw_args.to_owned())])
+    }
+
+    /// Several tool calls in one assistant message.
+    pub fn tools(calls: Vec<(&str, Value)>) -> Reply {
+        Reply::message(
+            None,
+            calls
+                .into_iter()
+                .map(|(name, args)| (name.to_owned(), args.to_string()))
+                .collect(),
+        )
+    }
+
+    /// Sets the assistant content (alongside any tool calls). On a `status` reply it
+    /// replaces the error message instead.
+    pub fn with_text(mut self, text: &str) -> Reply {
+        match &mut self.kind {
+            Kind::Message { content, .. } => *content = Some(text.to_owned()),
+            Kind::Status { message, .. } => *message = Some(text.to_owned()),
+        }
+        self
+    }
+
+    /// An HTTP error with body `{"error":{"message","type","code"}}`.
+    pub fn status(code: u16) -> Reply {
+        Reply {
+            kind: Kind::Status {
+                code,
+                message: None,
+            },
+            ..Reply::message(None, Vec::new())
+        }
+    }
+
+    /// Adds a `Retry-After: <secs>` header to the response.
+    pub fn retry_after(mut self, secs: u64) -> Reply {
+        self.retry_after = Some(secs);
+        self
+    }
+
+    /// Sleeps this long before answering (the request is recorded on arrival).
+    pub fn delay(mut self, ms: u64) -> Reply {
+        self.delay_ms = ms;
+        self
+    }
+
+    /// Usage figures reported; the default is prompt 10, completion 5.
+    pub fn usage(mut self, prompt: u64, completion: u64) -> Reply {
+        self.prompt_tokens = prompt;
+        self.completion_tokens = completion;
+        self
+    }
+}
+
+fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: Value) {
+    let headers = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    shared.requests.lock().unwrap().push(Recorded {
+        path: uri.path().to_owned(),
+        query: uri.query().map(str::to_owned),
+        headers,
+        body,
+    });
+}
+
+fn error_response(code: u16, message: &str, retry_after: Option<u64>) -> Response {
+    let (kind, err_code) = match code {
+        400 => ("invalid_request_error", "invalid_request"),
+        401 => ("authentication_error", "invalid_api_key"),
+        403 => ("permission_error", "permission_denied"),
+        404 => ("not_found_error", "not_found"),
+        408 => ("timeout_error", "timeout"),
+        429 => ("rate_limit_error", "rate_limit_exceeded"),
+        503 => ("server_error", "service_unavailable"),
+        c if c >= 500 => ("server_error", "server_error"),
+        _ => ("invalid_request_error", "error"),
+    };
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({
+        "error": { "message": message, "type": kind, "param": null, "code": err_code }
+    });
+    with_retry_after((status, axum::Json(body)).into_response(), retry_after)
+}
+
+fn with_retry_after(mut response: Response, retry_after: Option<u64>) -> Response {
+    if let Some(secs) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
+
+async fn unknown_path(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body = serde_json::from_slice(&body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    record(&shared, &uri, &headers, body);
+    error_response(
+        404,
+        &format!("scripted LLM server: no route for {}", uri.path()),
+        None,
+    )
+}
+
+async fn chat_completions(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let parsed: Result<Value, _> = serde_json::from_slice(&body);
+    let Ok(body) = parsed else {
+        let raw = String::from_utf8_lossy(&body).into_owned();
+        record(&shared, &uri, &headers, Value::String(raw));
+        return error_response(400, "request body is not valid JSON", None);
+    };
+    record(&shared, &uri, &headers, body.clone());
+    if body.get("stream").and_then(Value::as_bool) == Some(true) {
+        return error_response(
+            400,
+            "scripted LLM server does not support stream=true",
+            None,
+        );
+    }
+
+    let reply = shared.queue.lock().unwrap().pop_front();
+    let reply = match reply.or_else(|| shared.fallback.lock().unwrap().clone()) {
+        Some(reply) => reply,
+        None => return error_response(500, "script exhausted", None),
+    };
+    if reply.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
+    }
+
+    let (content, calls) = match reply.kind {
+        Kind::Status { code, message } => {
+            let message = message.unwrap_or_else(|| format!("scripted error {code}"));
+            return error_response(code, &message, reply.retry_after);
+        }
+        Kind::Message { content, calls } => (content, calls),
+    };
+
+    let mut message = json!({ "role": "assistant", "content": content });
+    let finish_reason = if calls.is_empty() {
+        "stop"
+    } else {
+        let tool_calls: Vec<Value> = calls
+            .into_iter()
+            .map(|(name, arguments)| {
+                let n = shared.next_call_id.fetch_add(1, Ordering::Relaxed) + 1;
+                json!({
+                    "id": format!("call_{n}"),
+                    "type": "function",
+                    "function": { "name": name, "arguments": arguments }
+                })
+            })
+            .collect();
+        message["tool_calls"] = Value::Array(tool_calls);
+        "tool_calls"
+    };
+
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| {
+            // Azure puts the deployment in the path and may omit `model`.
+            uri.path()
+                .strip_prefix("/openai/deployments/")
+                .and_then(|rest| rest.split('/').next())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "scripted".to_owned());
+    let n = shared.next_completion_id.fetch_add(1, Ordering::Relaxed) + 1;
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let response = json!({
+        "id": format!("chatcmpl-scripted-{n}"),
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "logprobs": null,
+            "finish_reason": finish_reason
+        }],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens
+        }
+    });
+    with_retry_after(axum::Json(response).into_response(), reply.retry_after)
+}

@@ -1,0 +1,4 @@
+//! Shared helpers for the integration tests and benchmarks; owns nothing but the module list.
+#![allow(dead_code)]
+
+pub mod llm_server;
