@@ -2,3 +2,4 @@
 #![allow(dead_code)]
 
 pub mod llm_server;
+pub mod scenario;

@@ -1,0 +1,122 @@
+//! Test scaffolding around the scripted model: scratch directories, config text pointing at
+//! the scripted server, and the example task's script (also used to record the shipped
+//! cassette).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::json;
+
+use super::llm_server::{Reply, ScriptedLlm};
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "manus-rt-test-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.0.join("workspace")
+    }
+
+    /// Write `text` as config.toml here and return its path.
+    pub fn write_config(&self, text: &str) -> PathBuf {
+        let p = self.0.join("config.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A two-agent config against the scripted server; `extra` is appended verbatim.
+pub fn config_text(server: &ScriptedLlm, workspace: &Path, extra: &str) -> String {
+    format!(
+        r#"[llm]
+api_type = "openai"
+base_url = "{}"
+model = "gpt-4o-mini"
+api_key = "test-key"
+max_retries = 2
+timeout_secs = 10
+
+[runtime]
+workspace = "{}"
+
+[tools]
+python_timeout_secs = 20
+bash_timeout_secs = 20
+
+[agents.manus]
+profile = "manus"
+max_steps = 6
+
+[agents.data_analysis]
+profile = "data_analysis"
+max_steps = 6
+
+[flow]
+primary_agent = "manus"
+step_timeout_secs = 60
+flow_timeout_secs = 120
+max_step_retries = 1
+{extra}
+"#,
+        server.base_url(),
+        workspace.display()
+    )
+}
+
+/// The README's example task.
+pub const EXAMPLE_TASK: &str =
+    "Find the prime numbers below 100, save them to primes.txt, and report how many there are and their sum.";
+
+/// The model's side of the example flow: a two-step plan, a MANUS step that writes and runs
+/// a script, a DATA_ANALYSIS step that checks the numbers, and a summary.
+pub fn example_script() -> Vec<Reply> {
+    let script = "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n\n\
+                  primes = [n for n in range(100) if is_prime(n)]\n\
+                  with open(\"primes.txt\", \"w\") as f:\n    f.write(\"\\n\".join(map(str, primes)) + \"\\n\")\n\
+                  print(f\"wrote {len(primes)} primes\")\n";
+    vec![
+        Reply::tool(
+            "planning",
+            json!({"command": "create", "plan_id": "primes", "title": "Primes below 100",
+                   "steps": ["[MANUS] Write primes.py that writes the primes below 100 to primes.txt, one per line, and run it",
+                             "[DATA_ANALYSIS] Read primes.txt and report how many primes it holds and their sum"]}),
+        ),
+        Reply::tool("str_replace_editor", json!({"command": "create", "path": "primes.py", "file_text": script}))
+            .with_text("I will write the script first."),
+        Reply::tool("bash", json!({"command": "python3 primes.py && wc -l primes.txt"})),
+        Reply::tool("terminate", json!({"status": "success"}))
+            .with_text("primes.py is written and ran: primes.txt holds the primes below 100, one per line."),
+        Reply::tool(
+            "python_execute",
+            json!({"code": "nums = [int(x) for x in open('primes.txt').read().split()]\nprint(len(nums), sum(nums))"}),
+        ),
+        Reply::tool("terminate", json!({"status": "success"}))
+            .with_text("primes.txt holds 25 primes below 100; their sum is 1060."),
+        Reply::text(
+            "Done. primes.py found the prime numbers below 100 and saved them to primes.txt: there are 25 of \
+             them, and their sum is 1060.",
+        ),
+    ]
+}
