@@ -120,3 +120,73 @@ pub fn example_script() -> Vec<Reply> {
         ),
     ]
 }
+
+/// `config_text(server, workspace, "")` with keys replaced, added or removed. Each override
+/// is `("table.key", value)` where `value` is TOML syntax (`"0"`, `"\"stop\""`), or `""` to
+/// remove the key; `agents.manus.max_steps` reaches nested tables. Use it instead of `extra`
+/// to change a key `config_text` already sets (a repeated key is a TOML error).
+pub fn config_with(server: &ScriptedLlm, workspace: &Path, overrides: &[(&str, &str)]) -> String {
+    let mut doc: toml::Table = config_text(server, workspace, "")
+        .parse()
+        .expect("config_text is valid TOML");
+    for (path, value) in overrides {
+        let parts: Vec<&str> = path.split('.').collect();
+        let (key, tables) = parts.split_last().expect("a non-empty key path");
+        let mut table = &mut doc;
+        for name in tables {
+            table = table
+                .entry(name.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                .as_table_mut()
+                .unwrap_or_else(|| panic!("`{name}` in `{path}` is not a table"));
+        }
+        if value.is_empty() {
+            table.remove(*key);
+        } else {
+            let mut holder: toml::Table = format!("v = {value}")
+                .parse()
+                .unwrap_or_else(|e| panic!("override {path} = {value} is not TOML: {e}"));
+            table.insert(key.to_string(), holder.remove("v").unwrap());
+        }
+    }
+    toml::to_string(&doc).expect("the config serialises")
+}
+
+/// The 1-based line of the first line of `text` that contains `needle`.
+pub fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("`{needle}` is not in:\n{text}"))
+        + 1
+}
+
+/// A `planning` create call with a fixed plan id (so the step prompts do not depend on the
+/// flow id) and these steps.
+pub fn plan_reply(steps: &[&str]) -> Reply {
+    Reply::tool(
+        "planning",
+        json!({"command": "create", "plan_id": "test-plan", "title": "Test plan", "steps": steps}),
+    )
+}
+
+/// `terminate` with status success, the text being the agent's final words.
+pub fn done(text: &str) -> Reply {
+    Reply::tool("terminate", json!({"status": "success"})).with_text(text)
+}
+
+/// `terminate` with status failure, the text saying why.
+pub fn give_up(text: &str) -> Reply {
+    Reply::tool("terminate", json!({"status": "failure"})).with_text(text)
+}
+
+/// The text of the last `tool` message of a request, or "" when it has none.
+pub fn last_tool_text(request: &super::llm_server::Recorded) -> String {
+    request
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(serde_json::Value::as_str) == Some("tool"))
+        .and_then(|m| m.get("content").and_then(serde_json::Value::as_str))
+        .unwrap_or_default()
+        .to_string()
+}

@@ -1,0 +1,731 @@
+//! The `manus-rt` binary end to end, against the scripted model server: `run-flow --json`
+//! output and exit codes, `run` (single agent, no planner), `config check` on valid and
+//! invalid configs (exit 2, file:line: key), `tools list`, `--record` and offline replay,
+//! `ask_human` answered on stdin, and `--help`.
+
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use support::llm_server::{Reply, ScriptedLlm};
+use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, line_of, plan_reply};
+use tokio::io::AsyncWriteExt;
+
+const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
+
+/// Generous bound so a hung process fails the test instead of hanging it.
+const GUARD: Duration = Duration::from_secs(60);
+
+const MANUS_TOOLS: [&str; 5] = [
+    "python_execute",
+    "bash",
+    "str_replace_editor",
+    "ask_human",
+    "terminate",
+];
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// Run the binary in `dir` with `--config config` (if given), `args`, and `stdin` piped in
+/// (or /dev/null).
+async fn manus(dir: &Scratch, config: Option<&Path>, args: &[&str], stdin: Option<&str>) -> Out {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_API_KEY")
+        .kill_on_drop(true)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    cmd.args(args);
+    let mut child = cmd.spawn().expect("spawn manus-rt");
+    if let Some(text) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(text.as_bytes()).await.unwrap();
+        drop(pipe);
+    }
+    let out = tokio::time::timeout(GUARD, child.wait_with_output())
+        .await
+        .expect("manus-rt finished within the guard time")
+        .unwrap();
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn step_field(outcome: &Value, field: &str) -> Vec<Value> {
+    outcome["plan"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[field].clone())
+        .collect()
+}
+
+// ─── run-flow and run ──────────────────────────────────────────────────────────────────
+
+fn two_step_script() -> Vec<Reply> {
+    vec![
+        plan_reply(&[
+            "[MANUS] Write the answer to out.txt",
+            "[DATA_ANALYSIS] Check out.txt",
+        ]),
+        Reply::tool(
+            "bash",
+            json!({"command": "printf 'forty-two\\n' > out.txt && cat out.txt"}),
+        ),
+        done("out.txt holds the answer."),
+        Reply::tool(
+            "str_replace_editor",
+            json!({"command": "view", "path": "out.txt"}),
+        ),
+        done("out.txt says forty-two."),
+        Reply::text("The answer, forty-two, is in out.txt."),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_flow_json_prints_the_outcome_and_exits_0() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(two_step_script());
+    let dir = Scratch::new("cli-json");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let out = manus(
+        &dir,
+        Some(&config),
+        &["run-flow", "Write the answer to out.txt", "--json"],
+        None,
+    )
+    .await;
+
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let outcome = out.json();
+    assert_eq!(outcome["status"], "completed");
+    assert_eq!(outcome["summary"], "The answer, forty-two, is in out.txt.");
+    assert_eq!(
+        step_field(&outcome, "agent"),
+        [json!("manus"), json!("data_analysis")]
+    );
+    assert_eq!(
+        step_field(&outcome, "status"),
+        [json!("completed"), json!("completed")]
+    );
+    assert_eq!(outcome["usage"]["calls"], 6);
+    assert!(!outcome["flow_id"].as_str().unwrap().is_empty());
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("out.txt")).unwrap(),
+        "forty-two\n"
+    );
+    assert!(
+        out.stderr.contains("tools run on this machine"),
+        "{}",
+        out.stderr
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 6);
+    assert_eq!(reqs[0].tool_names(), ["planning"]);
+    assert!(last_tool_text(&reqs[2]).contains("forty-two"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_flow_exits_1_when_the_flow_fails() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] Do the impossible"]),
+        give_up("It cannot be done."),
+        give_up("It really cannot be done."),
+        Reply::text("Nothing could be done."),
+    ]);
+    let dir = Scratch::new("cli-fail");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let out = manus(
+        &dir,
+        Some(&config),
+        &["run-flow", "Do the impossible", "--json"],
+        None,
+    )
+    .await;
+
+    assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
+    let outcome = out.json();
+    assert_eq!(outcome["status"], "failed");
+    assert_eq!(step_field(&outcome, "status"), [json!("failed")]);
+    assert_eq!(step_field(&outcome, "attempts"), [json!(2)]);
+    assert_eq!(server.request_count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_flow_exits_1_on_rejected_credentials() {
+    let server = ScriptedLlm::start().await;
+    server.set_fallback(Some(Reply::status(401)));
+    let dir = Scratch::new("cli-401");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let out = manus(&dir, Some(&config), &["run-flow", "Do it", "--json"], None).await;
+
+    assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
+    let outcome = out.json();
+    assert_eq!(outcome["status"], "failed");
+    assert!(
+        outcome["reason"].as_str().unwrap().contains("api_key"),
+        "{outcome}"
+    );
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_gives_the_task_to_the_primary_agent_without_a_planner() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(
+            "str_replace_editor",
+            json!({"command": "create", "path": "note.txt", "file_text": "remember"}),
+        ),
+        done("Wrote note.txt."),
+    ]);
+    let dir = Scratch::new("cli-run");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let out = manus(
+        &dir,
+        Some(&config),
+        &["run", "Write a note to note.txt"],
+        None,
+    )
+    .await;
+
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    // Plain mode: stdout holds the result alone.
+    assert_eq!(out.stdout.trim(), "Wrote note.txt.");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2, "no planner call, no summary call");
+    assert_eq!(reqs[0].tool_names(), MANUS_TOOLS);
+    assert!(!reqs[0].tool_names().contains(&"planning".to_string()));
+    assert!(reqs[0].system_text().unwrap().contains("You are manus"));
+    let prompt = reqs[0].messages()[1]["content"].as_str().unwrap();
+    assert!(prompt.contains("Write a note to note.txt"), "{prompt}");
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap(),
+        "remember"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ask_human_is_answered_on_stdin() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] Paint the fence"]),
+        Reply::tool("ask_human", json!({"inquire": "Which colour?"})),
+        done("Painted it blue."),
+        Reply::text("The fence is blue."),
+    ]);
+    let dir = Scratch::new("cli-ask");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let out = manus(
+        &dir,
+        Some(&config),
+        &["run-flow", "Paint the fence", "--json"],
+        Some("blue\n"),
+    )
+    .await;
+
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains("Which colour?"),
+        "the question is shown: {}",
+        out.stderr
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 4);
+    let obs = last_tool_text(&reqs[2]);
+    assert!(obs.contains("blue"), "{obs}");
+}
+
+// ─── record and replay ─────────────────────────────────────────────────────────────────
+
+/// Wait until the clock is past the second a recorded flow id was stamped with, so a
+/// replay gets a different flow id (clock alignment, not a speed check).
+async fn wait_for_a_new_second(flow_id: &str) {
+    let stamp = u64::from_str_radix(flow_id.split('-').next().unwrap(), 16).unwrap();
+    while SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        <= stamp
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_run_replays_offline() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(two_step_script());
+    let task = "Write the answer to out.txt";
+    let dir = Scratch::new("cli-record");
+    let cassette = dir.path().join("run.jsonl");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let recorded = manus(
+        &dir,
+        Some(&config),
+        &[
+            "run-flow",
+            task,
+            "--json",
+            "--record",
+            cassette.to_str().unwrap(),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(recorded.code, Some(0), "stderr:\n{}", recorded.stderr);
+    let first = recorded.json();
+
+    // One exchange per line, each the request exactly as the server received it.
+    let reqs = server.requests();
+    let lines: Vec<Value> = std::fs::read_to_string(&cassette)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("cassette line is not JSON ({e}): {l}"))
+        })
+        .collect();
+    assert_eq!(lines.len(), reqs.len());
+    for (line, req) in lines.iter().zip(&reqs) {
+        assert_eq!(line["request"], req.body);
+        assert!(
+            line["response"]["choices"][0]["message"].is_object(),
+            "{line}"
+        );
+    }
+
+    // Replay in a fresh directory with the server gone: nothing can reach a model.
+    let replay_dir = Scratch::new("cli-replay");
+    let replay_config = config_with(
+        &server,
+        &replay_dir.workspace(),
+        &[
+            ("llm.api_type", "\"replay\""),
+            (
+                "llm.cassette",
+                &format!("{:?}", cassette.display().to_string()),
+            ),
+        ],
+    );
+    drop(server);
+    let replay_config = replay_dir.write_config(&replay_config);
+    wait_for_a_new_second(first["flow_id"].as_str().unwrap()).await;
+    let replayed = manus(
+        &replay_dir,
+        Some(&replay_config),
+        &["run-flow", task, "--json"],
+        None,
+    )
+    .await;
+    assert_eq!(replayed.code, Some(0), "stderr:\n{}", replayed.stderr);
+    assert!(
+        replayed
+            .stderr
+            .contains("replayed from a recorded cassette"),
+        "{}",
+        replayed.stderr
+    );
+    let second = replayed.json();
+    for key in ["status", "reason", "summary", "usage"] {
+        assert_eq!(first[key], second[key], "{key}");
+    }
+    for field in ["text", "status", "agent", "notes", "attempts"] {
+        assert_eq!(
+            step_field(&first, field),
+            step_field(&second, field),
+            "steps' {field}"
+        );
+    }
+    // The tools ran again for real.
+    assert_eq!(
+        std::fs::read_to_string(replay_dir.workspace().join("out.txt")).unwrap(),
+        "forty-two\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "bug: a single-agent run's plan id is `run-{flow id}` and the flow id holds the clock's \
+            second; it is in the first user message replay matches on, so a `run` cassette only \
+            replays within the same second"]
+async fn a_recorded_single_agent_run_replays_in_a_later_second() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool("bash", json!({"command": "echo hi > hi.txt"})),
+        done("Wrote hi.txt."),
+    ]);
+    let task = "Write hi.txt";
+    let dir = Scratch::new("cli-record-run");
+    let cassette = dir.path().join("run.jsonl");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let recorded = manus(
+        &dir,
+        Some(&config),
+        &[
+            "run",
+            task,
+            "--json",
+            "--record",
+            cassette.to_str().unwrap(),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(recorded.code, Some(0), "stderr:\n{}", recorded.stderr);
+    let first = recorded.json();
+
+    let replay_dir = Scratch::new("cli-replay-run");
+    let replay_config = config_with(
+        &server,
+        &replay_dir.workspace(),
+        &[
+            ("llm.api_type", "\"replay\""),
+            (
+                "llm.cassette",
+                &format!("{:?}", cassette.display().to_string()),
+            ),
+        ],
+    );
+    drop(server);
+    let replay_config = replay_dir.write_config(&replay_config);
+    wait_for_a_new_second(first["flow_id"].as_str().unwrap()).await;
+    let replayed = manus(
+        &replay_dir,
+        Some(&replay_config),
+        &["run", task, "--json"],
+        None,
+    )
+    .await;
+    assert_eq!(
+        replayed.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        replayed.stdout,
+        replayed.stderr
+    );
+    assert_eq!(replayed.json()["status"], "completed");
+    assert!(replay_dir.workspace().join("hi.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "bug: a plan made without a plan_id (plain-text plan, or a planning call that omits \
+            the optional plan_id) gets id `plan-{flow id}`, which holds the clock's second and is \
+            in every step prompt, so its cassette only replays within the same second"]
+async fn a_recorded_flow_with_a_text_plan_replays_in_a_later_second() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::text("1. [MANUS] Write hi.txt"),
+        Reply::tool("bash", json!({"command": "echo hi > hi.txt"})),
+        done("Wrote hi.txt."),
+        Reply::text("hi.txt is written."),
+    ]);
+    let task = "Write hi.txt";
+    let dir = Scratch::new("cli-record-text");
+    let cassette = dir.path().join("run.jsonl");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let recorded = manus(
+        &dir,
+        Some(&config),
+        &[
+            "run-flow",
+            task,
+            "--json",
+            "--record",
+            cassette.to_str().unwrap(),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(recorded.code, Some(0), "stderr:\n{}", recorded.stderr);
+    let first = recorded.json();
+
+    let replay_dir = Scratch::new("cli-replay-text");
+    let replay_config = config_with(
+        &server,
+        &replay_dir.workspace(),
+        &[
+            ("llm.api_type", "\"replay\""),
+            (
+                "llm.cassette",
+                &format!("{:?}", cassette.display().to_string()),
+            ),
+        ],
+    );
+    drop(server);
+    let replay_config = replay_dir.write_config(&replay_config);
+    wait_for_a_new_second(first["flow_id"].as_str().unwrap()).await;
+    let replayed = manus(
+        &replay_dir,
+        Some(&replay_config),
+        &["run-flow", task, "--json"],
+        None,
+    )
+    .await;
+    assert_eq!(
+        replayed.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        replayed.stdout,
+        replayed.stderr
+    );
+    assert_eq!(replayed.json()["status"], "completed");
+}
+
+// ─── config check ──────────────────────────────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_describes_a_valid_config() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("cli-check");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let out = manus(&dir, Some(&config), &["config", "check"], None).await;
+
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let s = &out.stdout;
+    assert!(s.contains(&format!("{} is valid", config.display())), "{s}");
+    assert!(
+        s.contains("[MANUS] profile manus") && s.contains("[DATA_ANALYSIS] profile data_analysis"),
+        "{s}"
+    );
+    assert!(s.contains("primary: manus"), "{s}");
+    assert!(s.contains("max_steps 6"), "{s}");
+    assert!(
+        s.contains("gpt-4o-mini") && s.contains(&server.base_url()) && s.contains("key set"),
+        "{s}"
+    );
+    assert!(s.contains(&dir.workspace().display().to_string()), "{s}");
+    assert_eq!(server.request_count(), 0);
+}
+
+/// Write `text` as the config, run `config check`, and expect exit 2 with the file (and the
+/// line of `at`, if given) and every one of `names` on stderr.
+async fn expect_invalid(name: &str, text: &str, at: Option<&str>, names: &[&str]) {
+    let dir = Scratch::new(name);
+    let config = dir.write_config(text);
+    let out = manus(&dir, Some(&config), &["config", "check"], None).await;
+    assert_eq!(
+        out.code,
+        Some(2),
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    let e = &out.stderr;
+    assert!(e.contains("invalid config"), "{e}");
+    let path = config.display().to_string();
+    match at {
+        Some(needle) => {
+            let line = line_of(text, needle);
+            assert!(
+                e.contains(&format!("{path}:{line}:")),
+                "expected {path}:{line}: in\n{e}\nconfig:\n{text}"
+            );
+        }
+        None => assert!(e.contains(&path), "{e}"),
+    }
+    for n in names {
+        assert!(e.contains(n), "expected `{n}` in\n{e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_rejects_an_unknown_key_with_file_and_line() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("unused");
+    let text = config_with(&server, &dir.workspace(), &[("agents.manus.colour", "1")]);
+    expect_invalid("bad-key", &text, Some("colour = 1"), &["colour"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_rejects_a_wrong_type_with_file_and_line() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("unused");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("agents.manus.max_steps", "\"ten\"")],
+    );
+    expect_invalid("bad-type", &text, Some("max_steps = \"ten\""), &["\"ten\""]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "bug: type errors print toml's message alone (`invalid type: string \"ten\", expected u32`) \
+            without the key's name, though config.rs promises every error names the key"]
+async fn config_check_names_the_key_of_a_wrong_type() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("unused");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("agents.manus.max_steps", "\"ten\"")],
+    );
+    expect_invalid(
+        "bad-type-key",
+        &text,
+        Some("max_steps = \"ten\""),
+        &["max_steps"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_rejects_an_unknown_llm_profile() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("unused");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("agents.manus.llm", "\"nope\"")],
+    );
+    expect_invalid(
+        "bad-profile",
+        &text,
+        Some("llm = \"nope\""),
+        &["[agents.manus] llm", "nope", "default"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_rejects_an_empty_agent_pool() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("unused");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("agents", ""), ("flow.primary_agent", "")],
+    );
+    assert!(!text.contains("[agents"), "{text}");
+    expect_invalid(
+        "no-agents",
+        &text,
+        None,
+        &["agent pool is empty", "[agents.NAME]"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_rejects_an_unknown_primary_agent() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("unused");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("flow.primary_agent", "\"ghost\"")],
+    );
+    expect_invalid(
+        "bad-primary",
+        &text,
+        Some("primary_agent = \"ghost\""),
+        &["[flow] primary_agent", "ghost", "manus"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_with_an_invalid_config_exits_2_without_calling_the_model() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("cli-bad-run");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("flow.on_step_failure", "\"explode\"")],
+    );
+    let config = dir.write_config(&text);
+    let out = manus(&dir, Some(&config), &["run-flow", "Do it", "--json"], None).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    let line = line_of(&text, "on_step_failure");
+    assert!(
+        out.stderr
+            .contains(&format!("{}:{line}:", config.display())),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("explode"), "{}", out.stderr);
+    assert!(out.stdout.is_empty());
+    assert_eq!(server.request_count(), 0);
+}
+
+// ─── tools list and help ───────────────────────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_list_names_every_tool() {
+    let dir = Scratch::new("cli-tools");
+    let out = manus(&dir, None, &["tools", "list"], None).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let names: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(' '))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "python_execute",
+            "bash",
+            "str_replace_editor",
+            "planning",
+            "ask_human",
+            "terminate"
+        ]
+    );
+    // Each comes with its arguments' schema.
+    assert_eq!(
+        out.stdout.matches("  arguments: {").count(),
+        6,
+        "{}",
+        out.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn help_says_code_runs_on_the_host() {
+    let dir = Scratch::new("cli-help");
+    for args in [&["--help"][..], &["run-flow", "--help"], &["run", "--help"]] {
+        let out = manus(&dir, None, args, None).await;
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
+        let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            text.contains("execute code on the host"),
+            "{args:?}:\n{}",
+            out.stdout
+        );
+        assert!(
+            text.contains("sandboxing is not available"),
+            "{args:?}:\n{}",
+            out.stdout
+        );
+    }
+}
