@@ -21,10 +21,19 @@ const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 /// A two-agent flow that uses only in-process tools, so the peak is manus-rt's own.
 fn two_agent_script() -> Vec<Reply> {
     vec![
-        Reply::tool("planning", json!({"command": "create", "plan_id": "p", "title": "t", "steps": ["[MANUS] write", "[DATA_ANALYSIS] check"]})),
-        Reply::tool("str_replace_editor", json!({"command": "create", "path": "a.txt", "file_text": "1\n2\n3\n"})),
+        Reply::tool(
+            "planning",
+            json!({"command": "create", "plan_id": "p", "title": "t", "steps": ["[MANUS] write", "[DATA_ANALYSIS] check"]}),
+        ),
+        Reply::tool(
+            "str_replace_editor",
+            json!({"command": "create", "path": "a.txt", "file_text": "1\n2\n3\n"}),
+        ),
         Reply::tool("terminate", json!({"status": "success"})).with_text("wrote a.txt"),
-        Reply::tool("str_replace_editor", json!({"command": "view", "path": "a.txt"})),
+        Reply::tool(
+            "str_replace_editor",
+            json!({"command": "view", "path": "a.txt"}),
+        ),
         Reply::tool("terminate", json!({"status": "success"})).with_text("three lines"),
         Reply::text("All done."),
     ]
@@ -76,17 +85,43 @@ async fn main() {
     let config = Config::parse(&config_text(&server, &dir.workspace(), ""), "bench", None).unwrap();
     let http = reqwest::Client::new();
     let (template, llm) = &config.agents[0];
-    let spec = template.bind(LlmClient::new(config.llm[llm].clone(), http, None), &config.tools, &dir.workspace());
+    let spec = template.bind(
+        LlmClient::new(config.llm[llm].clone(), http, None),
+        &config.tools,
+        &dir.workspace(),
+    );
     let n = 2000u32;
     let mut agents = Vec::with_capacity(n as usize);
     // Warm the allocator and the actor machinery first.
     for i in 0..50 {
-        agents.push(Actor::spawn(None, ExecutorAgent, AgentArgs { spec: spec.clone(), replica: i }).await.unwrap());
+        agents.push(
+            Actor::spawn(
+                None,
+                ExecutorAgent,
+                AgentArgs {
+                    spec: spec.clone(),
+                    replica: i,
+                },
+            )
+            .await
+            .unwrap(),
+        );
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = rss_kb();
     for i in 0..n {
-        agents.push(Actor::spawn(None, ExecutorAgent, AgentArgs { spec: spec.clone(), replica: i }).await.unwrap());
+        agents.push(
+            Actor::spawn(
+                None,
+                ExecutorAgent,
+                AgentArgs {
+                    spec: spec.clone(),
+                    replica: i,
+                },
+            )
+            .await
+            .unwrap(),
+        );
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let per_agent = (rss_kb() - before) as f64 / n as f64;
@@ -102,6 +137,9 @@ async fn main() {
         ms(starts[starts.len() / 2]),
         ms(starts[0])
     );
-    println!("  peak RSS of a two-agent flow:      {:.1} MB   (target <= 25 MB)", peak_kb as f64 / 1024.0);
+    println!(
+        "  peak RSS of a two-agent flow:      {:.1} MB   (target <= 25 MB)",
+        peak_kb as f64 / 1024.0
+    );
     println!("  memory per idle agent (+ worker):  {per_agent:.1} KB   (target <= 32 KB)");
 }

@@ -29,7 +29,11 @@ fn script() -> Vec<Reply> {
     r
 }
 
-async fn run_flows(config: &Config, server: Option<&ScriptedLlm>, record: Option<&std::path::Path>) -> Vec<Duration> {
+async fn run_flows(
+    config: &Config,
+    server: Option<&ScriptedLlm>,
+    record: Option<&std::path::Path>,
+) -> Vec<Duration> {
     let mut b = Runtime::builder().config(config.clone());
     if let Some(p) = record {
         b = b.record(p);
@@ -42,7 +46,15 @@ async fn run_flows(config: &Config, server: Option<&ScriptedLlm>, record: Option
             s.push_all(script());
         }
         let started = Instant::now();
-        let flow = rt.submit(TASK, SubmitOptions { mode: manus_rt::FlowMode::Single }).await.unwrap();
+        let flow = rt
+            .submit(
+                TASK,
+                SubmitOptions {
+                    mode: manus_rt::FlowMode::Single,
+                },
+            )
+            .await
+            .unwrap();
         let outcome = flow.outcome().await;
         assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
         per_round.push(started.elapsed() / ROUNDS as u32);
@@ -54,7 +66,10 @@ async fn run_flows(config: &Config, server: Option<&ScriptedLlm>, record: Option
 fn stats(mut v: Vec<Duration>) -> (f64, f64) {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    (ms(v[v.len() / 2]), ms(v[(v.len() * 99 / 100).min(v.len() - 1)]))
+    (
+        ms(v[v.len() / 2]),
+        ms(v[(v.len() * 99 / 100).min(v.len() - 1)]),
+    )
 }
 
 /// The bare cost of one chat-completion round trip to the scripted server.
@@ -65,11 +80,27 @@ async fn http_baseline(server: &ScriptedLlm) -> Duration {
     server.set_fallback(Some(Reply::tool("terminate", json!({"status": "success"}))));
     let n = 200;
     for _ in 0..20 {
-        client.post(&url).json(&body).send().await.unwrap().bytes().await.unwrap();
+        client
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
     }
     let t = Instant::now();
     for _ in 0..n {
-        client.post(&url).json(&body).send().await.unwrap().bytes().await.unwrap();
+        client
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
     }
     server.set_fallback(None);
     t.elapsed() / n
@@ -79,7 +110,14 @@ async fn http_baseline(server: &ScriptedLlm) -> Duration {
 async fn main() {
     let server = ScriptedLlm::start().await;
     let dir = Scratch::new("bench-step");
-    let text = config_with(&server, &dir.workspace(), &[("agents.manus.max_steps", "30"), ("flow.max_step_retries", "0")]);
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("agents.manus.max_steps", "30"),
+            ("flow.max_step_retries", "0"),
+        ],
+    );
     let http_config = Config::parse(&text, "bench", None).unwrap();
 
     // Loopback HTTP.
@@ -101,8 +139,13 @@ async fn main() {
     let (mem_p50, mem_p99) = stats(run_flows(&replay_config, None, None).await);
 
     println!("step overhead ({FLOWS} flows x {ROUNDS} think/act rounds, 2 cores)");
-    println!("  in-process model (replay):  p50 {mem_p50:.3} ms/step   p99 {mem_p99:.3} ms/step   (target <= 0.5 ms)");
+    println!(
+        "  in-process model (replay):  p50 {mem_p50:.3} ms/step   p99 {mem_p99:.3} ms/step   (target <= 0.5 ms)"
+    );
     println!("  loopback HTTP model:        p50 {http_p50:.3} ms/step   p99 {http_p99:.3} ms/step");
     println!("  bare HTTP round trip:       {baseline:.3} ms/request");
-    println!("  runtime overhead over HTTP: p50 {:.3} ms/step   (target <= 0.5 ms)", (http_p50 - baseline).max(0.0));
+    println!(
+        "  runtime overhead over HTTP: p50 {:.3} ms/step   (target <= 0.5 ms)",
+        (http_p50 - baseline).max(0.0)
+    );
 }

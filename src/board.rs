@@ -25,7 +25,10 @@ pub struct Board<W: Write> {
 impl<W: Write> Board<W> {
     /// `live`: redraw a board in place (a terminal); otherwise print lines.
     pub fn new(out: W, live: bool) -> Self {
-        let width = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(100);
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(100);
         Board {
             out,
             live,
@@ -76,10 +79,24 @@ impl<W: Write> Board<W> {
             FlowEvent::PlanCreated { plan } => {
                 self.step_started = vec![None; plan.steps.len()];
                 self.plan = Some(plan.clone());
-                let steps: Vec<String> = plan.steps.iter().enumerate().map(|(i, s)| format!("  {i}. {}", s.text)).collect();
-                Some(format!("[plan] {} ({} steps)\n{}", plan.title, plan.steps.len(), steps.join("\n")))
+                let steps: Vec<String> = plan
+                    .steps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| format!("  {i}. {}", s.text))
+                    .collect();
+                Some(format!(
+                    "[plan] {} ({} steps)\n{}",
+                    plan.title,
+                    plan.steps.len(),
+                    steps.join("\n")
+                ))
             }
-            FlowEvent::StepStarted { step, agent, attempt } => {
+            FlowEvent::StepStarted {
+                step,
+                agent,
+                attempt,
+            } => {
                 if let Some(p) = self.plan.as_mut().and_then(|p| p.steps.get_mut(*step)) {
                     p.status = StepStatus::InProgress;
                     p.agent = Some(agent.clone());
@@ -89,7 +106,11 @@ impl<W: Write> Board<W> {
                     *s = Some(Instant::now());
                 }
                 self.activity = format!("{agent} is thinking");
-                let again = if *attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+                let again = if *attempt > 1 {
+                    format!(" (attempt {attempt})")
+                } else {
+                    String::new()
+                };
                 Some(format!("[step {step}] {agent} started{again}"))
             }
             FlowEvent::Thought { step, agent, text } => {
@@ -100,18 +121,41 @@ impl<W: Write> Board<W> {
                 self.usage.add(*usage);
                 None
             }
-            FlowEvent::ToolCalled { step, agent, tool, arguments } => {
+            FlowEvent::ToolCalled {
+                step,
+                agent,
+                tool,
+                arguments,
+            } => {
                 self.activity = format!("{agent} → {tool} {}", one_line(arguments));
-                Some(format!("[step {step}] {agent} → {tool} {}", one_line(arguments)))
+                Some(format!(
+                    "[step {step}] {agent} → {tool} {}",
+                    one_line(arguments)
+                ))
             }
-            FlowEvent::ToolFinished { step, agent, tool, ok, output } => {
+            FlowEvent::ToolFinished {
+                step,
+                agent,
+                tool,
+                ok,
+                output,
+            } => {
                 let mark = if *ok { "ok" } else { "error" };
-                Some(format!("[step {step}] {agent} ← {tool} {mark}: {}", one_line(output)))
+                Some(format!(
+                    "[step {step}] {agent} ← {tool} {mark}: {}",
+                    one_line(output)
+                ))
             }
-            FlowEvent::Question { id, agent, inquire } => {
-                Some(format!("\n[question {id}] {agent} asks: {inquire}\nyour answer> "))
-            }
-            FlowEvent::StepFinished { step, agent, status, summary, usage } => {
+            FlowEvent::Question { id, agent, inquire } => Some(format!(
+                "\n[question {id}] {agent} asks: {inquire}\nyour answer> "
+            )),
+            FlowEvent::StepFinished {
+                step,
+                agent,
+                status,
+                summary,
+                usage,
+            } => {
                 if let Some(p) = self.plan.as_mut().and_then(|p| p.steps.get_mut(*step)) {
                     p.status = *status;
                     p.usage.add(*usage);
@@ -121,7 +165,11 @@ impl<W: Write> Board<W> {
                     }
                 }
                 self.activity.clear();
-                Some(format!("[step {step}] {agent} {}: {}", status.as_str(), one_line(summary)))
+                Some(format!(
+                    "[step {step}] {agent} {}: {}",
+                    status.as_str(),
+                    one_line(summary)
+                ))
             }
             FlowEvent::FlowFinished { outcome } => {
                 self.plan = Some(outcome.plan.clone());
@@ -147,10 +195,22 @@ impl<W: Write> Board<W> {
                     (StepStatus::InProgress, Some(Some(t))) => t.elapsed().as_millis() as u64,
                     _ => s.elapsed_ms,
                 };
-                let time = if elapsed > 0 { clock(elapsed) } else { String::new() };
-                let tokens = if s.usage.total() > 0 { format!("{} tok", group(s.usage.total())) } else { String::new() };
+                let time = if elapsed > 0 {
+                    clock(elapsed)
+                } else {
+                    String::new()
+                };
+                let tokens = if s.usage.total() > 0 {
+                    format!("{} tok", group(s.usage.total()))
+                } else {
+                    String::new()
+                };
                 let agent = s.agent.clone().unwrap_or_default();
-                lines.push(format!("  {} {i}. {}  {agent} {time} {tokens}", s.status.mark(), s.text));
+                lines.push(format!(
+                    "  {} {i}. {}  {agent} {time} {tokens}",
+                    s.status.mark(),
+                    s.text
+                ));
             }
         } else {
             lines.push("Planning…".into());
@@ -204,13 +264,24 @@ fn one_line(s: &str) -> String {
 }
 
 fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max { s.to_string() } else { format!("{}…", s.chars().take(max.saturating_sub(1)).collect::<String>()) }
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!(
+            "{}…",
+            s.chars().take(max.saturating_sub(1)).collect::<String>()
+        )
+    }
 }
 
 /// `m:ss` for durations.
 fn clock(ms: u64) -> String {
     let secs = ms / 1000;
-    if secs < 60 { format!("{:.1}s", ms as f64 / 1000.0) } else { format!("{}:{:02}", secs / 60, secs % 60) }
+    if secs < 60 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}:{:02}", secs / 60, secs % 60)
+    }
 }
 
 /// Thousands separators.

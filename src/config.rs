@@ -233,7 +233,12 @@ pub struct AgentTemplate {
 }
 
 impl AgentTemplate {
-    pub fn bind(&self, llm: manus_actors::llm::LlmClient, tools: &ToolSettings, workspace: &Path) -> AgentSpec {
+    pub fn bind(
+        &self,
+        llm: manus_actors::llm::LlmClient,
+        tools: &ToolSettings,
+        workspace: &Path,
+    ) -> AgentSpec {
         AgentSpec {
             name: self.name.clone(),
             description: self.description.clone(),
@@ -272,17 +277,32 @@ impl Config {
 
     /// Parse and validate config text. `dir` resolves relative cassette paths.
     pub fn parse(text: &str, source: &str, dir: Option<&Path>) -> Result<Config, ConfigError> {
-        let err = |line: Option<usize>, message: String| ConfigError { source: source.to_string(), line, message };
-        let at = |span: std::ops::Range<usize>| Some(text[..span.start.min(text.len())].matches('\n').count() + 1);
+        let err = |line: Option<usize>, message: String| ConfigError {
+            source: source.to_string(),
+            line,
+            message,
+        };
+        let at = |span: std::ops::Range<usize>| {
+            Some(text[..span.start.min(text.len())].matches('\n').count() + 1)
+        };
         let file: ConfigFile = toml::from_str(text).map_err(|e| {
             let line = e.span().and_then(|s| at(s));
-            err(line, e.message().trim().to_string())
+            let mut message = e.message().trim().to_string();
+            if let Some(n) = line {
+                message = format!("{message}\n  in {}", locate_line(text, n));
+            }
+            err(line, message)
         })?;
 
         // LLM profiles.
         let mut llm = BTreeMap::new();
         let mut named: Vec<(String, LlmToml)> = vec![("default".into(), file.llm.base.clone())];
-        named.extend(file.llm.named.iter().map(|(k, v)| (k.clone(), v.over(&file.llm.base))));
+        named.extend(
+            file.llm
+                .named
+                .iter()
+                .map(|(k, v)| (k.clone(), v.over(&file.llm.base))),
+        );
         for (name, t) in named {
             let settings = llm_settings(&name, &t, dir).map_err(|m| err(None, m))?;
             llm.insert(name, Arc::new(settings));
@@ -304,15 +324,26 @@ impl Config {
 
         // The agent pool.
         if file.agents.is_empty() {
-            return Err(err(None, "the agent pool is empty: add at least one [agents.NAME] table".into()));
+            return Err(err(
+                None,
+                "the agent pool is empty: add at least one [agents.NAME] table".into(),
+            ));
         }
         let mut agents = vec![];
         for (name, spanned) in &file.agents {
             let a = spanned.get_ref();
             let key = |k: &str| format!("[agents.{name}] {k}");
-            let profile_id = a.profile.as_ref().map(|p| p.get_ref().clone()).unwrap_or_else(|| {
-                if profile::builtin(name).is_some() { name.clone() } else { "manus".into() }
-            });
+            let profile_id = a
+                .profile
+                .as_ref()
+                .map(|p| p.get_ref().clone())
+                .unwrap_or_else(|| {
+                    if profile::builtin(name).is_some() {
+                        name.clone()
+                    } else {
+                        "manus".into()
+                    }
+                });
             let mut prof = profile::builtin(&profile_id).ok_or_else(|| {
                 err(
                     a.profile.as_ref().and_then(|p| at(p.span())),
@@ -324,10 +355,18 @@ impl Config {
                 )
             })?;
             if let Some(tools) = &a.tools {
-                if let Some(bad) = tools.get_ref().iter().find(|t| !KNOWN_TOOLS.contains(&t.as_str())) {
+                if let Some(bad) = tools
+                    .get_ref()
+                    .iter()
+                    .find(|t| !KNOWN_TOOLS.contains(&t.as_str()))
+                {
                     return Err(err(
                         at(tools.span()),
-                        format!("{}: unknown tool `{bad}`; known tools: {}", key("tools"), KNOWN_TOOLS.join(", ")),
+                        format!(
+                            "{}: unknown tool `{bad}`; known tools: {}",
+                            key("tools"),
+                            KNOWN_TOOLS.join(", ")
+                        ),
                     ));
                 }
                 prof.tools = tools.get_ref().clone();
@@ -346,28 +385,45 @@ impl Config {
                 prof.next_step_prompt = s.clone();
             }
             if prof.max_steps == 0 {
-                return Err(err(at(spanned.span()), format!("{} must be at least 1", key("max_steps"))));
+                return Err(err(
+                    at(spanned.span()),
+                    format!("{} must be at least 1", key("max_steps")),
+                ));
             }
             let llm_name = profile_ref(&a.llm, &key("llm"))?;
             let description = a.description.clone().unwrap_or_else(|| match profile_id.as_str() {
                 "data_analysis" => "Analyses data files with Python and reports findings with numbers.".into(),
                 _ => "A general agent: runs Python and shell commands, edits files, asks the user.".into(),
             });
-            let template =
-                AgentTemplate { name: name.to_ascii_lowercase(), description, profile: prof, replicas: a.replicas.unwrap_or(1).max(1) };
+            let template = AgentTemplate {
+                name: name.to_ascii_lowercase(),
+                description,
+                profile: prof,
+                replicas: a.replicas.unwrap_or(1).max(1),
+            };
             agents.push((template, llm_name));
         }
 
         let f = &file.flow;
         let primary_agent = match &f.primary_agent {
-            Some(p) if agents.iter().any(|(a, _)| a.name.eq_ignore_ascii_case(p.get_ref())) => p.get_ref().to_ascii_lowercase(),
+            Some(p)
+                if agents
+                    .iter()
+                    .any(|(a, _)| a.name.eq_ignore_ascii_case(p.get_ref())) =>
+            {
+                p.get_ref().to_ascii_lowercase()
+            }
             Some(p) => {
                 return Err(err(
                     at(p.span()),
                     format!(
                         "[flow] primary_agent = \"{}\": no such agent in the pool; agents: {}",
                         p.get_ref(),
-                        agents.iter().map(|(a, _)| a.name.clone()).collect::<Vec<_>>().join(", ")
+                        agents
+                            .iter()
+                            .map(|(a, _)| a.name.clone())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 ));
             }
@@ -386,26 +442,79 @@ impl Config {
         let t = &file.tools;
         let tools = ToolSettings {
             python: t.python.clone().unwrap_or(defaults.python),
-            python_timeout: t.python_timeout_secs.map(Duration::from_secs).unwrap_or(defaults.python_timeout),
-            bash_timeout: t.bash_timeout_secs.map(Duration::from_secs).unwrap_or(defaults.bash_timeout),
-            ask_timeout: t.ask_timeout_secs.map(Duration::from_secs).unwrap_or(defaults.ask_timeout),
+            python_timeout: t
+                .python_timeout_secs
+                .map(Duration::from_secs)
+                .unwrap_or(defaults.python_timeout),
+            bash_timeout: t
+                .bash_timeout_secs
+                .map(Duration::from_secs)
+                .unwrap_or(defaults.bash_timeout),
+            ask_timeout: t
+                .ask_timeout_secs
+                .map(Duration::from_secs)
+                .unwrap_or(defaults.ask_timeout),
         };
-        let workspace = PathBuf::from(file.runtime.workspace.clone().unwrap_or_else(|| "workspace".into()));
-        Ok(Config { source: source.to_string(), llm, planner_llm, workspace, tools, agents, flow })
+        let workspace = PathBuf::from(
+            file.runtime
+                .workspace
+                .clone()
+                .unwrap_or_else(|| "workspace".into()),
+        );
+        Ok(Config {
+            source: source.to_string(),
+            llm,
+            planner_llm,
+            workspace,
+            tools,
+            agents,
+            flow,
+        })
+    }
+}
+
+/// Line `n` of the file with the table it belongs to, e.g. `[agents.manus] max_steps = "ten"`.
+fn locate_line(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let here = lines.get(n - 1).map(|l| l.trim()).unwrap_or("");
+    if here.starts_with('[') {
+        return here.to_string();
+    }
+    let table = lines[..(n - 1).min(lines.len())]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .find(|l| l.starts_with('['));
+    match table {
+        Some(t) => format!("{t} {here}"),
+        None => here.to_string(),
     }
 }
 
 /// One LLM profile's settings, with defaults and secrets from the environment.
 fn llm_settings(name: &str, t: &LlmToml, dir: Option<&Path>) -> Result<LlmSettings, String> {
-    let key = |k: &str| if name == "default" { format!("[llm] {k}") } else { format!("[llm.{name}] {k}") };
+    let key = |k: &str| {
+        if name == "default" {
+            format!("[llm] {k}")
+        } else {
+            format!("[llm.{name}] {k}")
+        }
+    };
     let api_type = t.api_type.unwrap_or(ApiTypeToml::Openai);
     if api_type == ApiTypeToml::Replay {
-        let source = t.cassette.as_deref().ok_or_else(|| format!("{} is required when api_type = \"replay\"", key("cassette")))?;
+        let source = t
+            .cassette
+            .as_deref()
+            .ok_or_else(|| format!("{} is required when api_type = \"replay\"", key("cassette")))?;
         let cassette = if source == BUILTIN_CASSETTE {
             Cassette::parse(BUILTIN_CASSETTE, EMBEDDED_CASSETTE)
         } else {
             let p = Path::new(source);
-            let p = if p.is_relative() { dir.unwrap_or(Path::new(".")).join(p) } else { p.to_path_buf() };
+            let p = if p.is_relative() {
+                dir.unwrap_or(Path::new(".")).join(p)
+            } else {
+                p.to_path_buf()
+            };
             Cassette::load(&p)
         }
         .map_err(|e| format!("{}: {e}", key("cassette")))?;
@@ -414,20 +523,42 @@ fn llm_settings(name: &str, t: &LlmToml, dir: Option<&Path>) -> Result<LlmSettin
     let base_url = match (api_type, &t.base_url) {
         (_, Some(u)) => u.clone(),
         (ApiTypeToml::Ollama, None) => "http://127.0.0.1:11434/v1".into(),
-        (ApiTypeToml::Azure, None) => return Err(format!("{} is required when api_type = \"azure\"", key("base_url"))),
+        (ApiTypeToml::Azure, None) => {
+            return Err(format!(
+                "{} is required when api_type = \"azure\"",
+                key("base_url")
+            ));
+        }
         _ => "https://api.openai.com/v1".into(),
     };
     if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        return Err(format!("{} = \"{base_url}\" must start with http:// or https://", key("base_url")));
+        return Err(format!(
+            "{} = \"{base_url}\" must start with http:// or https://",
+            key("base_url")
+        ));
     }
-    let model = t.model.clone().ok_or_else(|| format!("{} is required (the model's name on the server)", key("model")))?;
+    let model = t.model.clone().ok_or_else(|| {
+        format!(
+            "{} is required (the model's name on the server)",
+            key("model")
+        )
+    })?;
     // A named environment variable wins over a key written in the file.
-    let env_name = t.api_key_env.clone().or_else(|| (api_type == ApiTypeToml::Openai && t.api_key.is_none()).then(|| "OPENAI_API_KEY".into()));
-    let api_key = env_name.and_then(|v| std::env::var(v).ok()).filter(|v| !v.is_empty()).or_else(|| t.api_key.clone());
+    let env_name = t.api_key_env.clone().or_else(|| {
+        (api_type == ApiTypeToml::Openai && t.api_key.is_none()).then(|| "OPENAI_API_KEY".into())
+    });
+    let api_key = env_name
+        .and_then(|v| std::env::var(v).ok())
+        .filter(|v| !v.is_empty())
+        .or_else(|| t.api_key.clone());
     let defaults = RetryPolicy::default();
     Ok(LlmSettings {
         profile: name.to_string(),
-        api_type: if api_type == ApiTypeToml::Azure { ApiType::Azure } else { ApiType::OpenAi },
+        api_type: if api_type == ApiTypeToml::Azure {
+            ApiType::Azure
+        } else {
+            ApiType::OpenAi
+        },
         base_url,
         model,
         api_key,
@@ -436,7 +567,10 @@ fn llm_settings(name: &str, t: &LlmToml, dir: Option<&Path>) -> Result<LlmSettin
         max_input_tokens: t.max_input_tokens,
         temperature: t.temperature.unwrap_or(0.2),
         timeout: Duration::from_secs(t.timeout_secs.unwrap_or(120)),
-        retry: RetryPolicy { max_retries: t.max_retries.unwrap_or(defaults.max_retries), ..defaults },
+        retry: RetryPolicy {
+            max_retries: t.max_retries.unwrap_or(defaults.max_retries),
+            ..defaults
+        },
         cassette: None,
     })
 }
@@ -449,7 +583,8 @@ mod tests {
         Config::parse(text, "test.toml", None)
     }
 
-    const MINIMAL: &str = "[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[agents.manus]\n";
+    const MINIMAL: &str =
+        "[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[agents.manus]\n";
 
     #[test]
     fn the_embedded_example_loads() {
@@ -476,7 +611,10 @@ mod tests {
 
         let e = parse(&format!("{MINIMAL}llm = \"nope\"\n")).unwrap_err();
         assert_eq!(e.line, Some(6), "{e}");
-        assert!(e.message.contains("[agents.manus] llm") && e.message.contains("nope"), "{e}");
+        assert!(
+            e.message.contains("[agents.manus] llm") && e.message.contains("nope"),
+            "{e}"
+        );
 
         let e = parse(&format!("{MINIMAL}colour = 1\n")).unwrap_err();
         assert_eq!(e.line, Some(6), "{e}");

@@ -17,7 +17,11 @@ host with your user's rights, and file edits are confined to the workspace direc
 sandboxing is not available yet.";
 
 #[derive(Parser)]
-#[command(name = "manus-rt", version, about = "An actor-based multi-agent runtime: planned flows of LLM agents with real tools.")]
+#[command(
+    name = "manus-rt",
+    version,
+    about = "An actor-based multi-agent runtime: planned flows of LLM agents with real tools."
+)]
 #[command(after_help = CODE_ON_HOST)]
 struct Cli {
     /// Config file (default: config/config.toml, then config/config.example.toml, then the built-in example)
@@ -83,7 +87,9 @@ enum ToolsAction {
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.with_target(false).init(),
         LogFormat::Json => builder.json().init(),
@@ -104,16 +110,23 @@ async fn main() -> ExitCode {
     match cli.command {
         Command::RunFlow(args) => run(config, args, FlowMode::Plan).await,
         Command::Run(args) => run(config, args, FlowMode::Single).await,
-        Command::Config { action: ConfigAction::Check } => {
+        Command::Config {
+            action: ConfigAction::Check,
+        } => {
             print!("{}", describe(&config));
             ExitCode::SUCCESS
         }
-        Command::Tools { action: ToolsAction::List } => {
+        Command::Tools {
+            action: ToolsAction::List,
+        } => {
             let settings = ToolSettings::default();
             for name in KNOWN_TOOLS {
                 if let Some(tool) = make_tool(name, &settings) {
                     let spec = tool.spec();
-                    println!("{}\n  {}\n  arguments: {}\n", spec.name, spec.description, spec.parameters);
+                    println!(
+                        "{}\n  {}\n  arguments: {}\n",
+                        spec.name, spec.description, spec.parameters
+                    );
                 }
             }
             ExitCode::SUCCESS
@@ -125,10 +138,26 @@ async fn main() -> ExitCode {
 fn describe(c: &Config) -> String {
     let mut s = format!("config: {} is valid\n\nLLM profiles:\n", c.source);
     for (name, l) in &c.llm {
-        let key = if l.api_key.is_some() { "key set" } else { "no key" };
-        s.push_str(&format!("  {name}: {:?} {} at {} ({key})\n", l.api_type, l.model, if l.base_url.is_empty() { "cassette" } else { &l.base_url }));
+        let key = if l.api_key.is_some() {
+            "key set"
+        } else {
+            "no key"
+        };
+        s.push_str(&format!(
+            "  {name}: {:?} {} at {} ({key})\n",
+            l.api_type,
+            l.model,
+            if l.base_url.is_empty() {
+                "cassette"
+            } else {
+                &l.base_url
+            }
+        ));
     }
-    s.push_str(&format!("\nPlanner: LLM profile {}\nAgents (primary: {}):\n", c.planner_llm, c.flow.primary_agent));
+    s.push_str(&format!(
+        "\nPlanner: LLM profile {}\nAgents (primary: {}):\n",
+        c.planner_llm, c.flow.primary_agent
+    ));
     for (a, llm) in &c.agents {
         s.push_str(&format!(
             "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}\n      {}\n",
@@ -165,9 +194,14 @@ async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
         }
     };
     if replaying {
-        eprintln!("note: the model's answers are replayed from a recorded cassette (api_type = \"replay\"); the tools run for real.");
+        eprintln!(
+            "note: the model's answers are replayed from a recorded cassette (api_type = \"replay\"); the tools run for real."
+        );
     }
-    eprintln!("note: tools run on this machine, in {}", runtime.config().workspace.display());
+    eprintln!(
+        "note: tools run on this machine, in {}",
+        runtime.config().workspace.display()
+    );
     let mut flow = match runtime.submit(&args.task, SubmitOptions { mode }).await {
         Ok(f) => f,
         Err(e) => {
@@ -204,13 +238,27 @@ async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
         }
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&outcome).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&outcome).unwrap_or_default()
+        );
     } else if !live {
         // Plain mode already printed the report on stderr; stdout gets the result alone.
-        println!("{}", if outcome.summary.is_empty() { final_report(&outcome) } else { outcome.summary.clone() });
+        println!(
+            "{}",
+            if outcome.summary.is_empty() {
+                final_report(&outcome)
+            } else {
+                outcome.summary.clone()
+            }
+        );
     }
     runtime.shutdown().await;
-    if outcome.status == FlowStatus::Completed { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if outcome.status == FlowStatus::Completed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// One line from stdin, read off the async runtime's threads.

@@ -22,7 +22,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use manus_actors::llm::{self, LlmClient, Recorder};
 use manus_actors::planner::plan::Plan;
-use manus_actors::protocol::{FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, RootMsg};
+use manus_actors::protocol::{
+    FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, RootMsg,
+};
 use manus_actors::root::Root;
 use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
@@ -33,9 +35,15 @@ use crate::config::Config;
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("cannot prepare the workspace {path}: {source}")]
-    Workspace { path: PathBuf, source: std::io::Error },
+    Workspace {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot open the record file {path}: {source}")]
-    Record { path: PathBuf, source: std::io::Error },
+    Record {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot start the actor tree: {0}")]
     Spawn(String),
     #[error("cannot start the flow: {0}")]
@@ -65,20 +73,44 @@ impl RuntimeBuilder {
             Some(c) => c,
             None => Config::locate(None).map_err(|e| RuntimeError::Spawn(e.to_string()))?,
         };
-        std::fs::create_dir_all(&config.workspace)
-            .map_err(|source| RuntimeError::Workspace { path: config.workspace.clone(), source })?;
-        let workspace = std::fs::canonicalize(&config.workspace)
-            .map_err(|source| RuntimeError::Workspace { path: config.workspace.clone(), source })?;
+        std::fs::create_dir_all(&config.workspace).map_err(|source| RuntimeError::Workspace {
+            path: config.workspace.clone(),
+            source,
+        })?;
+        let workspace =
+            std::fs::canonicalize(&config.workspace).map_err(|source| RuntimeError::Workspace {
+                path: config.workspace.clone(),
+                source,
+            })?;
         let recorder = match &self.record {
-            Some(path) => Some(Recorder::create(path).map_err(|source| RuntimeError::Record { path: path.clone(), source })?),
+            Some(path) => Some(
+                Recorder::create(path).map_err(|source| RuntimeError::Record {
+                    path: path.clone(),
+                    source,
+                })?,
+            ),
             None => None,
         };
-        let http = reqwest::Client::builder().build().map_err(|e| RuntimeError::Spawn(format!("HTTP client: {e}")))?;
-        let client = |name: &str| LlmClient::new(config.llm[name].clone(), http.clone(), recorder.clone());
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| RuntimeError::Spawn(format!("HTTP client: {e}")))?;
+        let client =
+            |name: &str| LlmClient::new(config.llm[name].clone(), http.clone(), recorder.clone());
         let planner_llm = client(&config.planner_llm);
-        let pool = config.agents.iter().map(|(t, llm)| t.bind(client(llm), &config.tools, &workspace)).collect();
-        let (root, _) = Actor::spawn(None, Root, ()).await.map_err(|e| RuntimeError::Spawn(e.to_string()))?;
-        Ok(Runtime { root, config, planner_llm, pool, next_flow: AtomicU64::new(1) })
+        let pool = config
+            .agents
+            .iter()
+            .map(|(t, llm)| t.bind(client(llm), &config.tools, &workspace))
+            .collect();
+        let (root, _) = Actor::spawn(None, Root, ())
+            .await
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        Ok(Runtime {
+            root,
+            config,
+            planner_llm,
+            pool,
+        })
     }
 }
 
@@ -88,7 +120,18 @@ pub struct Runtime {
     config: Config,
     planner_llm: LlmClient,
     pool: Vec<manus_actors::agent::AgentSpec>,
-    next_flow: AtomicU64,
+}
+
+/// A flow id unique in this process and unlikely to repeat across processes: the start
+/// time in milliseconds, the process id and a counter.
+fn new_flow_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    format!("{ms:x}-{:x}-{n}", std::process::id())
 }
 
 /// How to run a submitted task.
@@ -99,7 +142,9 @@ pub struct SubmitOptions {
 
 impl Default for SubmitOptions {
     fn default() -> Self {
-        SubmitOptions { mode: FlowMode::Plan }
+        SubmitOptions {
+            mode: FlowMode::Plan,
+        }
     }
 }
 
@@ -113,13 +158,19 @@ impl Runtime {
     }
 
     /// Start a flow. Each flow gets its own agents, memories and replay position.
-    pub async fn submit(&self, task: &str, options: SubmitOptions) -> Result<FlowHandle, RuntimeError> {
-        let n = self.next_flow.fetch_add(1, Ordering::Relaxed);
-        let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let id = format!("{stamp:x}-{n}");
+    pub async fn submit(
+        &self,
+        task: &str,
+        options: SubmitOptions,
+    ) -> Result<FlowHandle, RuntimeError> {
+        let id = new_flow_id();
         let mut pool = self.pool.clone();
         let mut planner_llm = self.planner_llm.clone();
-        llm::rewind(pool.iter_mut().map(|a| &mut a.llm).chain(std::iter::once(&mut planner_llm)));
+        llm::rewind(
+            pool.iter_mut()
+                .map(|a| &mut a.llm)
+                .chain(std::iter::once(&mut planner_llm)),
+        );
         let (tx, rx) = unbounded_channel();
         let spec = FlowSpec {
             id: id.clone(),
@@ -133,12 +184,24 @@ impl Runtime {
         let planner = ractor::call!(self.root, RootMsg::StartFlow, spec)
             .map_err(|e| RuntimeError::Submit(e.to_string()))?
             .map_err(RuntimeError::Submit)?;
-        Ok(FlowHandle { id, task: task.to_string(), planner, events: rx, outcome: None })
+        Ok(FlowHandle {
+            id,
+            task: task.to_string(),
+            planner,
+            events: rx,
+            outcome: None,
+        })
     }
 
     /// Stop every flow and the actor tree.
     pub async fn shutdown(self) {
-        let _ = self.root.stop_and_wait(Some("shutdown".into()), Some(std::time::Duration::from_secs(5))).await;
+        let _ = self
+            .root
+            .stop_and_wait(
+                Some("shutdown".into()),
+                Some(std::time::Duration::from_secs(5)),
+            )
+            .await;
     }
 }
 
@@ -177,7 +240,10 @@ impl FlowHandle {
         FlowOutcome {
             flow_id: self.id.clone(),
             status: FlowStatus::Failed,
-            reason: format!("the flow's planner stopped unexpectedly (task: {})", self.task),
+            reason: format!(
+                "the flow's planner stopped unexpectedly (task: {})",
+                self.task
+            ),
             plan: Plan::default(),
             summary: String::new(),
             usage: Default::default(),
@@ -187,7 +253,10 @@ impl FlowHandle {
 
     /// Answer the question of a `FlowEvent::Question`.
     pub fn answer(&self, question_id: u64, text: impl Into<String>) {
-        let _ = self.planner.send_message(FlowMsg::Answer { question_id, text: text.into() });
+        let _ = self.planner.send_message(FlowMsg::Answer {
+            question_id,
+            text: text.into(),
+        });
     }
 
     /// Stop the flow; its outcome will say it was cancelled.

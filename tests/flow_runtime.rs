@@ -4,7 +4,7 @@
 //! `on_step_failure`, workspace confinement, `ask_human` answers, cancellation, step and
 //! flow timeouts (and that they kill the running command), the input-token budget, the
 //! Azure wire shape, and isolation between flows. Every case checks what was sent to the
-//! model as well as what happened. Tests marked `#[ignore = "bug: …"]` show engine bugs.
+//! model as well as what happened.
 
 mod support;
 
@@ -50,23 +50,8 @@ async fn drive(mut flow: FlowHandle) -> (Vec<FlowEvent>, FlowOutcome) {
     .expect("the flow ended within the guard time")
 }
 
-/// Submit a flow. Flow ids are only unique per `Runtime` but name actors in ractor's
-/// process-wide registry, so a test's flow can collide with another test's flow started in
-/// the same second (see `two_runtimes_can_start_flows_in_the_same_second`, ignored as a
-/// bug); each try takes a fresh id, so retrying steps past the collision.
 async fn submit(rt: &Runtime, task: &str, options: SubmitOptions) -> FlowHandle {
-    let mut last = String::new();
-    for _ in 0..200 {
-        match rt.submit(task, options).await {
-            Ok(flow) => return flow,
-            Err(e) if e.to_string().contains("already registered") => {
-                last = e.to_string();
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(e) => panic!("submit failed: {e}"),
-        }
-    }
-    panic!("submit kept colliding: {last}")
+    rt.submit(task, options).await.expect("submit")
 }
 
 async fn run(rt: &Runtime, task: &str) -> (Vec<FlowEvent>, FlowOutcome) {
@@ -916,8 +901,6 @@ async fn concurrent_flows_each_get_their_own_agents() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: flow ids are `{unix secs:x}-{per-runtime counter}` but name planner actors in \
-            ractor's process-wide registry, so two Runtimes in one process collide"]
 async fn two_runtimes_can_start_flows_in_the_same_second() {
     let (server_a, server_b) = (ScriptedLlm::start().await, ScriptedLlm::start().await);
     for server in [&server_a, &server_b] {
@@ -1102,8 +1085,6 @@ async fn the_flow_timeout_ends_a_flow_whose_step_runs_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: the planner awaits the planning model call inside its Begin handler, so Cancel \
-            waits until the plan arrives, and the first step is still dispatched"]
 async fn cancel_during_planning_is_prompt() {
     let server = ScriptedLlm::start().await;
     server.push_all([
@@ -1141,8 +1122,6 @@ async fn cancel_during_planning_is_prompt() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: the planner awaits the planning model call inside its Begin handler, so \
-            flow_timeout_secs is not enforced while the model plans"]
 async fn the_flow_timeout_covers_planning() {
     let server = ScriptedLlm::start().await;
     server.push_all([
@@ -1168,8 +1147,6 @@ async fn the_flow_timeout_covers_planning() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a step stopped by step_timeout_secs reports Usage::default(), so the model calls it \
-            made are missing from the step's and the flow's usage"]
 async fn usage_counts_the_calls_of_a_timed_out_step() {
     let server = ScriptedLlm::start().await;
     server.push_all([

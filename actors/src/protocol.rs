@@ -55,6 +55,14 @@ pub enum FlowMode {
 pub enum FlowMsg {
     /// Begin: make the plan and dispatch the first step.
     Begin,
+    /// The planning call came back (it runs off the mailbox, so Cancel and timeouts apply
+    /// while the model thinks).
+    PlanMade {
+        plan: Result<Plan, String>,
+        usage: Usage,
+    },
+    /// An agent's model call spent these tokens; counted even if its step is later stopped.
+    Spent { usage: Usage },
     /// An agent finished the step it was sent under dispatch number `dispatch`.
     StepDone { dispatch: u64, outcome: StepOutcome },
     /// The step sent under `dispatch` ran past `step_timeout_secs`.
@@ -62,7 +70,11 @@ pub enum FlowMsg {
     /// The flow ran past `flow_timeout_secs`.
     FlowTimedOut,
     /// An agent's `ask_human` call: the reply is the human's answer, or why there is none.
-    Ask { agent: String, inquire: String, reply: RpcReplyPort<Result<String, String>> },
+    Ask {
+        agent: String,
+        inquire: String,
+        reply: RpcReplyPort<Result<String, String>>,
+    },
     /// The answer to a `FlowEvent::Question`.
     Answer { question_id: u64, text: String },
     /// Stop the flow now; the outcome says it was cancelled.
@@ -143,16 +155,57 @@ pub enum TerminateStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum FlowEvent {
-    FlowStarted { flow_id: String, task: String },
-    PlanCreated { plan: Plan },
-    StepStarted { step: usize, agent: String, attempt: u32 },
-    Thought { step: usize, agent: String, text: String },
-    LlmCalled { agent: String, model: String, usage: Usage, elapsed_ms: u64 },
-    ToolCalled { step: usize, agent: String, tool: String, arguments: String },
-    ToolFinished { step: usize, agent: String, tool: String, ok: bool, output: String },
-    Question { id: u64, agent: String, inquire: String },
-    StepFinished { step: usize, agent: String, status: StepStatus, summary: String, usage: Usage },
-    FlowFinished { outcome: FlowOutcome },
+    FlowStarted {
+        flow_id: String,
+        task: String,
+    },
+    PlanCreated {
+        plan: Plan,
+    },
+    StepStarted {
+        step: usize,
+        agent: String,
+        attempt: u32,
+    },
+    Thought {
+        step: usize,
+        agent: String,
+        text: String,
+    },
+    LlmCalled {
+        agent: String,
+        model: String,
+        usage: Usage,
+        elapsed_ms: u64,
+    },
+    ToolCalled {
+        step: usize,
+        agent: String,
+        tool: String,
+        arguments: String,
+    },
+    ToolFinished {
+        step: usize,
+        agent: String,
+        tool: String,
+        ok: bool,
+        output: String,
+    },
+    Question {
+        id: u64,
+        agent: String,
+        inquire: String,
+    },
+    StepFinished {
+        step: usize,
+        agent: String,
+        status: StepStatus,
+        summary: String,
+        usage: Usage,
+    },
+    FlowFinished {
+        outcome: FlowOutcome,
+    },
 }
 
 /// How a flow ended.

@@ -86,8 +86,7 @@ max_step_retries = 1
 }
 
 /// The README's example task.
-pub const EXAMPLE_TASK: &str =
-    "Find the prime numbers below 100, save them to primes.txt, and report how many there are and their sum.";
+pub const EXAMPLE_TASK: &str = "Find the prime numbers below 100, save them to primes.txt, and report how many there are and their sum.";
 
 /// The model's side of the example flow: a two-step plan, a MANUS step that writes and runs
 /// a script, a DATA_ANALYSIS step that checks the numbers, and a summary.
@@ -103,11 +102,18 @@ pub fn example_script() -> Vec<Reply> {
                    "steps": ["[MANUS] Write primes.py that writes the primes below 100 to primes.txt, one per line, and run it",
                              "[DATA_ANALYSIS] Read primes.txt and report how many primes it holds and their sum"]}),
         ),
-        Reply::tool("str_replace_editor", json!({"command": "create", "path": "primes.py", "file_text": script}))
-            .with_text("I will write the script first."),
-        Reply::tool("bash", json!({"command": "python3 primes.py && wc -l primes.txt"})),
-        Reply::tool("terminate", json!({"status": "success"}))
-            .with_text("primes.py is written and ran: primes.txt holds the primes below 100, one per line."),
+        Reply::tool(
+            "str_replace_editor",
+            json!({"command": "create", "path": "primes.py", "file_text": script}),
+        )
+        .with_text("I will write the script first."),
+        Reply::tool(
+            "bash",
+            json!({"command": "python3 primes.py && wc -l primes.txt"}),
+        ),
+        Reply::tool("terminate", json!({"status": "success"})).with_text(
+            "primes.py is written and ran: primes.txt holds the primes below 100, one per line.",
+        ),
         Reply::tool(
             "python_execute",
             json!({"code": "nums = [int(x) for x in open('primes.txt').read().split()]\nprint(len(nums), sum(nums))"}),

@@ -22,7 +22,15 @@ pub struct Memory {
 
 impl Memory {
     pub fn new(bpe: &'static CoreBPE, max_messages: usize, max_tokens: usize) -> Self {
-        Memory { entries: vec![], pinned: 0, max_messages, max_tokens, tokens: 0, dropped: 0, bpe }
+        Memory {
+            entries: vec![],
+            pinned: 0,
+            max_messages,
+            max_tokens,
+            tokens: 0,
+            dropped: 0,
+            bpe,
+        }
     }
 
     /// Add a message that is never dropped (call before any `push`).
@@ -49,7 +57,9 @@ impl Memory {
         {
             self.drop_oldest();
             // A tool observation whose request is gone would be rejected by the API.
-            while self.entries.len() > self.pinned + 1 && self.entries[self.pinned].0.role == Role::Tool {
+            while self.entries.len() > self.pinned + 1
+                && self.entries[self.pinned].0.role == Role::Tool
+            {
                 self.drop_oldest();
             }
         }
@@ -82,7 +92,11 @@ impl Memory {
 
     /// The last assistant messages, newest first.
     pub fn assistant_history(&self) -> impl Iterator<Item = &Message> {
-        self.entries.iter().rev().map(|(m, _)| m).filter(|m| m.role == Role::Assistant)
+        self.entries
+            .iter()
+            .rev()
+            .map(|(m, _)| m)
+            .filter(|m| m.role == Role::Assistant)
     }
 }
 
@@ -118,7 +132,10 @@ mod tests {
         let call = ToolCall {
             id: "c1".into(),
             kind: "function".into(),
-            function: FunctionCall { name: "bash".into(), arguments: "{}".into() },
+            function: FunctionCall {
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
         };
         let mut asst = Message::assistant("");
         asst.tool_calls = vec![call.clone()];
@@ -127,7 +144,11 @@ mod tests {
         m.push(Message::assistant("word ".repeat(30)));
         let msgs = m.request(None);
         assert!(m.tokens() <= 60 || msgs.len() == 2, "tokens {}", m.tokens());
-        assert!(msgs.iter().skip(1).all(|x| x.role != Role::Tool || msgs[1].role != Role::Tool));
+        assert!(
+            msgs.iter()
+                .skip(1)
+                .all(|x| x.role != Role::Tool || msgs[1].role != Role::Tool)
+        );
         assert_eq!(msgs[1].role, Role::Assistant);
     }
 }

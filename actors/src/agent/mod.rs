@@ -17,7 +17,10 @@ use tracing::Instrument;
 
 use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSpec, Usage, tokens};
 use crate::planner::plan::StepStatus;
-use crate::protocol::{AgentMsg, FlowEvent, StepOutcome, StepRequest, TerminateStatus, ToolInvocation, ToolMsg, ToolResult};
+use crate::protocol::{
+    AgentMsg, FlowEvent, FlowMsg, StepOutcome, StepRequest, TerminateStatus, ToolInvocation,
+    ToolMsg, ToolResult,
+};
 use crate::tools::worker::{ToolWorker, WorkerArgs, specs_for};
 use crate::tools::{ToolCtx, ToolSettings, clip};
 use memory::Memory;
@@ -63,8 +66,14 @@ pub struct AgentArgs {
     pub replica: u32,
 }
 
-async fn spawn_worker(myself: &ActorRef<AgentMsg>, spec: &AgentSpec) -> Result<ActorRef<ToolMsg>, ActorProcessingErr> {
-    let args = WorkerArgs { tools: spec.profile.tools.clone(), settings: spec.tool_settings.clone() };
+async fn spawn_worker(
+    myself: &ActorRef<AgentMsg>,
+    spec: &AgentSpec,
+) -> Result<ActorRef<ToolMsg>, ActorProcessingErr> {
+    let args = WorkerArgs {
+        tools: spec.profile.tools.clone(),
+        settings: spec.tool_settings.clone(),
+    };
     let (worker, _) = Actor::spawn_linked(None, ToolWorker, args, myself.get_cell()).await?;
     Ok(worker)
 }
@@ -74,14 +83,32 @@ impl Actor for ExecutorAgent {
     type State = AgentState;
     type Arguments = AgentArgs;
 
-    async fn pre_start(&self, myself: ActorRef<AgentMsg>, args: AgentArgs) -> Result<AgentState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        args: AgentArgs,
+    ) -> Result<AgentState, ActorProcessingErr> {
         let worker = spawn_worker(&myself, &args.spec).await?;
         let specs = specs_for(&args.spec.profile.tools, &args.spec.tool_settings);
-        let label = if args.spec.replicas > 1 { format!("{}#{}", args.spec.name, args.replica + 1) } else { args.spec.name.clone() };
-        Ok(AgentState { spec: args.spec, label, worker, specs })
+        let label = if args.spec.replicas > 1 {
+            format!("{}#{}", args.spec.name, args.replica + 1)
+        } else {
+            args.spec.name.clone()
+        };
+        Ok(AgentState {
+            spec: args.spec,
+            label,
+            worker,
+            specs,
+        })
     }
 
-    async fn handle(&self, myself: ActorRef<AgentMsg>, msg: AgentMsg, state: &mut AgentState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        msg: AgentMsg,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             AgentMsg::RunStep(req, reply) => {
                 let span = tracing::info_span!(
@@ -92,14 +119,21 @@ impl Actor for ExecutorAgent {
                     gen_ai.agent.name = %state.spec.name,
                     step = req.step_index,
                 );
-                let outcome = StepRun::new(state, &req, &myself).run().instrument(span).await;
+                let outcome = StepRun::new(state, &req, &myself)
+                    .run()
+                    .instrument(span)
+                    .await;
                 let _ = reply.send(outcome);
             }
         }
         Ok(())
     }
 
-    async fn post_stop(&self, myself: ActorRef<AgentMsg>, _state: &mut AgentState) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        _state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
         myself.stop_children(None);
         Ok(())
     }
@@ -131,7 +165,11 @@ struct StepRun<'a> {
 }
 
 impl<'a> StepRun<'a> {
-    fn new(state: &'a mut AgentState, req: &'a StepRequest, myself: &'a ActorRef<AgentMsg>) -> Self {
+    fn new(
+        state: &'a mut AgentState,
+        req: &'a StepRequest,
+        myself: &'a ActorRef<AgentMsg>,
+    ) -> Self {
         let p = &state.spec.profile;
         let bpe = tokens::encoding_for(state.spec.llm.model());
         let mut memory = Memory::new(bpe, p.memory_messages, p.memory_tokens);
@@ -141,7 +179,16 @@ impl<'a> StepRun<'a> {
             .replace("{agent}", &state.spec.name);
         memory.pin(Message::system(system));
         memory.pin(Message::user(step_prompt(req)));
-        StepRun { state, req, myself, memory, usage: Usage::default(), nudge: None, nudged_for_stuck: false, text_only_replies: 0 }
+        StepRun {
+            state,
+            req,
+            myself,
+            memory,
+            usage: Usage::default(),
+            nudge: None,
+            nudged_for_stuck: false,
+            text_only_replies: 0,
+        }
     }
 
     fn emit(&self, e: FlowEvent) {
@@ -149,7 +196,12 @@ impl<'a> StepRun<'a> {
     }
 
     fn outcome(&self, status: StepStatus, summary: String, rounds: u32) -> StepOutcome {
-        StepOutcome { status, summary, usage: self.usage, rounds }
+        StepOutcome {
+            status,
+            summary,
+            usage: self.usage,
+            rounds,
+        }
     }
 
     async fn run(mut self) -> StepOutcome {
@@ -167,9 +219,19 @@ impl<'a> StepRun<'a> {
             let started = Instant::now();
             let resp = match self.state.spec.llm.chat(&request).await {
                 Ok(r) => r,
-                Err(e) => return self.outcome(StepStatus::Failed, format!("the model call failed: {e}"), round),
+                Err(e) => {
+                    return self.outcome(
+                        StepStatus::Failed,
+                        format!("the model call failed: {e}"),
+                        round,
+                    );
+                }
             };
             self.usage.add(resp.usage);
+            let _ = self
+                .req
+                .flow
+                .send_message(FlowMsg::Spent { usage: resp.usage });
             self.emit(FlowEvent::LlmCalled {
                 agent: self.state.label.clone(),
                 model: self.state.spec.llm.model().to_string(),
@@ -178,7 +240,11 @@ impl<'a> StepRun<'a> {
             });
             let msg = resp.message;
             if !msg.text().trim().is_empty() {
-                self.emit(FlowEvent::Thought { step: self.req.step_index, agent: self.state.label.clone(), text: msg.text().to_string() });
+                self.emit(FlowEvent::Thought {
+                    step: self.req.step_index,
+                    agent: self.state.label.clone(),
+                    text: msg.text().to_string(),
+                });
             }
             if self.is_repeating(&msg) {
                 if self.nudged_for_stuck {
@@ -209,7 +275,10 @@ impl<'a> StepRun<'a> {
                 let observation = if result.ok {
                     clip(&result.output, self.state.spec.profile.max_observe)
                 } else {
-                    format!("Error: {}", clip(&result.output, self.state.spec.profile.max_observe))
+                    format!(
+                        "Error: {}",
+                        clip(&result.output, self.state.spec.profile.max_observe)
+                    )
                 };
                 self.emit(FlowEvent::ToolFinished {
                     step: self.req.step_index,
@@ -220,7 +289,11 @@ impl<'a> StepRun<'a> {
                 });
                 self.memory.push(Message::tool(call, observation));
                 if let Some(status) = result.terminate {
-                    let summary = if text.is_empty() { self.last_words() } else { text };
+                    let summary = if text.is_empty() {
+                        self.last_words()
+                    } else {
+                        text
+                    };
                     let status = match status {
                         TerminateStatus::Success => StepStatus::Completed,
                         TerminateStatus::Failure => StepStatus::Failed,
@@ -239,7 +312,12 @@ impl<'a> StepRun<'a> {
 
     /// The newest assistant text, for a summary.
     fn last_words(&self) -> String {
-        self.memory.assistant_history().map(|m| m.text().trim()).find(|t| !t.is_empty()).unwrap_or("").to_string()
+        self.memory
+            .assistant_history()
+            .map(|m| m.text().trim())
+            .find(|t| !t.is_empty())
+            .unwrap_or("")
+            .to_string()
     }
 
     /// Whether `msg` repeats the previous assistant messages often enough to count as stuck.
@@ -247,9 +325,17 @@ impl<'a> StepRun<'a> {
         let same = |m: &Message| {
             m.text().trim() == msg.text().trim()
                 && m.tool_calls.len() == msg.tool_calls.len()
-                && m.tool_calls.iter().zip(&msg.tool_calls).all(|(a, b)| a.function == b.function)
+                && m.tool_calls
+                    .iter()
+                    .zip(&msg.tool_calls)
+                    .all(|(a, b)| a.function == b.function)
         };
-        let earlier = self.memory.assistant_history().take(REPEATS_FOR_STUCK - 1).filter(|m| same(m)).count();
+        let earlier = self
+            .memory
+            .assistant_history()
+            .take(REPEATS_FOR_STUCK - 1)
+            .filter(|m| same(m))
+            .count();
         earlier == REPEATS_FOR_STUCK - 1
     }
 
@@ -262,14 +348,23 @@ impl<'a> StepRun<'a> {
             tool: name.clone(),
             arguments: clip(&call.function.arguments, 2_000),
         });
-        let failed = |output: String| ToolResult { ok: false, output, terminate: None, elapsed: Duration::ZERO };
+        let failed = |output: String| ToolResult {
+            ok: false,
+            output,
+            terminate: None,
+            elapsed: Duration::ZERO,
+        };
         if !self.state.spec.profile.tools.iter().any(|t| t == name) {
             return failed(format!(
                 "there is no tool named `{name}`. The tools you can call are: {}",
                 self.state.spec.profile.tools.join(", ")
             ));
         }
-        let raw = if call.function.arguments.trim().is_empty() { "{}" } else { call.function.arguments.as_str() };
+        let raw = if call.function.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            call.function.arguments.as_str()
+        };
         let args: Value = match serde_json::from_str(raw) {
             Ok(v @ Value::Object(_)) => v,
             Ok(_) => return failed(format!("the arguments for `{name}` must be a JSON object")),
@@ -292,19 +387,28 @@ impl<'a> StepRun<'a> {
         };
         let ts = &self.state.spec.tool_settings;
         // The tools enforce their own limits; this bound only catches a worker that hangs.
-        let limit = ts.python_timeout.max(ts.bash_timeout).max(ts.ask_timeout) + Duration::from_secs(30);
-        let answer = self.state.worker.call(|reply| ToolMsg::Call(inv, reply), Some(limit)).await;
+        let limit =
+            ts.python_timeout.max(ts.bash_timeout).max(ts.ask_timeout) + Duration::from_secs(30);
+        let answer = self
+            .state
+            .worker
+            .call(|reply| ToolMsg::Call(inv, reply), Some(limit))
+            .await;
         match answer {
             Ok(ractor::rpc::CallResult::Success(r)) => r,
             other => {
                 let why = match other {
-                    Ok(ractor::rpc::CallResult::Timeout) => format!("did not finish within {}s", limit.as_secs()),
+                    Ok(ractor::rpc::CallResult::Timeout) => {
+                        format!("did not finish within {}s", limit.as_secs())
+                    }
                     _ => "crashed".to_string(),
                 };
                 self.state.worker.kill();
                 match spawn_worker(self.myself, &self.state.spec).await {
                     Ok(w) => self.state.worker = w,
-                    Err(e) => tracing::error!(agent = %self.state.label, "cannot restart the tool worker: {e}"),
+                    Err(e) => {
+                        tracing::error!(agent = %self.state.label, "cannot restart the tool worker: {e}")
+                    }
                 }
                 failed(format!(
                     "the tool `{name}` {why}; its worker was restarted, so tool state such as the shell session was reset"

@@ -32,8 +32,8 @@ pub struct Cassette {
 
 impl Cassette {
     pub fn load(path: &Path) -> Result<Cassette, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
         Cassette::parse(&path.display().to_string(), &text)
     }
 
@@ -52,7 +52,10 @@ impl Cassette {
         if exchanges.is_empty() {
             return Err(format!("cassette {name} holds no exchanges"));
         }
-        Ok(Cassette { name: name.to_string(), exchanges })
+        Ok(Cassette {
+            name: name.to_string(),
+            exchanges,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -75,7 +78,8 @@ impl Cassette {
 
     /// A fresh cursor at the first exchange. Clients that share it take turns in order.
     pub fn cursor(self: &Arc<Self>) -> ReplayCursor {
-        let (tx, mut rx) = mpsc::unbounded_channel::<(Value, oneshot::Sender<Result<Value, LlmError>>)>();
+        let (tx, mut rx) =
+            mpsc::unbounded_channel::<(Value, oneshot::Sender<Result<Value, LlmError>>)>();
         let cassette = Arc::clone(self);
         tokio::spawn(async move {
             let mut next = 0usize;
@@ -132,7 +136,11 @@ fn first_user_text(request: &Value) -> Option<&str> {
 
 fn shorten(s: &str) -> String {
     let one_line = s.replace('\n', " ");
-    if one_line.chars().count() > 120 { format!("{}…", one_line.chars().take(120).collect::<String>()) } else { one_line }
+    if one_line.chars().count() > 120 {
+        format!("{}…", one_line.chars().take(120).collect::<String>())
+    } else {
+        one_line
+    }
 }
 
 /// A flow's position in a cassette.
@@ -207,7 +215,13 @@ mod tests {
         let err = cur.next(&req("zzz")).await.unwrap_err();
         assert_eq!(err.kind, LlmErrorKind::Replay);
         assert_eq!(cur.next(&req("b")).await.unwrap()["n"], 2);
-        assert!(cur.next(&req("c")).await.unwrap_err().message.contains("used up"));
+        assert!(
+            cur.next(&req("c"))
+                .await
+                .unwrap_err()
+                .message
+                .contains("used up")
+        );
         // A second cursor starts over.
         assert_eq!(c.cursor().next(&req("a")).await.unwrap()["n"], 1);
     }

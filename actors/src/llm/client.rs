@@ -97,7 +97,10 @@ pub struct LlmError {
 
 impl LlmError {
     pub fn new(kind: LlmErrorKind, message: impl Into<String>) -> Self {
-        LlmError { kind, message: message.into() }
+        LlmError {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
@@ -112,7 +115,11 @@ pub struct LlmClient {
 
 impl std::fmt::Debug for LlmClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LlmClient({}: {})", self.settings.profile, self.settings.model)
+        write!(
+            f,
+            "LlmClient({}: {})",
+            self.settings.profile, self.settings.model
+        )
     }
 }
 
@@ -125,8 +132,17 @@ struct Attempt {
 
 impl LlmClient {
     /// A client for `settings`. A replay profile needs a cursor before use: see `rewind`.
-    pub fn new(settings: Arc<LlmSettings>, http: reqwest::Client, recorder: Option<Recorder>) -> Self {
-        LlmClient { settings, http, replay: None, recorder }
+    pub fn new(
+        settings: Arc<LlmSettings>,
+        http: reqwest::Client,
+        recorder: Option<Recorder>,
+    ) -> Self {
+        LlmClient {
+            settings,
+            http,
+            replay: None,
+            recorder,
+        }
     }
 
     pub fn settings(&self) -> &LlmSettings {
@@ -208,7 +224,10 @@ impl LlmClient {
         let raw = match (&s.api_type, &self.replay) {
             (ApiType::Replay, Some(cursor)) => cursor.next(&body).await?,
             (ApiType::Replay, None) => {
-                return Err(LlmError::new(LlmErrorKind::Replay, "replay profile used without a cursor (call llm::rewind first)"));
+                return Err(LlmError::new(
+                    LlmErrorKind::Replay,
+                    "replay profile used without a cursor (call llm::rewind first)",
+                ));
             }
             _ => self.send_with_retries(&body).await?,
         };
@@ -285,7 +304,11 @@ impl LlmClient {
             } else {
                 format!("request to {url} failed: {e}")
             };
-            Attempt { error: LlmError::new(LlmErrorKind::Network, what), retryable: true, retry_after: None }
+            Attempt {
+                error: LlmError::new(LlmErrorKind::Network, what),
+                retryable: true,
+                retry_after: None,
+            }
         })?;
         let status = resp.status();
         let retry_after = resp
@@ -295,14 +318,24 @@ impl LlmClient {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .map(Duration::from_secs_f64);
         let text = resp.text().await.map_err(|e| Attempt {
-            error: LlmError::new(LlmErrorKind::Network, format!("reading the answer from {url}: {e}")),
+            error: LlmError::new(
+                LlmErrorKind::Network,
+                format!("reading the answer from {url}: {e}"),
+            ),
             retryable: true,
             retry_after: None,
         })?;
-        tracing::debug!(status = status.as_u16(), ms = started.elapsed().as_millis() as u64, "model answered");
+        tracing::debug!(
+            status = status.as_u16(),
+            ms = started.elapsed().as_millis() as u64,
+            "model answered"
+        );
         if status.is_success() {
             return serde_json::from_str(&text).map_err(|e| Attempt {
-                error: LlmError::new(LlmErrorKind::Decode, format!("the answer from {url} is not JSON: {e}")),
+                error: LlmError::new(
+                    LlmErrorKind::Decode,
+                    format!("the answer from {url} is not JSON: {e}"),
+                ),
                 retryable: false,
                 retry_after: None,
             });
@@ -318,16 +351,32 @@ impl LlmClient {
                     "the model server refused the credentials ({code}: {detail}); check [llm{profile}] api_key or api_key_env"
                 ),
             ),
-            429 => (LlmErrorKind::RateLimited, true, format!("rate limited (429: {detail})")),
-            500..=599 => (LlmErrorKind::Server, true, format!("server error ({code}: {detail})")),
+            429 => (
+                LlmErrorKind::RateLimited,
+                true,
+                format!("rate limited (429: {detail})"),
+            ),
+            500..=599 => (
+                LlmErrorKind::Server,
+                true,
+                format!("server error ({code}: {detail})"),
+            ),
             404 => (
                 LlmErrorKind::BadRequest,
                 false,
                 format!("{url} answered 404 ({detail}); check [llm{profile}] base_url and model"),
             ),
-            _ => (LlmErrorKind::BadRequest, false, format!("the model server rejected the request ({code}: {detail})")),
+            _ => (
+                LlmErrorKind::BadRequest,
+                false,
+                format!("the model server rejected the request ({code}: {detail})"),
+            ),
         };
-        Err(Attempt { error: LlmError::new(kind, message), retryable, retry_after })
+        Err(Attempt {
+            error: LlmError::new(kind, message),
+            retryable,
+            retry_after,
+        })
     }
 }
 
@@ -336,7 +385,9 @@ impl LlmClient {
 pub fn rewind<'a>(clients: impl IntoIterator<Item = &'a mut LlmClient>) {
     let mut cursors: Vec<(*const super::Cassette, ReplayCursor)> = vec![];
     for c in clients {
-        let Some(cassette) = c.settings.cassette.clone() else { continue };
+        let Some(cassette) = c.settings.cassette.clone() else {
+            continue;
+        };
         let key = Arc::as_ptr(&cassette);
         let cursor = match cursors.iter().find(|(k, _)| *k == key) {
             Some((_, cur)) => cur.clone(),
@@ -351,7 +402,11 @@ pub fn rewind<'a>(clients: impl IntoIterator<Item = &'a mut LlmClient>) {
 }
 
 fn profile_suffix(profile: &str) -> String {
-    if profile == "default" { String::new() } else { format!(".{profile}") }
+    if profile == "default" {
+        String::new()
+    } else {
+        format!(".{profile}")
+    }
 }
 
 /// The human part of an error body: OpenAI's `{"error": {"message": …}}` or the raw text.
@@ -359,7 +414,11 @@ fn server_message(text: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(text).ok();
     let msg = parsed
         .as_ref()
-        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("error")).or_else(|| v.get("message")))
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("error"))
+                .or_else(|| v.get("message"))
+        })
         .and_then(|m| m.as_str().map(str::to_string))
         .unwrap_or_else(|| text.trim().to_string());
     let mut msg: String = msg.chars().take(300).collect();
@@ -371,22 +430,51 @@ fn server_message(text: &str) -> String {
 
 /// Turn a chat-completion body into a response.
 fn parse_response(v: &Value) -> Result<ChatResponse, LlmError> {
-    let bad = |what: &str| LlmError::new(LlmErrorKind::Decode, format!("the model's answer {what}"));
-    let choice = v.pointer("/choices/0").ok_or_else(|| bad("has no choices"))?;
+    let bad =
+        |what: &str| LlmError::new(LlmErrorKind::Decode, format!("the model's answer {what}"));
+    let choice = v
+        .pointer("/choices/0")
+        .ok_or_else(|| bad("has no choices"))?;
     let m = choice.get("message").ok_or_else(|| bad("has no message"))?;
     let content = m.get("content").and_then(Value::as_str).map(str::to_string);
     let tool_calls: Vec<ToolCall> = match m.get("tool_calls") {
         None | Some(Value::Null) => vec![],
-        Some(tc) => serde_json::from_value(tc.clone()).map_err(|e| bad(&format!("has malformed tool_calls: {e}")))?,
+        Some(tc) => serde_json::from_value(tc.clone())
+            .map_err(|e| bad(&format!("has malformed tool_calls: {e}")))?,
     };
     let u = v.get("usage");
-    let field = |k: &str| u.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+    let field = |k: &str| {
+        u.and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
     Ok(ChatResponse {
-        id: v.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
-        model: v.get("model").and_then(Value::as_str).unwrap_or_default().to_string(),
-        message: Message { role: Role::Assistant, content, tool_calls, tool_call_id: None, name: None },
-        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
-        usage: Usage { prompt_tokens: field("prompt_tokens"), completion_tokens: field("completion_tokens"), calls: 1 },
+        id: v
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        model: v
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        message: Message {
+            role: Role::Assistant,
+            content,
+            tool_calls,
+            tool_call_id: None,
+            name: None,
+        },
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        usage: Usage {
+            prompt_tokens: field("prompt_tokens"),
+            completion_tokens: field("completion_tokens"),
+            calls: 1,
+        },
     })
 }
 
@@ -407,7 +495,10 @@ mod tests {
 
     #[test]
     fn error_bodies_are_summarised() {
-        assert_eq!(server_message(r#"{"error":{"message":"bad key"}}"#), "bad key");
+        assert_eq!(
+            server_message(r#"{"error":{"message":"bad key"}}"#),
+            "bad key"
+        );
         assert_eq!(server_message("plain"), "plain");
     }
 }

@@ -17,7 +17,11 @@ pub fn encoding_for(model: &str) -> &'static CoreBPE {
         || m.starts_with("o1")
         || m.starts_with("o3")
         || m.starts_with("o4");
-    if uses_o200k { o200k_base_singleton() } else { cl100k_base_singleton() }
+    if uses_o200k {
+        o200k_base_singleton()
+    } else {
+        cl100k_base_singleton()
+    }
 }
 
 /// Tokens in a text.
@@ -36,7 +40,11 @@ pub fn count_message(bpe: &CoreBPE, m: &Message) -> usize {
 
 /// Tokens a whole request's messages cost, plus the reply priming.
 pub fn count_messages(bpe: &CoreBPE, messages: &[Message]) -> usize {
-    messages.iter().map(|m| count_message(bpe, m)).sum::<usize>() + 3
+    messages
+        .iter()
+        .map(|m| count_message(bpe, m))
+        .sum::<usize>()
+        + 3
 }
 
 #[cfg(test)]

@@ -29,7 +29,13 @@ pub struct Message {
 
 impl Message {
     fn plain(role: Role, text: impl Into<String>) -> Self {
-        Message { role, content: Some(text.into()), tool_calls: vec![], tool_call_id: None, name: None }
+        Message {
+            role,
+            content: Some(text.into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+            name: None,
+        }
     }
     pub fn system(text: impl Into<String>) -> Self {
         Self::plain(Role::System, text)
@@ -108,7 +114,9 @@ impl ToolChoice {
             ToolChoice::Auto => "auto".into(),
             ToolChoice::Required => "required".into(),
             ToolChoice::None => "none".into(),
-            ToolChoice::Function(name) => serde_json::json!({"type": "function", "function": {"name": name}}),
+            ToolChoice::Function(name) => {
+                serde_json::json!({"type": "function", "function": {"name": name}})
+            }
         }
     }
 }

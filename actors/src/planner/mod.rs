@@ -18,10 +18,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use crate::agent::{AgentArgs, AgentSpec, ExecutorAgent};
 use crate::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, Usage};
-use crate::protocol::{AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, StepOutcome, StepRequest};
+use crate::protocol::{
+    AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, StepOutcome,
+    StepRequest,
+};
 use crate::tools::planning::{PlanningTool, planning_spec};
 use plan::{Plan, StepStatus};
 
@@ -83,14 +87,21 @@ impl PlannerState {
     }
 
     fn spec(&self, name: &str) -> &AgentSpec {
-        self.specs.iter().find(|s| s.name == name).unwrap_or(&self.specs[0])
+        self.specs
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or(&self.specs[0])
     }
 
     /// The agent a step goes to: its tag if the pool has that agent, else the primary.
     fn route(&self, step: usize) -> String {
         self.plan.steps[step]
             .tag()
-            .and_then(|tag| self.specs.iter().find(|s| s.name.eq_ignore_ascii_case(&tag)))
+            .and_then(|tag| {
+                self.specs
+                    .iter()
+                    .find(|s| s.name.eq_ignore_ascii_case(&tag))
+            })
             .map(|s| s.name.clone())
             .unwrap_or_else(|| self.settings.primary_agent.clone())
     }
@@ -101,7 +112,11 @@ impl Actor for Planner {
     type State = PlannerState;
     type Arguments = FlowSpec;
 
-    async fn pre_start(&self, myself: ActorRef<FlowMsg>, spec: FlowSpec) -> Result<PlannerState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<FlowMsg>,
+        spec: FlowSpec,
+    ) -> Result<PlannerState, ActorProcessingErr> {
         let span = tracing::info_span!(
             parent: None,
             "invoke_workflow",
@@ -113,8 +128,12 @@ impl Actor for Planner {
         for agent in &spec.pool {
             let mut refs = vec![];
             for replica in 0..agent.replicas.max(1) {
-                let args = AgentArgs { spec: agent.clone(), replica };
-                let (r, _) = Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell()).await?;
+                let args = AgentArgs {
+                    spec: agent.clone(),
+                    replica,
+                };
+                let (r, _) =
+                    Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell()).await?;
                 refs.push(r);
             }
             replicas.insert(agent.name.clone(), refs);
@@ -139,24 +158,54 @@ impl Actor for Planner {
         })
     }
 
-    async fn handle(&self, myself: ActorRef<FlowMsg>, msg: FlowMsg, st: &mut PlannerState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<FlowMsg>,
+        msg: FlowMsg,
+        st: &mut PlannerState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             FlowMsg::Begin => {
-                st.emit(FlowEvent::FlowStarted { flow_id: st.id.clone(), task: st.task.clone() });
+                st.emit(FlowEvent::FlowStarted {
+                    flow_id: st.id.clone(),
+                    task: st.task.clone(),
+                });
                 myself.send_after(st.settings.flow_timeout, || FlowMsg::FlowTimedOut);
-                let made = match st.mode {
+                match st.mode {
                     FlowMode::Single => {
-                        Ok(Plan::new(format!("run-{}", st.id), "Single agent run", vec![st.task.clone()]))
+                        let plan = Plan::new("run", "Single agent run", vec![st.task.clone()]);
+                        let _ = myself.send_message(FlowMsg::PlanMade {
+                            plan: Ok(plan),
+                            usage: Usage::default(),
+                        });
                     }
-                    FlowMode::Plan => make_plan(st).await,
-                };
-                match made {
+                    FlowMode::Plan => {
+                        let job = PlanJob::new(st);
+                        let me = myself.clone();
+                        tokio::spawn(async move {
+                            let (plan, usage) = job.run().await;
+                            let _ = me.send_message(FlowMsg::PlanMade { plan, usage });
+                        });
+                    }
+                }
+            }
+            FlowMsg::PlanMade { plan, usage } => {
+                st.usage.add(usage);
+                match plan {
                     Ok(plan) => {
                         st.plan = plan;
-                        st.emit(FlowEvent::PlanCreated { plan: st.plan.clone() });
+                        st.emit(FlowEvent::PlanCreated {
+                            plan: st.plan.clone(),
+                        });
                         dispatch_next(&myself, st).await;
                     }
                     Err(why) => finish(&myself, st, FlowStatus::Failed, why).await,
+                }
+            }
+            FlowMsg::Spent { usage } => {
+                st.usage.add(usage);
+                if let Some(r) = &st.running {
+                    st.plan.steps[r.step].usage.add(usage);
                 }
             }
             FlowMsg::StepDone { dispatch, outcome } => {
@@ -172,7 +221,9 @@ impl Actor for Planner {
                     let secs = st.settings.step_timeout.as_secs();
                     let outcome = StepOutcome {
                         status: StepStatus::Failed,
-                        summary: format!("the step ran past step_timeout_secs ({secs}s) and was stopped"),
+                        summary: format!(
+                            "the step ran past step_timeout_secs ({secs}s) and was stopped"
+                        ),
                         usage: Usage::default(),
                         rounds: 0,
                     };
@@ -181,10 +232,28 @@ impl Actor for Planner {
             }
             FlowMsg::FlowTimedOut => {
                 let secs = st.settings.flow_timeout.as_secs();
-                finish(&myself, st, FlowStatus::TimedOut, format!("the flow ran past flow_timeout_secs ({secs}s)")).await;
+                finish(
+                    &myself,
+                    st,
+                    FlowStatus::TimedOut,
+                    format!("the flow ran past flow_timeout_secs ({secs}s)"),
+                )
+                .await;
             }
-            FlowMsg::Cancel => finish(&myself, st, FlowStatus::Cancelled, "the flow was cancelled".into()).await,
-            FlowMsg::Ask { agent, inquire, reply } => {
+            FlowMsg::Cancel => {
+                finish(
+                    &myself,
+                    st,
+                    FlowStatus::Cancelled,
+                    "the flow was cancelled".into(),
+                )
+                .await
+            }
+            FlowMsg::Ask {
+                agent,
+                inquire,
+                reply,
+            } => {
                 let id = st.next_question;
                 st.next_question += 1;
                 st.questions.insert(id, reply);
@@ -194,13 +263,19 @@ impl Actor for Planner {
                 Some(port) => {
                     let _ = port.send(Ok(text));
                 }
-                None => tracing::warn!(flow = %st.id, "answer to unknown or already answered question {question_id}"),
+                None => {
+                    tracing::warn!(flow = %st.id, "answer to unknown or already answered question {question_id}")
+                }
             },
         }
         Ok(())
     }
 
-    async fn post_stop(&self, myself: ActorRef<FlowMsg>, _st: &mut PlannerState) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        myself: ActorRef<FlowMsg>,
+        _st: &mut PlannerState,
+    ) -> Result<(), ActorProcessingErr> {
         myself.stop_children(None);
         Ok(())
     }
@@ -221,65 +296,122 @@ impl Actor for Planner {
 }
 
 /// One model call of the planner's own, counted and published.
-async fn planner_chat(st: &mut PlannerState, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+async fn planner_chat(
+    llm: &LlmClient,
+    events: &UnboundedSender<FlowEvent>,
+    request: &ChatRequest,
+) -> Result<ChatResponse, LlmError> {
     let started = Instant::now();
-    let resp = st.llm.chat(request).await?;
-    st.usage.add(resp.usage);
-    st.emit(FlowEvent::LlmCalled {
+    let resp = llm.chat(request).await?;
+    let _ = events.send(FlowEvent::LlmCalled {
         agent: "planner".into(),
-        model: st.llm.model().to_string(),
+        model: llm.model().to_string(),
         usage: resp.usage,
         elapsed_ms: started.elapsed().as_millis() as u64,
     });
     Ok(resp)
 }
 
-/// Ask the model for a plan; fall back to a plan of its own words, or to the task itself.
-async fn make_plan(st: &mut PlannerState) -> Result<Plan, String> {
-    let agents: Vec<(String, String)> = st.specs.iter().map(|s| (s.name.to_ascii_uppercase(), s.description.clone())).collect();
-    let request = ChatRequest {
-        messages: vec![
-            Message::system(prompts::planner_system(&agents)),
-            Message::user(prompts::planner_user(&st.task)),
-        ],
-        tools: vec![planning_spec()],
-        tool_choice: ToolChoice::Auto,
-    };
-    let resp = planner_chat(st, &request).await.map_err(|e| format!("the planner's model call failed: {e}"))?;
-    let default_id = format!("plan-{}", st.id);
-    for call in resp.message.tool_calls.iter().filter(|c| c.function.name == "planning") {
-        let mut args: Value = match serde_json::from_str(&call.function.arguments) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(flow = %st.id, "the planner's planning call has malformed arguments: {e}");
-                continue;
-            }
-        };
-        if args.get("command").is_none() {
-            args["command"] = "create".into();
-        }
-        if args.get("plan_id").is_none() {
-            args["plan_id"] = default_id.clone().into();
-        }
-        if args.get("title").is_none() {
-            args["title"] = Value::String(prompts::title_from(&st.task));
-        }
-        let mut book = PlanningTool::default();
-        match book.apply(&args) {
-            Ok(_) => {
-                let id = book.active_id().unwrap_or_default().to_string();
-                if let Some(plan) = book.take(&id) {
-                    return Ok(plan);
-                }
-            }
-            Err(e) => tracing::warn!(flow = %st.id, "the planner's planning call was unusable: {e}"),
+/// The planning call, with everything it needs, so it can run outside the actor.
+struct PlanJob {
+    id: String,
+    task: String,
+    agents: Vec<(String, String)>,
+    llm: LlmClient,
+    events: UnboundedSender<FlowEvent>,
+    span: tracing::Span,
+}
+
+impl PlanJob {
+    fn new(st: &PlannerState) -> Self {
+        PlanJob {
+            id: st.id.clone(),
+            task: st.task.clone(),
+            agents: st
+                .specs
+                .iter()
+                .map(|s| (s.name.to_ascii_uppercase(), s.description.clone()))
+                .collect(),
+            llm: st.llm.clone(),
+            events: st.events.clone(),
+            span: st.span.clone(),
         }
     }
-    // No usable tool call: a model without function calling may still have listed steps.
-    let listed = prompts::steps_from_text(resp.message.text());
-    let steps = if listed.is_empty() { vec![st.task.clone()] } else { listed };
-    tracing::info!(flow = %st.id, "the model made no planning call; using {} step(s) from its text or the task", steps.len());
-    Ok(Plan::new(default_id, prompts::title_from(&st.task), steps))
+
+    /// Ask the model for a plan; fall back to a plan of its own words, or to the task itself.
+    async fn run(self) -> (Result<Plan, String>, Usage) {
+        let request = ChatRequest {
+            messages: vec![
+                Message::system(prompts::planner_system(&self.agents)),
+                Message::user(prompts::planner_user(&self.task)),
+            ],
+            tools: vec![planning_spec()],
+            tool_choice: ToolChoice::Auto,
+        };
+        let span = tracing::info_span!(parent: &self.span, "plan");
+        let resp = match planner_chat(&self.llm, &self.events, &request)
+            .instrument(span)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                return (
+                    Err(format!("the planner's model call failed: {e}")),
+                    Usage::default(),
+                );
+            }
+        };
+        (Ok(self.read_plan(&resp)), resp.usage)
+    }
+
+    fn read_plan(&self, resp: &ChatResponse) -> Plan {
+        // Ids must not depend on the flow id: a replayed run has to send the same prompts.
+        const DEFAULT_ID: &str = "plan";
+        for call in resp
+            .message
+            .tool_calls
+            .iter()
+            .filter(|c| c.function.name == "planning")
+        {
+            let mut args: Value = match serde_json::from_str(&call.function.arguments) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(flow = %self.id, "the planner's planning call has malformed arguments: {e}");
+                    continue;
+                }
+            };
+            if args.get("command").is_none() {
+                args["command"] = "create".into();
+            }
+            if args.get("plan_id").is_none() {
+                args["plan_id"] = DEFAULT_ID.into();
+            }
+            if args.get("title").is_none() {
+                args["title"] = Value::String(prompts::title_from(&self.task));
+            }
+            let mut book = PlanningTool::default();
+            match book.apply(&args) {
+                Ok(_) => {
+                    let id = book.active_id().unwrap_or_default().to_string();
+                    if let Some(plan) = book.take(&id) {
+                        return plan;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(flow = %self.id, "the planner's planning call was unusable: {e}")
+                }
+            }
+        }
+        // No usable tool call: a model without function calling may still have listed steps.
+        let listed = prompts::steps_from_text(resp.message.text());
+        let steps = if listed.is_empty() {
+            vec![self.task.clone()]
+        } else {
+            listed
+        };
+        tracing::info!(flow = %self.id, "the model made no planning call; using {} step(s) from its text or the task", steps.len());
+        Plan::new(DEFAULT_ID, prompts::title_from(&self.task), steps)
+    }
 }
 
 /// Send the first unfinished step to its agent, or finish when none is left.
@@ -294,16 +426,39 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
             .map(|(i, s)| format!("step {i} {}", s.status.as_str()))
             .collect();
         if bad.is_empty() {
-            finish(myself, st, FlowStatus::Completed, "every step completed".into()).await;
+            finish(
+                myself,
+                st,
+                FlowStatus::Completed,
+                "every step completed".into(),
+            )
+            .await;
         } else {
-            finish(myself, st, FlowStatus::Failed, format!("not every step completed: {}", bad.join(", "))).await;
+            finish(
+                myself,
+                st,
+                FlowStatus::Failed,
+                format!("not every step completed: {}", bad.join(", ")),
+            )
+            .await;
         }
         return;
     };
     let agent = st.route(step);
     let replica = 0; // steps run one at a time; replicas serve concurrent flows of work
-    let Some(target) = st.replicas.get(&agent).and_then(|r| r.get(replica)).cloned() else {
-        finish(myself, st, FlowStatus::Failed, format!("no agent `{agent}` in the pool")).await;
+    let Some(target) = st
+        .replicas
+        .get(&agent)
+        .and_then(|r| r.get(replica))
+        .cloned()
+    else {
+        finish(
+            myself,
+            st,
+            FlowStatus::Failed,
+            format!("no agent `{agent}` in the pool"),
+        )
+        .await;
         return;
     };
     let s = &mut st.plan.steps[step];
@@ -312,7 +467,11 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
     s.agent = Some(agent.clone());
     let attempt = s.attempts;
     let body = s.body().to_string();
-    st.emit(FlowEvent::StepStarted { step, agent: agent.clone(), attempt });
+    st.emit(FlowEvent::StepStarted {
+        step,
+        agent: agent.clone(),
+        attempt,
+    });
     let dispatch = st.next_dispatch;
     st.next_dispatch += 1;
     let step_span = tracing::info_span!(parent: &st.span, "step", otel.name = format!("step {step}"), step, agent = %agent, attempt);
@@ -328,7 +487,13 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
     };
     let (tx, rx) = oneshot::channel();
     let sent = target.send_message(AgentMsg::RunStep(req, tx.into()));
-    st.running = Some(Running { dispatch, step, agent, replica, started: Instant::now() });
+    st.running = Some(Running {
+        dispatch,
+        step,
+        agent,
+        replica,
+        started: Instant::now(),
+    });
     let me = myself.clone();
     tokio::spawn(async move {
         let outcome = match (sent, rx.await) {
@@ -342,19 +507,25 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         };
         let _ = me.send_message(FlowMsg::StepDone { dispatch, outcome });
     });
-    myself.send_after(st.settings.step_timeout, move || FlowMsg::StepTimedOut { dispatch });
+    myself.send_after(st.settings.step_timeout, move || FlowMsg::StepTimedOut {
+        dispatch,
+    });
 }
 
 /// Record how a step attempt ended, then retry it, stop the flow, or move on.
 async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: StepOutcome) {
     let Some(run) = st.running.take() else { return };
-    st.usage.add(outcome.usage);
+    // Usage arrived already, call by call, as Spent messages.
     let s = &mut st.plan.steps[run.step];
-    s.usage.add(outcome.usage);
     s.elapsed_ms += run.started.elapsed().as_millis() as u64;
     s.notes = outcome.summary.clone();
-    let retry = outcome.status != StepStatus::Completed && s.attempts <= st.settings.max_step_retries;
-    s.status = if retry { StepStatus::NotStarted } else { outcome.status };
+    let retry =
+        outcome.status != StepStatus::Completed && s.attempts <= st.settings.max_step_retries;
+    s.status = if retry {
+        StepStatus::NotStarted
+    } else {
+        outcome.status
+    };
     st.emit(FlowEvent::StepFinished {
         step: run.step,
         agent: run.agent.clone(),
@@ -365,8 +536,14 @@ async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: 
     if retry {
         // The replica may hold broken state (a crashed worker, a wedged shell): start clean.
         replace_replica(myself, st, &run.agent, run.replica).await;
-    } else if outcome.status != StepStatus::Completed && st.settings.on_step_failure == OnStepFailure::Stop {
-        let why = format!("step {} ended {} and on_step_failure = \"stop\"", run.step, outcome.status.as_str());
+    } else if outcome.status != StepStatus::Completed
+        && st.settings.on_step_failure == OnStepFailure::Stop
+    {
+        let why = format!(
+            "step {} ended {} and on_step_failure = \"stop\"",
+            run.step,
+            outcome.status.as_str()
+        );
         finish(myself, st, FlowStatus::Failed, why).await;
         return;
     }
@@ -374,12 +551,27 @@ async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: 
 }
 
 /// Kill a replica and start a fresh one in its place.
-async fn replace_replica(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, agent: &str, replica: usize) {
+async fn replace_replica(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    agent: &str,
+    replica: usize,
+) {
     let spec = st.spec(agent).clone();
     if let Some(old) = st.replicas.get(agent).and_then(|r| r.get(replica)) {
         old.kill();
     }
-    match Actor::spawn_linked(None, ExecutorAgent, AgentArgs { spec, replica: replica as u32 }, myself.get_cell()).await {
+    match Actor::spawn_linked(
+        None,
+        ExecutorAgent,
+        AgentArgs {
+            spec,
+            replica: replica as u32,
+        },
+        myself.get_cell(),
+    )
+    .await
+    {
         Ok((fresh, _)) => {
             if let Some(slot) = st.replicas.get_mut(agent).and_then(|r| r.get_mut(replica)) {
                 *slot = fresh;
@@ -390,7 +582,12 @@ async fn replace_replica(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, agen
 }
 
 /// End the flow: settle the plan, summarise, publish the outcome and stop the tree.
-async fn finish(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, status: FlowStatus, reason: String) {
+async fn finish(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    status: FlowStatus,
+    reason: String,
+) {
     if let Some(run) = st.running.take() {
         if let Some(agent) = st.replicas.get(&run.agent).and_then(|r| r.get(run.replica)) {
             agent.kill();
@@ -403,8 +600,17 @@ async fn finish(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, status: FlowS
         let _ = port.send(Err(format!("the flow ended: {reason}")));
     }
     let summary = match (st.mode, status) {
-        (FlowMode::Plan, FlowStatus::Completed | FlowStatus::Failed) if !st.plan.steps.is_empty() => summarise(st).await,
-        _ => st.plan.steps.last().map(|s| s.notes.clone()).unwrap_or_default(),
+        (FlowMode::Plan, FlowStatus::Completed | FlowStatus::Failed)
+            if !st.plan.steps.is_empty() =>
+        {
+            summarise(st).await
+        }
+        _ => st
+            .plan
+            .steps
+            .last()
+            .map(|s| s.notes.clone())
+            .unwrap_or_default(),
     };
     let outcome = FlowOutcome {
         flow_id: st.id.clone(),
@@ -422,12 +628,18 @@ async fn finish(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, status: FlowS
 /// The model's account of the run; empty if the call fails (the outcome stands anyway).
 async fn summarise(st: &mut PlannerState) -> String {
     let request = ChatRequest {
-        messages: vec![Message::system(prompts::SUMMARY_SYSTEM), Message::user(prompts::summary_user(&st.task, &st.plan))],
+        messages: vec![
+            Message::system(prompts::SUMMARY_SYSTEM),
+            Message::user(prompts::summary_user(&st.task, &st.plan)),
+        ],
         tools: vec![],
         tool_choice: ToolChoice::None,
     };
-    match planner_chat(st, &request).await {
-        Ok(resp) => resp.message.text().trim().to_string(),
+    match planner_chat(&st.llm, &st.events, &request).await {
+        Ok(resp) => {
+            st.usage.add(resp.usage);
+            resp.message.text().trim().to_string()
+        }
         Err(e) => {
             tracing::warn!(flow = %st.id, "could not summarise the run: {e}");
             String::new()

@@ -15,8 +15,13 @@ pub enum StepStatus {
 }
 
 impl StepStatus {
-    pub const ALL: [StepStatus; 5] =
-        [StepStatus::NotStarted, StepStatus::InProgress, StepStatus::Completed, StepStatus::Blocked, StepStatus::Failed];
+    pub const ALL: [StepStatus; 5] = [
+        StepStatus::NotStarted,
+        StepStatus::InProgress,
+        StepStatus::Completed,
+        StepStatus::Blocked,
+        StepStatus::Failed,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -45,7 +50,10 @@ impl StepStatus {
 
     /// Whether the step has ended, well or not.
     pub fn is_final(self) -> bool {
-        matches!(self, StepStatus::Completed | StepStatus::Blocked | StepStatus::Failed)
+        matches!(
+            self,
+            StepStatus::Completed | StepStatus::Blocked | StepStatus::Failed
+        )
     }
 }
 
@@ -95,12 +103,18 @@ impl PlanStep {
 /// the first bracketed word made of letters, digits, `_` or `-`; text around it is kept.
 pub fn split_tag(text: &str) -> (Option<String>, &str) {
     let t = text.trim_start();
-    let Some(rest) = t.strip_prefix('[') else { return (None, text.trim()) };
-    let Some(end) = rest.find(']') else { return (None, text.trim()) };
+    let Some(rest) = t.strip_prefix('[') else {
+        return (None, text.trim());
+    };
+    let Some(end) = rest.find(']') else {
+        return (None, text.trim());
+    };
     let name = &rest[..end];
     let valid = !name.is_empty()
         && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !valid {
         return (None, text.trim());
     }
@@ -116,7 +130,11 @@ pub struct Plan {
 
 impl Plan {
     pub fn new(id: impl Into<String>, title: impl Into<String>, steps: Vec<String>) -> Self {
-        Plan { id: id.into(), title: title.into(), steps: steps.into_iter().map(PlanStep::new).collect() }
+        Plan {
+            id: id.into(),
+            title: title.into(),
+            steps: steps.into_iter().map(PlanStep::new).collect(),
+        }
     }
 
     pub fn count(&self, status: StepStatus) -> usize {
@@ -128,12 +146,20 @@ impl Plan {
         let total = self.steps.len();
         let done = self.count(StepStatus::Completed);
         let pct = if total == 0 { 0 } else { done * 100 / total };
-        let mut out = format!("Plan: {} (id {})\nProgress: {done}/{total} steps completed ({pct}%)", self.title, self.id);
-        let others: Vec<String> = [StepStatus::InProgress, StepStatus::Blocked, StepStatus::Failed, StepStatus::NotStarted]
-            .into_iter()
-            .filter(|s| self.count(*s) > 0)
-            .map(|s| format!("{} {}", self.count(s), s.as_str()))
-            .collect();
+        let mut out = format!(
+            "Plan: {} (id {})\nProgress: {done}/{total} steps completed ({pct}%)",
+            self.title, self.id
+        );
+        let others: Vec<String> = [
+            StepStatus::InProgress,
+            StepStatus::Blocked,
+            StepStatus::Failed,
+            StepStatus::NotStarted,
+        ]
+        .into_iter()
+        .filter(|s| self.count(*s) > 0)
+        .map(|s| format!("{} {}", self.count(s), s.as_str()))
+        .collect();
         if !others.is_empty() {
             out.push_str(&format!("; {}", others.join(", ")));
         }
@@ -154,7 +180,10 @@ mod tests {
 
     #[test]
     fn tags_are_split_case_insensitively() {
-        assert_eq!(split_tag("[DATA_ANALYSIS] chart it"), (Some("data_analysis".into()), "chart it"));
+        assert_eq!(
+            split_tag("[DATA_ANALYSIS] chart it"),
+            (Some("data_analysis".into()), "chart it")
+        );
         assert_eq!(split_tag("  [Manus]find"), (Some("manus".into()), "find"));
         assert_eq!(split_tag("no tag here"), (None, "no tag here"));
         assert_eq!(split_tag("[1] numbered"), (None, "[1] numbered"));

@@ -56,7 +56,9 @@ pub fn steps_from_text(text: &str) -> Vec<String> {
                 if digits == 0 {
                     return None;
                 }
-                l[digits..].strip_prefix('.').or_else(|| l[digits..].strip_prefix(')'))?
+                l[digits..]
+                    .strip_prefix('.')
+                    .or_else(|| l[digits..].strip_prefix(')'))?
             };
             let rest = rest.trim();
             (!rest.is_empty()).then(|| rest.to_string())
@@ -71,13 +73,19 @@ mod tests {
     #[test]
     fn lists_become_steps() {
         let t = "Here is the plan:\n1. [MANUS] fetch\n2) [DATA_ANALYSIS] chart\n- tidy up\nThanks";
-        assert_eq!(steps_from_text(t), vec!["[MANUS] fetch", "[DATA_ANALYSIS] chart", "tidy up"]);
+        assert_eq!(
+            steps_from_text(t),
+            vec!["[MANUS] fetch", "[DATA_ANALYSIS] chart", "tidy up"]
+        );
         assert!(steps_from_text("no list here").is_empty());
     }
 
     #[test]
     fn system_prompt_lists_agents() {
-        let s = planner_system(&[("MANUS".into(), "general".into()), ("DATA_ANALYSIS".into(), "data".into())]);
+        let s = planner_system(&[
+            ("MANUS".into(), "general".into()),
+            ("DATA_ANALYSIS".into(), "data".into()),
+        ]);
         assert!(s.contains("- [MANUS] general\n- [DATA_ANALYSIS] data"));
     }
 }

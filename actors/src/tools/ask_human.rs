@@ -17,7 +17,9 @@ pub struct AskHuman {
 
 impl AskHuman {
     pub fn new(settings: &ToolSettings) -> Self {
-        AskHuman { timeout: settings.ask_timeout }
+        AskHuman {
+            timeout: settings.ask_timeout,
+        }
     }
 }
 
@@ -39,11 +41,18 @@ impl Tool for AskHuman {
     fn call<'a>(&'a mut self, args: Value, ctx: &'a ToolCtx) -> ToolFuture<'a> {
         Box::pin(async move {
             let inquire = str_arg(&args, "inquire", "ask_human")?.to_string();
-            let flow = ctx.flow.as_ref().ok_or_else(|| ToolError::new("ask_human: nobody is attached to answer"))?;
+            let flow = ctx
+                .flow
+                .as_ref()
+                .ok_or_else(|| ToolError::new("ask_human: nobody is attached to answer"))?;
             let agent = ctx.agent.clone();
             let answer = ractor::call_t!(
                 flow,
-                |reply| FlowMsg::Ask { agent, inquire, reply },
+                |reply| FlowMsg::Ask {
+                    agent,
+                    inquire,
+                    reply
+                },
                 self.timeout.as_millis() as u64
             );
             match answer {
@@ -53,7 +62,9 @@ impl Tool for AskHuman {
                     "ask_human: no answer within {}s; carry on with your best judgement",
                     self.timeout.as_secs()
                 ))),
-                Err(e) => Err(ToolError::new(format!("ask_human: the flow could not take the question: {e}"))),
+                Err(e) => Err(ToolError::new(format!(
+                    "ask_human: the flow could not take the question: {e}"
+                ))),
             }
         })
     }

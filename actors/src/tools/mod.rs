@@ -45,7 +45,10 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), terminate: None }
+        ToolOutput {
+            text: text.into(),
+            terminate: None,
+        }
     }
 }
 
@@ -97,8 +100,14 @@ impl Default for ToolSettings {
 }
 
 /// Every tool name this build knows, in the order `tools list` prints them.
-pub const KNOWN_TOOLS: &[&str] =
-    &["python_execute", "bash", "str_replace_editor", "planning", "ask_human", "terminate"];
+pub const KNOWN_TOOLS: &[&str] = &[
+    "python_execute",
+    "bash",
+    "str_replace_editor",
+    "planning",
+    "ask_human",
+    "terminate",
+];
 
 /// Build a fresh instance of a tool by name.
 pub fn make_tool(name: &str, settings: &ToolSettings) -> Option<Box<dyn Tool>> {
@@ -121,12 +130,18 @@ pub fn str_arg<'a>(args: &'a Value, key: &str, tool: &str) -> Result<&'a str, To
             "{tool}: argument `{key}` must be a string, got {}",
             json_kind(other)
         ))),
-        None => Err(ToolError::new(format!("{tool}: missing required argument `{key}`"))),
+        None => Err(ToolError::new(format!(
+            "{tool}: missing required argument `{key}`"
+        ))),
     }
 }
 
 /// Read an optional string argument (null counts as absent).
-pub fn opt_str_arg<'a>(args: &'a Value, key: &str, tool: &str) -> Result<Option<&'a str>, ToolError> {
+pub fn opt_str_arg<'a>(
+    args: &'a Value,
+    key: &str,
+    tool: &str,
+) -> Result<Option<&'a str>, ToolError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(_) => str_arg(args, key, tool).map(Some),

@@ -57,7 +57,10 @@ fn steps_arg(args: &Value) -> Result<Option<Vec<String>>, ToolError> {
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(other) => Err(ToolError::new(format!("planning: `steps` must be an array of strings, got {}", json_kind(other)))),
+        Some(other) => Err(ToolError::new(format!(
+            "planning: `steps` must be an array of strings, got {}",
+            json_kind(other)
+        ))),
     }
 }
 
@@ -68,7 +71,9 @@ impl PlanningTool {
             "create" => {
                 let id = str_arg(args, "plan_id", TOOL)?.to_string();
                 if self.plans.contains_key(&id) {
-                    return Err(ToolError::new(format!("planning: a plan `{id}` exists already; use update")));
+                    return Err(ToolError::new(format!(
+                        "planning: a plan `{id}` exists already; use update"
+                    )));
                 }
                 let title = str_arg(args, "title", TOOL)?.to_string();
                 let steps = steps_arg(args)?.filter(|s| !s.is_empty()).ok_or_else(|| {
@@ -90,7 +95,12 @@ impl PlanningTool {
                     let old = std::mem::take(&mut plan.steps);
                     plan.steps = steps
                         .into_iter()
-                        .map(|text| old.iter().find(|s| s.text == text).cloned().unwrap_or_else(|| PlanStep::new(text)))
+                        .map(|text| {
+                            old.iter()
+                                .find(|s| s.text == text)
+                                .cloned()
+                                .unwrap_or_else(|| PlanStep::new(text))
+                        })
                         .collect();
                 }
                 Ok(format!("Updated plan `{id}`.\n\n{}", plan.view()))
@@ -103,8 +113,18 @@ impl PlanningTool {
                     .plans
                     .values()
                     .map(|p| {
-                        let active = if self.active.as_deref() == Some(p.id.as_str()) { " (active)" } else { "" };
-                        format!("- {}{active}: {} — {}/{} completed", p.id, p.title, p.count(StepStatus::Completed), p.steps.len())
+                        let active = if self.active.as_deref() == Some(p.id.as_str()) {
+                            " (active)"
+                        } else {
+                            ""
+                        };
+                        format!(
+                            "- {}{active}: {} — {}/{} completed",
+                            p.id,
+                            p.title,
+                            p.count(StepStatus::Completed),
+                            p.steps.len()
+                        )
                     })
                     .collect();
                 Ok(format!("Plans:\n{}", lines.join("\n")))
@@ -119,7 +139,9 @@ impl PlanningTool {
             "mark_step" => {
                 let id = opt_str_arg(args, "plan_id", TOOL)?;
                 let index = match args.get("step_index") {
-                    Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().unwrap_or_default() as usize,
+                    Some(Value::Number(n)) if n.as_u64().is_some() => {
+                        n.as_u64().unwrap_or_default() as usize
+                    }
                     Some(other) => {
                         return Err(ToolError::new(format!(
                             "planning: `step_index` must be a whole number, got {}",
@@ -152,7 +174,9 @@ impl PlanningTool {
             }
             "delete" => {
                 let id = str_arg(args, "plan_id", TOOL)?;
-                self.plans.remove(id).ok_or_else(|| ToolError::new(format!("planning: no plan `{id}`")))?;
+                self.plans
+                    .remove(id)
+                    .ok_or_else(|| ToolError::new(format!("planning: no plan `{id}`")))?;
                 if self.active.as_deref() == Some(id) {
                     self.active = None;
                 }
@@ -168,9 +192,14 @@ impl PlanningTool {
     fn plan_mut(&mut self, id: Option<&str>) -> Result<&mut Plan, ToolError> {
         let id = match id {
             Some(id) => id.to_string(),
-            None => self.active.clone().ok_or_else(|| ToolError::new("planning: no active plan; pass `plan_id`"))?,
+            None => self
+                .active
+                .clone()
+                .ok_or_else(|| ToolError::new("planning: no active plan; pass `plan_id`"))?,
         };
-        self.plans.get_mut(&id).ok_or_else(|| ToolError::new(format!("planning: no plan `{id}`")))
+        self.plans
+            .get_mut(&id)
+            .ok_or_else(|| ToolError::new(format!("planning: no plan `{id}`")))
     }
 
     /// Take a plan out of the book.
@@ -206,13 +235,27 @@ mod tests {
         assert!(out.contains("0. [ ] [MANUS] a"), "{out}");
         t.apply(&json!({"command": "mark_step", "step_index": 0, "step_status": "completed", "step_notes": "ok"}))
             .unwrap();
-        let out = t.apply(&json!({"command": "update", "plan_id": "p", "steps": ["[MANUS] a", "c"]})).unwrap();
-        assert!(out.contains("0. [✓] [MANUS] a") && out.contains("1. [ ] c"), "{out}");
-        let e = t.apply(&json!({"command": "mark_step", "step_index": 9})).unwrap_err();
+        let out = t
+            .apply(&json!({"command": "update", "plan_id": "p", "steps": ["[MANUS] a", "c"]}))
+            .unwrap();
+        assert!(
+            out.contains("0. [✓] [MANUS] a") && out.contains("1. [ ] c"),
+            "{out}"
+        );
+        let e = t
+            .apply(&json!({"command": "mark_step", "step_index": 9}))
+            .unwrap_err();
         assert!(e.0.contains("out of range"), "{e}");
-        let e = t.apply(&json!({"command": "create", "plan_id": "q", "title": "T", "steps": "x"})).unwrap_err();
+        let e = t
+            .apply(&json!({"command": "create", "plan_id": "q", "title": "T", "steps": "x"}))
+            .unwrap_err();
         assert!(e.0.contains("array of strings"), "{e}");
-        assert!(t.apply(&json!({"command": "fly"})).unwrap_err().0.contains("unknown command"));
+        assert!(
+            t.apply(&json!({"command": "fly"}))
+                .unwrap_err()
+                .0
+                .contains("unknown command")
+        );
         assert_eq!(t.take("p").unwrap().steps.len(), 2);
     }
 }

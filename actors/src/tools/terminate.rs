@@ -34,8 +34,15 @@ impl Tool for Terminate {
                     )));
                 }
             };
-            let word = if status == TerminateStatus::Success { "success" } else { "failure" };
-            Ok(ToolOutput { text: format!("The task has ended with status {word}."), terminate: Some(status) })
+            let word = if status == TerminateStatus::Success {
+                "success"
+            } else {
+                "failure"
+            };
+            Ok(ToolOutput {
+                text: format!("The task has ended with status {word}."),
+                terminate: Some(status),
+            })
         })
     }
 }

@@ -26,7 +26,11 @@ pub struct WorkerState {
 /// The specs of a tool list, in order, for the model. Unknown names are skipped (config
 /// validation reports them before any agent starts).
 pub fn specs_for(names: &[String], settings: &ToolSettings) -> Vec<ToolSpec> {
-    names.iter().filter_map(|n| make_tool(n, settings)).map(|t| t.spec()).collect()
+    names
+        .iter()
+        .filter_map(|n| make_tool(n, settings))
+        .map(|t| t.spec())
+        .collect()
 }
 
 impl Actor for ToolWorker {
@@ -34,12 +38,25 @@ impl Actor for ToolWorker {
     type State = WorkerState;
     type Arguments = WorkerArgs;
 
-    async fn pre_start(&self, _myself: ActorRef<ToolMsg>, args: WorkerArgs) -> Result<WorkerState, ActorProcessingErr> {
-        let tools = args.tools.iter().filter_map(|n| Some((n.clone(), make_tool(n, &args.settings)?))).collect();
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<ToolMsg>,
+        args: WorkerArgs,
+    ) -> Result<WorkerState, ActorProcessingErr> {
+        let tools = args
+            .tools
+            .iter()
+            .filter_map(|n| Some((n.clone(), make_tool(n, &args.settings)?)))
+            .collect();
         Ok(WorkerState { tools })
     }
 
-    async fn handle(&self, _myself: ActorRef<ToolMsg>, msg: ToolMsg, state: &mut WorkerState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<ToolMsg>,
+        msg: ToolMsg,
+        state: &mut WorkerState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             ToolMsg::Call(inv, reply) => {
                 let name = inv.call.function.name.clone();
@@ -63,10 +80,20 @@ impl Actor for ToolWorker {
                     return Ok(());
                 };
                 let result = match tool.call(inv.args, &inv.ctx).instrument(span.clone()).await {
-                    Ok(out) => ToolResult { ok: true, output: out.text, terminate: out.terminate, elapsed: started.elapsed() },
+                    Ok(out) => ToolResult {
+                        ok: true,
+                        output: out.text,
+                        terminate: out.terminate,
+                        elapsed: started.elapsed(),
+                    },
                     Err(e) => {
                         span.record("error.type", "tool_error");
-                        ToolResult { ok: false, output: e.0, terminate: None, elapsed: started.elapsed() }
+                        ToolResult {
+                            ok: false,
+                            output: e.0,
+                            terminate: None,
+                            elapsed: started.elapsed(),
+                        }
                     }
                 };
                 let _ = reply.send(result);
