@@ -85,11 +85,11 @@ async fn main() {
     let config = Config::parse(&config_text(&server, &dir.workspace(), ""), "bench", None).unwrap();
     let http = reqwest::Client::new();
     let (template, llm) = &config.agents[0];
-    let spec = template.bind(
+    let spec = std::sync::Arc::new(template.bind(
         LlmClient::new(config.llm[llm].clone(), http, None),
         &config.tools,
         &dir.workspace(),
-    );
+    ));
     let n = 2000u32;
     let mut agents = Vec::with_capacity(n as usize);
     // Warm the allocator and the actor machinery first.

@@ -249,6 +249,14 @@ pub fn final_report(o: &FlowOutcome) -> String {
         group(o.usage.completion_tokens),
         o.usage.calls
     );
+    if !o.usage_by_agent.is_empty() {
+        let parts: Vec<String> = o
+            .usage_by_agent
+            .iter()
+            .map(|(who, u)| format!("{who} {}", group(u.total())))
+            .collect();
+        s.push_str(&format!("  tokens by agent: {}\n", parts.join(" · ")));
+    }
     for (i, st) in o.plan.steps.iter().enumerate() {
         s.push_str(&format!("  {} {i}. {}\n", st.status.mark(), st.text));
     }

@@ -247,6 +247,7 @@ impl FlowHandle {
             plan: Plan::default(),
             summary: String::new(),
             usage: Default::default(),
+            usage_by_agent: Default::default(),
             elapsed_ms: 0,
         }
     }

@@ -11,6 +11,7 @@
 //! Nothing is shared between actors but these messages and clones of the flow's event
 //! sender.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ractor::{ActorRef, RpcReplyPort};
@@ -62,7 +63,7 @@ pub enum FlowMsg {
         usage: Usage,
     },
     /// An agent's model call spent these tokens; counted even if its step is later stopped.
-    Spent { usage: Usage },
+    Spent { agent: String, usage: Usage },
     /// An agent finished the step it was sent under dispatch number `dispatch`.
     StepDone { dispatch: u64, outcome: StepOutcome },
     /// The step sent under `dispatch` ran past `step_timeout_secs`.
@@ -219,6 +220,8 @@ pub struct FlowOutcome {
     /// The model's summary of the run (empty if it could not be made).
     pub summary: String,
     pub usage: Usage,
+    /// The same tokens by who spent them: each agent by name, and `planner`.
+    pub usage_by_agent: BTreeMap<String, Usage>,
     pub elapsed_ms: u64,
 }
 

@@ -1,35 +1,43 @@
 //! An agent's working memory for one plan step: the pinned opening (system prompt and the
 //! step) and the rounds after it, capped by message count and by tokens. The oldest rounds
 //! go first, and a tool observation never outlives the assistant message that asked for it.
+//! Exact token counts are made only once the byte bound (`tokens::bound_message`) exceeds
+//! the cap, so short steps never load a BPE table.
 
-use tiktoken_rs::CoreBPE;
-
-use crate::llm::tokens::count_message;
+use crate::llm::tokens::{bound_message, count_message, encoding_for};
 use crate::llm::{Message, Role};
 
+/// A message with its token bound and, once needed, its exact token count.
+struct Entry {
+    message: Message,
+    bound: usize,
+    exact: Option<usize>,
+}
+
 pub struct Memory {
-    /// Messages with their token counts.
-    entries: Vec<(Message, usize)>,
+    entries: Vec<Entry>,
     /// How many opening messages are never dropped.
     pinned: usize,
     max_messages: usize,
     max_tokens: usize,
-    tokens: usize,
+    /// The sum of the entries' bounds.
+    bound: usize,
     /// Messages dropped so far.
     pub dropped: usize,
-    bpe: &'static CoreBPE,
+    /// The model whose tokenizer counts, loaded on first need.
+    model: String,
 }
 
 impl Memory {
-    pub fn new(bpe: &'static CoreBPE, max_messages: usize, max_tokens: usize) -> Self {
+    pub fn new(model: &str, max_messages: usize, max_tokens: usize) -> Self {
         Memory {
             entries: vec![],
             pinned: 0,
             max_messages,
             max_tokens,
-            tokens: 0,
+            bound: 0,
             dropped: 0,
-            bpe,
+            model: model.to_string(),
         }
     }
 
@@ -45,34 +53,50 @@ impl Memory {
         self.trim();
     }
 
-    fn add(&mut self, m: Message) {
-        let n = count_message(self.bpe, &m);
-        self.tokens += n;
-        self.entries.push((m, n));
+    fn add(&mut self, message: Message) {
+        let bound = bound_message(&message);
+        self.bound += bound;
+        self.entries.push(Entry {
+            message,
+            bound,
+            exact: None,
+        });
     }
 
     fn trim(&mut self) {
         while self.entries.len() > self.pinned + 1
-            && (self.entries.len() > self.max_messages || self.tokens > self.max_tokens)
+            && (self.entries.len() > self.max_messages || self.over_tokens())
         {
             self.drop_oldest();
             // A tool observation whose request is gone would be rejected by the API.
             while self.entries.len() > self.pinned + 1
-                && self.entries[self.pinned].0.role == Role::Tool
+                && self.entries[self.pinned].message.role == Role::Tool
             {
                 self.drop_oldest();
             }
         }
     }
 
+    fn over_tokens(&mut self) -> bool {
+        self.bound > self.max_tokens && self.tokens() > self.max_tokens
+    }
+
     fn drop_oldest(&mut self) {
-        let (_, n) = self.entries.remove(self.pinned);
-        self.tokens -= n;
+        let e = self.entries.remove(self.pinned);
+        self.bound -= e.bound;
         self.dropped += 1;
     }
 
-    pub fn tokens(&self) -> usize {
-        self.tokens
+    /// The exact tokens held (counted on first need, then cached per message).
+    pub fn tokens(&mut self) -> usize {
+        let bpe = encoding_for(&self.model);
+        self.entries
+            .iter_mut()
+            .map(|e| {
+                *e.exact
+                    .get_or_insert_with(|| count_message(bpe, &e.message))
+            })
+            .sum()
     }
 
     pub fn len(&self) -> usize {
@@ -85,7 +109,7 @@ impl Memory {
 
     /// The messages to send, followed by `prompt` as a closing user message.
     pub fn request(&self, prompt: Option<String>) -> Vec<Message> {
-        let mut out: Vec<Message> = self.entries.iter().map(|(m, _)| m.clone()).collect();
+        let mut out: Vec<Message> = self.entries.iter().map(|e| e.message.clone()).collect();
         out.extend(prompt.map(Message::user));
         out
     }
@@ -95,7 +119,7 @@ impl Memory {
         self.entries
             .iter()
             .rev()
-            .map(|(m, _)| m)
+            .map(|e| &e.message)
             .filter(|m| m.role == Role::Assistant)
     }
 }
@@ -105,13 +129,9 @@ mod tests {
     use super::*;
     use crate::llm::{FunctionCall, ToolCall};
 
-    fn bpe() -> &'static CoreBPE {
-        crate::llm::tokens::encoding_for("gpt-4")
-    }
-
     #[test]
     fn caps_messages_and_keeps_pinned() {
-        let mut m = Memory::new(bpe(), 5, 1_000_000);
+        let mut m = Memory::new("gpt-4", 5, 1_000_000);
         m.pin(Message::system("sys"));
         m.pin(Message::user("step"));
         for i in 0..10 {
@@ -127,7 +147,7 @@ mod tests {
 
     #[test]
     fn caps_tokens_without_orphaning_tool_results() {
-        let mut m = Memory::new(bpe(), 1000, 60);
+        let mut m = Memory::new("gpt-4", 1000, 60);
         m.pin(Message::system("sys"));
         let call = ToolCall {
             id: "c1".into(),

@@ -9,13 +9,14 @@ pub mod memory;
 pub mod profile;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSpec, Usage, tokens};
+use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSpec, Usage};
 use crate::planner::plan::StepStatus;
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowMsg, StepOutcome, StepRequest, TerminateStatus, ToolInvocation,
@@ -54,15 +55,16 @@ const NO_TOOL_NUDGE: &str = "You replied without calling a tool. If the step is 
 pub struct ExecutorAgent;
 
 pub struct AgentState {
-    spec: AgentSpec,
+    spec: Arc<AgentSpec>,
     /// The replica's name, e.g. `manus#1`.
     label: String,
-    worker: ActorRef<ToolMsg>,
-    specs: Vec<ToolSpec>,
+    /// Started on the first tool call, so an idle agent is one small actor.
+    worker: Option<ActorRef<ToolMsg>>,
 }
 
 pub struct AgentArgs {
-    pub spec: AgentSpec,
+    /// Shared by every replica of the agent.
+    pub spec: Arc<AgentSpec>,
     pub replica: u32,
 }
 
@@ -85,11 +87,9 @@ impl Actor for ExecutorAgent {
 
     async fn pre_start(
         &self,
-        myself: ActorRef<AgentMsg>,
+        _myself: ActorRef<AgentMsg>,
         args: AgentArgs,
     ) -> Result<AgentState, ActorProcessingErr> {
-        let worker = spawn_worker(&myself, &args.spec).await?;
-        let specs = specs_for(&args.spec.profile.tools, &args.spec.tool_settings);
         let label = if args.spec.replicas > 1 {
             format!("{}#{}", args.spec.name, args.replica + 1)
         } else {
@@ -98,8 +98,7 @@ impl Actor for ExecutorAgent {
         Ok(AgentState {
             spec: args.spec,
             label,
-            worker,
-            specs,
+            worker: None,
         })
     }
 
@@ -158,6 +157,8 @@ struct StepRun<'a> {
     req: &'a StepRequest,
     myself: &'a ActorRef<AgentMsg>,
     memory: Memory,
+    /// The tools as the model sees them.
+    specs: Vec<ToolSpec>,
     usage: Usage,
     nudge: Option<&'static str>,
     nudged_for_stuck: bool,
@@ -171,19 +172,20 @@ impl<'a> StepRun<'a> {
         myself: &'a ActorRef<AgentMsg>,
     ) -> Self {
         let p = &state.spec.profile;
-        let bpe = tokens::encoding_for(state.spec.llm.model());
-        let mut memory = Memory::new(bpe, p.memory_messages, p.memory_tokens);
+        let mut memory = Memory::new(state.spec.llm.model(), p.memory_messages, p.memory_tokens);
         let system = p
             .system_prompt
             .replace("{workspace}", &state.spec.workspace.display().to_string())
             .replace("{agent}", &state.spec.name);
         memory.pin(Message::system(system));
         memory.pin(Message::user(step_prompt(req)));
+        let specs = specs_for(&state.spec.profile.tools, &state.spec.tool_settings);
         StepRun {
             state,
             req,
             myself,
             memory,
+            specs,
             usage: Usage::default(),
             nudge: None,
             nudged_for_stuck: false,
@@ -213,7 +215,7 @@ impl<'a> StepRun<'a> {
             };
             let request = ChatRequest {
                 messages: self.memory.request(Some(prompt)),
-                tools: self.state.specs.clone(),
+                tools: self.specs.clone(),
                 tool_choice: ToolChoice::Auto,
             };
             let started = Instant::now();
@@ -228,10 +230,10 @@ impl<'a> StepRun<'a> {
                 }
             };
             self.usage.add(resp.usage);
-            let _ = self
-                .req
-                .flow
-                .send_message(FlowMsg::Spent { usage: resp.usage });
+            let _ = self.req.flow.send_message(FlowMsg::Spent {
+                agent: self.state.spec.name.clone(),
+                usage: resp.usage,
+            });
             self.emit(FlowEvent::LlmCalled {
                 agent: self.state.label.clone(),
                 model: self.state.spec.llm.model().to_string(),
@@ -389,9 +391,14 @@ impl<'a> StepRun<'a> {
         // The tools enforce their own limits; this bound only catches a worker that hangs.
         let limit =
             ts.python_timeout.max(ts.bash_timeout).max(ts.ask_timeout) + Duration::from_secs(30);
-        let answer = self
-            .state
-            .worker
+        let worker = match &self.state.worker {
+            Some(w) => w.clone(),
+            None => match spawn_worker(self.myself, &self.state.spec).await {
+                Ok(w) => self.state.worker.insert(w).clone(),
+                Err(e) => return failed(format!("the tool worker could not start: {e}")),
+            },
+        };
+        let answer = worker
             .call(|reply| ToolMsg::Call(inv, reply), Some(limit))
             .await;
         match answer {
@@ -403,13 +410,9 @@ impl<'a> StepRun<'a> {
                     }
                     _ => "crashed".to_string(),
                 };
-                self.state.worker.kill();
-                match spawn_worker(self.myself, &self.state.spec).await {
-                    Ok(w) => self.state.worker = w,
-                    Err(e) => {
-                        tracing::error!(agent = %self.state.label, "cannot restart the tool worker: {e}")
-                    }
-                }
+                // The next call starts a fresh worker.
+                worker.kill();
+                self.state.worker = None;
                 failed(format!(
                     "the tool `{name}` {why}; its worker was restarted, so tool state such as the shell session was reset"
                 ))
@@ -426,4 +429,118 @@ fn step_prompt(req: &StepRequest) -> String {
          When it is done, summarise what you did and call `terminate`.",
         req.task, req.plan_view, req.step_index, req.step
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{Cassette, LlmSettings};
+    use crate::planner::plan::Plan;
+    use crate::protocol::FlowMsg;
+    use serde_json::json;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    /// Stands in for a planner: takes the agent's casts and answers nothing.
+    struct Sink;
+    impl Actor for Sink {
+        type Msg = FlowMsg;
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _m: ActorRef<FlowMsg>, _a: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    fn tool_reply(name: &str, args: serde_json::Value) -> serde_json::Value {
+        json!({"id": "r", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": format!("call_{name}"), "type": "function",
+                            "function": {"name": name, "arguments": args.to_string()}}]}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+    }
+
+    #[tokio::test]
+    async fn a_panicking_tool_is_an_observation_and_its_worker_restarts() {
+        let workspace =
+            std::env::temp_dir().join(format!("manus-agent-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&workspace).unwrap();
+        let (sink, _) = Actor::spawn(None, Sink, ()).await.unwrap();
+        let (events, mut rx) = unbounded_channel();
+        let req = StepRequest {
+            flow_id: "f".into(),
+            step_index: 0,
+            step: "crash then recover".into(),
+            task: "t".into(),
+            plan_view: Plan::new("p", "t", vec!["crash then recover".into()]).view(),
+            flow: sink.clone(),
+            events,
+            span: tracing::Span::none(),
+        };
+        // The model's side, as a cassette: crash the worker, use the shell, finish.
+        let first_user = step_prompt(&req);
+        let request = json!({"messages": [{"role": "user", "content": first_user}]});
+        let lines: Vec<String> = [
+            tool_reply("panic_for_test", json!({})),
+            tool_reply("bash", json!({"command": "echo still here"})),
+            tool_reply("terminate", json!({"status": "success"})),
+        ]
+        .into_iter()
+        .map(|response| json!({"request": request, "response": response}).to_string())
+        .collect();
+        let cassette = Arc::new(Cassette::parse("test", &lines.join("\n")).unwrap());
+        let mut llm = LlmClient::new(
+            Arc::new(LlmSettings::replay("default", cassette)),
+            reqwest::Client::new(),
+            None,
+        );
+        crate::llm::rewind([&mut llm]);
+        let mut profile = crate::agent::profile::builtin("manus").unwrap();
+        profile.tools = vec!["panic_for_test".into(), "bash".into(), "terminate".into()];
+        let spec = AgentSpec {
+            name: "manus".into(),
+            description: "d".into(),
+            profile,
+            replicas: 1,
+            llm,
+            tool_settings: ToolSettings::default(),
+            workspace: workspace.clone(),
+        };
+        let (agent, _) = Actor::spawn(
+            None,
+            ExecutorAgent,
+            AgentArgs {
+                spec: Arc::new(spec),
+                replica: 0,
+            },
+        )
+        .await
+        .unwrap();
+        let outcome = ractor::call!(agent, AgentMsg::RunStep, req).unwrap();
+        assert_eq!(outcome.status, StepStatus::Completed, "{}", outcome.summary);
+        let mut finished = vec![];
+        while let Ok(e) = rx.try_recv() {
+            if let FlowEvent::ToolFinished {
+                tool, ok, output, ..
+            } = e
+            {
+                finished.push((tool, ok, output));
+            }
+        }
+        assert_eq!(finished[0].0, "panic_for_test");
+        assert!(
+            !finished[0].1
+                && finished[0].2.contains("crashed")
+                && finished[0].2.contains("restarted"),
+            "{finished:?}"
+        );
+        assert_eq!(
+            (finished[1].0.as_str(), finished[1].1),
+            ("bash", true),
+            "{finished:?}"
+        );
+        assert!(finished[1].2.contains("still here"), "{finished:?}");
+        agent.stop(None);
+        sink.stop(None);
+        let _ = std::fs::remove_dir_all(&workspace);
+    }
 }

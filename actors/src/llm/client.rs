@@ -207,9 +207,8 @@ impl LlmClient {
 
     async fn chat_inner(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
-        let input_tokens = self.count_tokens(&req.messages);
         if let Some(limit) = s.max_input_tokens
-            && input_tokens > limit
+            && let Err(input_tokens) = tokens::fits(&s.model, &req.messages, limit)
         {
             return Err(LlmError::new(
                 LlmErrorKind::InputBudget,
@@ -238,7 +237,7 @@ impl LlmClient {
         if resp.usage.prompt_tokens == 0 && resp.usage.completion_tokens == 0 {
             // Some local servers omit usage: count it ourselves.
             let bpe = tokens::encoding_for(&s.model);
-            resp.usage.prompt_tokens = input_tokens as u64;
+            resp.usage.prompt_tokens = self.count_tokens(&req.messages) as u64;
             resp.usage.completion_tokens = tokens::count_message(bpe, &resp.message) as u64;
         }
         resp.usage.calls = 1;

@@ -1,4 +1,7 @@
-//! Token counting with the model's own BPE (tiktoken), loaded once per process.
+//! Token counting with the model's own BPE (tiktoken), loaded once per process and only
+//! when needed: a BPE token always covers at least one byte, so a request whose byte count
+//! is within a budget is within it in tokens too, and small requests never load a table
+//! (loading one costs a few hundred milliseconds and tens of megabytes).
 
 use tiktoken_rs::{CoreBPE, cl100k_base_singleton, o200k_base_singleton};
 
@@ -38,6 +41,26 @@ pub fn count_message(bpe: &CoreBPE, m: &Message) -> usize {
     n
 }
 
+/// An upper bound on `count_message`, computed without a BPE.
+pub fn bound_message(m: &Message) -> usize {
+    PER_MESSAGE
+        + m.text().len()
+        + m.tool_calls
+            .iter()
+            .map(|c| c.function.name.len() + c.function.arguments.len() + 3)
+            .sum::<usize>()
+}
+
+/// Whether the messages fit in `limit` tokens; the exact count is made only when the
+/// byte bound does not settle it. Returns the exact count when it was made.
+pub fn fits(model: &str, messages: &[Message], limit: usize) -> Result<(), usize> {
+    if messages.iter().map(bound_message).sum::<usize>() + 3 <= limit {
+        return Ok(());
+    }
+    let exact = count_messages(encoding_for(model), messages);
+    if exact <= limit { Ok(()) } else { Err(exact) }
+}
+
 /// Tokens a whole request's messages cost, plus the reply priming.
 pub fn count_messages(bpe: &CoreBPE, messages: &[Message]) -> usize {
     messages
@@ -58,5 +81,9 @@ mod tests {
         let short = count_messages(bpe, &[Message::user("hi")]);
         let long = count_messages(bpe, &[Message::user("hi there, how are you doing today?")]);
         assert!(long > short);
+        let msgs = [Message::user("hello world, this is a test")];
+        assert!(count_messages(bpe, &msgs) <= bound_message(&msgs[0]) + 3);
+        assert!(fits("gpt-4o", &msgs, 1000).is_ok());
+        assert_eq!(fits("gpt-4o", &msgs, 5), Err(count_messages(bpe, &msgs)));
     }
 }

@@ -10,7 +10,8 @@
 pub mod plan;
 mod prompts;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
@@ -68,13 +69,14 @@ pub struct PlannerState {
     settings: FlowSettings,
     llm: LlmClient,
     events: UnboundedSender<FlowEvent>,
-    specs: Vec<AgentSpec>,
+    specs: Vec<Arc<AgentSpec>>,
     /// Replicas by agent name, in pool order.
     replicas: HashMap<String, Vec<ActorRef<AgentMsg>>>,
     plan: Plan,
     running: Option<Running>,
     next_dispatch: u64,
     usage: Usage,
+    by_agent: BTreeMap<String, Usage>,
     questions: HashMap<u64, RpcReplyPort<Result<String, String>>>,
     next_question: u64,
     started: Instant,
@@ -82,11 +84,17 @@ pub struct PlannerState {
 }
 
 impl PlannerState {
+    /// Count tokens spent by `who` (an agent's name, or `planner`).
+    fn spend(&mut self, who: &str, usage: Usage) {
+        self.usage.add(usage);
+        self.by_agent.entry(who.to_string()).or_default().add(usage);
+    }
+
     fn emit(&self, e: FlowEvent) {
         let _ = self.events.send(e);
     }
 
-    fn spec(&self, name: &str) -> &AgentSpec {
+    fn spec(&self, name: &str) -> &Arc<AgentSpec> {
         self.specs
             .iter()
             .find(|s| s.name == name)
@@ -124,8 +132,9 @@ impl Actor for Planner {
             gen_ai.operation.name = "invoke_workflow",
             flow.id = %spec.id,
         );
+        let pool: Vec<Arc<AgentSpec>> = spec.pool.into_iter().map(Arc::new).collect();
         let mut replicas = HashMap::new();
-        for agent in &spec.pool {
+        for agent in &pool {
             let mut refs = vec![];
             for replica in 0..agent.replicas.max(1) {
                 let args = AgentArgs {
@@ -145,12 +154,13 @@ impl Actor for Planner {
             settings: spec.settings,
             llm: spec.planner_llm,
             events: spec.events,
-            specs: spec.pool,
+            specs: pool,
             replicas,
             plan: Plan::default(),
             running: None,
             next_dispatch: 0,
             usage: Usage::default(),
+            by_agent: BTreeMap::new(),
             questions: HashMap::new(),
             next_question: 1,
             started: Instant::now(),
@@ -190,7 +200,7 @@ impl Actor for Planner {
                 }
             }
             FlowMsg::PlanMade { plan, usage } => {
-                st.usage.add(usage);
+                st.spend("planner", usage);
                 match plan {
                     Ok(plan) => {
                         st.plan = plan;
@@ -202,8 +212,8 @@ impl Actor for Planner {
                     Err(why) => finish(&myself, st, FlowStatus::Failed, why).await,
                 }
             }
-            FlowMsg::Spent { usage } => {
-                st.usage.add(usage);
+            FlowMsg::Spent { agent, usage } => {
+                st.spend(&agent, usage);
                 if let Some(r) = &st.running {
                     st.plan.steps[r.step].usage.add(usage);
                 }
@@ -619,6 +629,7 @@ async fn finish(
         plan: st.plan.clone(),
         summary,
         usage: st.usage,
+        usage_by_agent: std::mem::take(&mut st.by_agent),
         elapsed_ms: st.started.elapsed().as_millis() as u64,
     };
     st.emit(FlowEvent::FlowFinished { outcome });
@@ -637,7 +648,7 @@ async fn summarise(st: &mut PlannerState) -> String {
     };
     match planner_chat(&st.llm, &st.events, &request).await {
         Ok(resp) => {
-            st.usage.add(resp.usage);
+            st.spend("planner", resp.usage);
             resp.message.text().trim().to_string()
         }
         Err(e) => {

@@ -118,6 +118,8 @@ pub fn make_tool(name: &str, settings: &ToolSettings) -> Option<Box<dyn Tool>> {
         "planning" => Box::new(planning::PlanningTool::default()),
         "ask_human" => Box::new(ask_human::AskHuman::new(settings)),
         "terminate" => Box::new(terminate::Terminate),
+        #[cfg(test)]
+        "panic_for_test" => Box::new(tests::Panics),
         _ => return None,
     })
 }
@@ -187,4 +189,36 @@ fn ceil_char(s: &str, mut i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A tool that panics, to prove a crash stays inside its worker.
+    pub struct Panics;
+
+    impl Tool for Panics {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "panic_for_test".into(),
+                description: "panics".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }
+        }
+        fn call<'a>(&'a mut self, _args: Value, _ctx: &'a ToolCtx) -> ToolFuture<'a> {
+            Box::pin(async { panic!("this tool always panics") })
+        }
+    }
+
+    #[test]
+    fn clip_keeps_head_and_tail() {
+        let text = "a".repeat(50) + &"b".repeat(50);
+        let c = clip(&text, 30);
+        assert!(
+            c.starts_with("aaaa") && c.ends_with("bbbb") && c.contains("characters cut"),
+            "{c}"
+        );
+        assert_eq!(clip("short", 30), "short");
+    }
 }
