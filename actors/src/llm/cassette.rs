@@ -79,12 +79,12 @@ impl Cassette {
     /// A fresh cursor at the first exchange. Clients that share it take turns in order.
     pub fn cursor(self: &Arc<Self>) -> ReplayCursor {
         let (tx, mut rx) =
-            mpsc::unbounded_channel::<(Value, oneshot::Sender<Result<Value, LlmError>>)>();
+            mpsc::unbounded_channel::<(Option<String>, oneshot::Sender<Result<Value, LlmError>>)>();
         let cassette = Arc::clone(self);
         tokio::spawn(async move {
             let mut next = 0usize;
             while let Some((request, reply)) = rx.recv().await {
-                let answer = cassette.serve(next, &request);
+                let answer = cassette.serve(next, request.as_deref());
                 if answer.is_ok() {
                     next += 1;
                 }
@@ -94,7 +94,7 @@ impl Cassette {
         ReplayCursor { tx }
     }
 
-    fn serve(&self, index: usize, request: &Value) -> Result<Value, LlmError> {
+    fn serve(&self, index: usize, first_user: Option<&str>) -> Result<Value, LlmError> {
         let Some(ex) = self.exchanges.get(index) else {
             return Err(LlmError::new(
                 LlmErrorKind::Replay,
@@ -105,7 +105,7 @@ impl Cassette {
                 ),
             ));
         };
-        let (recorded, now) = (first_user_text(&ex.request), first_user_text(request));
+        let (recorded, now) = (first_user_text(&ex.request), first_user);
         if recorded != now {
             return Err(LlmError::new(
                 LlmErrorKind::Replay,
@@ -146,15 +146,15 @@ fn shorten(s: &str) -> String {
 /// A flow's position in a cassette.
 #[derive(Clone)]
 pub struct ReplayCursor {
-    tx: mpsc::UnboundedSender<(Value, oneshot::Sender<Result<Value, LlmError>>)>,
+    tx: mpsc::UnboundedSender<(Option<String>, oneshot::Sender<Result<Value, LlmError>>)>,
 }
 
 impl ReplayCursor {
     /// The next recorded answer, if `request` is the one the recording expects.
-    pub async fn next(&self, request: &Value) -> Result<Value, LlmError> {
+    pub async fn next(&self, first_user: Option<String>) -> Result<Value, LlmError> {
         let gone = || LlmError::new(LlmErrorKind::Replay, "the replay cursor has stopped");
         let (tx, rx) = oneshot::channel();
-        self.tx.send((request.clone(), tx)).map_err(|_| gone())?;
+        self.tx.send((first_user, tx)).map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
 }
@@ -183,8 +183,12 @@ impl Recorder {
     }
 
     /// Append one exchange; returns once it is on disk.
-    pub async fn record(&self, request: &Value, response: &Value) {
-        let line = serde_json::json!({"request": request, "response": response}).to_string();
+    /// `request` is the body as sent (JSON text).
+    pub async fn record(&self, request: &[u8], response: &Value) {
+        let line = format!(
+            "{{\"request\":{},\"response\":{response}}}",
+            String::from_utf8_lossy(request)
+        );
         let (tx, rx) = oneshot::channel();
         if self.tx.send((line, tx)).is_ok() {
             let _ = rx.await;
@@ -211,19 +215,19 @@ mod tests {
         let c = Arc::new(Cassette::parse("t", &text).unwrap());
         assert_eq!(c.task(), Some("a"));
         let cur = c.cursor();
-        assert_eq!(cur.next(&req("a")).await.unwrap()["n"], 1);
-        let err = cur.next(&req("zzz")).await.unwrap_err();
+        assert_eq!(cur.next(Some("a".into())).await.unwrap()["n"], 1);
+        let err = cur.next(Some("zzz".into())).await.unwrap_err();
         assert_eq!(err.kind, LlmErrorKind::Replay);
-        assert_eq!(cur.next(&req("b")).await.unwrap()["n"], 2);
+        assert_eq!(cur.next(Some("b".into())).await.unwrap()["n"], 2);
         assert!(
-            cur.next(&req("c"))
+            cur.next(Some("c".into()))
                 .await
                 .unwrap_err()
                 .message
                 .contains("used up")
         );
         // A second cursor starts over.
-        assert_eq!(c.cursor().next(&req("a")).await.unwrap()["n"], 1);
+        assert_eq!(c.cursor().next(Some("a".into())).await.unwrap()["n"], 1);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+#[cfg(test)]
+use serde_json::json;
 use tracing::Instrument;
 
 use super::cassette::{Recorder, ReplayCursor};
@@ -158,20 +160,44 @@ impl LlmClient {
         tokens::count_messages(tokens::encoding_for(&self.settings.model), messages)
     }
 
-    /// The request body as the wire sees it.
-    fn body(&self, req: &ChatRequest) -> Value {
-        let s = &self.settings;
-        let mut body = json!({
-            "model": s.model,
-            "messages": req.messages,
-            "max_tokens": s.max_tokens,
-            "temperature": s.temperature,
-        });
-        if !req.tools.is_empty() {
-            body["tools"] = req.tools.iter().map(|t| t.to_wire()).collect();
-            body["tool_choice"] = req.tool_choice.to_wire();
+    /// The request body as the wire sees it, serialised straight from the borrowed request.
+    fn body(&self, req: &ChatRequest) -> Vec<u8> {
+        #[derive(serde::Serialize)]
+        struct Wire<'a> {
+            model: &'a str,
+            messages: &'a [Message],
+            max_tokens: u32,
+            temperature: f32,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tools: Option<Vec<WireTool<'a>>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tool_choice: Option<Value>,
         }
-        body
+        #[derive(serde::Serialize)]
+        struct WireTool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: &'a super::ToolSpec,
+        }
+        let s = &self.settings;
+        let with_tools = !req.tools.is_empty();
+        let wire = Wire {
+            model: &s.model,
+            messages: &req.messages,
+            max_tokens: s.max_tokens,
+            temperature: s.temperature,
+            tools: with_tools.then(|| {
+                req.tools
+                    .iter()
+                    .map(|function| WireTool {
+                        kind: "function",
+                        function,
+                    })
+                    .collect()
+            }),
+            tool_choice: with_tools.then(|| req.tool_choice.to_wire()),
+        };
+        serde_json::to_vec(&wire).expect("a chat request always serialises")
     }
 
     /// Ask the model. Retries 429, 5xx, timeouts and connection errors with backoff;
@@ -221,7 +247,14 @@ impl LlmClient {
         }
         let body = self.body(req);
         let raw = match (&s.api_type, &self.replay) {
-            (ApiType::Replay, Some(cursor)) => cursor.next(&body).await?,
+            (ApiType::Replay, Some(cursor)) => {
+                let first_user = req
+                    .messages
+                    .iter()
+                    .find(|m| m.role == Role::User)
+                    .map(|m| m.text().to_string());
+                cursor.next(first_user).await?
+            }
             (ApiType::Replay, None) => {
                 return Err(LlmError::new(
                     LlmErrorKind::Replay,
@@ -257,7 +290,7 @@ impl LlmClient {
         }
     }
 
-    async fn send_with_retries(&self, body: &Value) -> Result<Value, LlmError> {
+    async fn send_with_retries(&self, body: &[u8]) -> Result<Value, LlmError> {
         let policy = self.settings.retry;
         let mut attempt = 0u32;
         loop {
@@ -284,10 +317,15 @@ impl LlmClient {
         }
     }
 
-    async fn send_once(&self, body: &Value) -> Result<Value, Attempt> {
+    async fn send_once(&self, body: &[u8]) -> Result<Value, Attempt> {
         let s = &self.settings;
         let url = self.url();
-        let mut rb = self.http.post(&url).timeout(s.timeout).json(body);
+        let mut rb = self
+            .http
+            .post(&url)
+            .timeout(s.timeout)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec());
         if let Some(key) = &s.api_key {
             rb = match s.api_type {
                 ApiType::Azure => rb.header("api-key", key),

@@ -89,16 +89,6 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
-impl ToolSpec {
-    /// The `tools` array entry of a request.
-    pub fn to_wire(&self) -> Value {
-        serde_json::json!({
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters}
-        })
-    }
-}
-
 /// Whether and which tool the model must call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolChoice {
