@@ -182,11 +182,12 @@ impl<W: Write> Board<W> {
 
     fn redraw(&mut self) {
         let mut lines = vec![format!(
-            "manus-rt · flow {} · {} · {} tokens in {} model calls",
+            "manus-rt · flow {} · {} · {} tokens in {} model calls{}",
             self.flow_id,
             clock(self.started.elapsed().as_millis() as u64),
             group(self.usage.total()),
-            self.usage.calls
+            self.usage.calls,
+            cost(&self.usage)
         )];
         if let Some(plan) = &self.plan {
             lines.push(format!("Plan: {}", plan.title));
@@ -201,7 +202,7 @@ impl<W: Write> Board<W> {
                     String::new()
                 };
                 let tokens = if s.usage.total() > 0 {
-                    format!("{} tok", group(s.usage.total()))
+                    format!("{} tok{}", group(s.usage.total()), cost(&s.usage))
                 } else {
                     String::new()
                 };
@@ -238,22 +239,24 @@ pub fn final_report(o: &FlowOutcome) -> String {
         FlowStatus::Failed => "FAILED",
         FlowStatus::Cancelled => "cancelled",
         FlowStatus::TimedOut => "TIMED OUT",
+        FlowStatus::BudgetExceeded => "STOPPED (over budget)",
     };
     let mut s = format!(
-        "\nFlow {} {verdict} in {} ({}): {} tokens ({} prompt, {} completion) in {} model calls\n",
+        "\nFlow {} {verdict} in {} ({}): {} tokens ({} prompt, {} completion) in {} model calls{}\n",
         o.flow_id,
         clock(o.elapsed_ms),
         o.reason,
         group(o.usage.total()),
         group(o.usage.prompt_tokens),
         group(o.usage.completion_tokens),
-        o.usage.calls
+        o.usage.calls,
+        cost(&o.usage)
     );
     if !o.usage_by_agent.is_empty() {
         let parts: Vec<String> = o
             .usage_by_agent
             .iter()
-            .map(|(who, u)| format!("{who} {}", group(u.total())))
+            .map(|(who, u)| format!("{who} {}{}", group(u.total()), cost(u)))
             .collect();
         s.push_str(&format!("  tokens by agent: {}\n", parts.join(" · ")));
     }
@@ -264,6 +267,15 @@ pub fn final_report(o: &FlowOutcome) -> String {
         s.push_str(&format!("\n{}\n", o.summary));
     }
     s
+}
+
+/// `, cost 0.0123` when a price table gave the usage a cost.
+fn cost(u: &Usage) -> String {
+    if u.cost > 0.0 {
+        format!(", cost {:.4}", u.cost)
+    } else {
+        String::new()
+    }
 }
 
 fn one_line(s: &str) -> String {

@@ -18,6 +18,8 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use crate::telemetry::{OtlpProtocol, TelemetrySettings};
+
 /// The example config, as shipped; it runs with no API key (it replays a cassette).
 pub const EMBEDDED_EXAMPLE: &str = include_str!("../config/config.example.toml");
 /// The cassette the example config replays, named `builtin:example-flow` there.
@@ -58,6 +60,19 @@ struct ConfigFile {
     agents: BTreeMap<String, Spanned<AgentToml>>,
     #[serde(default)]
     flow: FlowToml,
+    #[serde(default)]
+    telemetry: TelemetryToml,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TelemetryToml {
+    otlp_endpoint: Option<String>,
+    protocol: Option<OtlpProtocol>,
+    service_name: Option<String>,
+    sample_ratio: Option<f64>,
+    capture_content: Option<bool>,
+    content_max_chars: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -106,6 +121,8 @@ llm_keys! {
     timeout_secs: u64,
     max_retries: u32,
     cassette: String,
+    input_price_per_mtok: f64,
+    output_price_per_mtok: f64,
 }
 
 /// `[llm]`: the default profile's keys, and `[llm.NAME]` tables for named profiles.
@@ -204,6 +221,8 @@ struct FlowToml {
     flow_timeout_secs: Option<u64>,
     max_step_retries: Option<u32>,
     on_step_failure: Option<OnStepFailure>,
+    max_tokens: Option<u64>,
+    max_cost: Option<f64>,
 }
 
 // ─── The loaded config ─────────────────────────────────────────────────────────────────
@@ -221,6 +240,8 @@ pub struct Config {
     /// The pool, in name order; each agent names its LLM profile.
     pub agents: Vec<(AgentTemplate, String)>,
     pub flow: FlowSettings,
+    /// `[telemetry]` with the `OTEL_*` environment applied.
+    pub telemetry: TelemetrySettings,
 }
 
 /// An agent of the pool before it is bound to a flow's LLM client.
@@ -294,6 +315,38 @@ impl Config {
             err(line, message)
         })?;
 
+        // Telemetry first: content capture reaches into the model and tool settings.
+        let tt = &file.telemetry;
+        if let Some(r) = tt.sample_ratio
+            && !(0.0..=1.0).contains(&r)
+        {
+            return Err(err(
+                None,
+                format!("[telemetry] sample_ratio = {r} must be between 0.0 and 1.0"),
+            ));
+        }
+        if let Some(url) = &tt.otlp_endpoint
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(err(
+                None,
+                format!(
+                    "[telemetry] otlp_endpoint = \"{url}\" must start with http:// or https://"
+                ),
+            ));
+        }
+        let telemetry = TelemetrySettings {
+            otlp_endpoint: tt.otlp_endpoint.clone(),
+            protocol: tt.protocol.unwrap_or(OtlpProtocol::Http),
+            service_name: tt.service_name.clone().unwrap_or_else(|| "manus-rt".into()),
+            sample_ratio: tt.sample_ratio.unwrap_or(1.0),
+            capture_content: tt
+                .capture_content
+                .unwrap_or(false)
+                .then(|| tt.content_max_chars.unwrap_or(2000)),
+        }
+        .with_env();
+
         // LLM profiles.
         let mut llm = BTreeMap::new();
         let mut named: Vec<(String, LlmToml)> = vec![("default".into(), file.llm.base.clone())];
@@ -304,7 +357,8 @@ impl Config {
                 .map(|(k, v)| (k.clone(), v.over(&file.llm.base))),
         );
         for (name, t) in named {
-            let settings = llm_settings(&name, &t, dir).map_err(|m| err(None, m))?;
+            let mut settings = llm_settings(&name, &t, dir).map_err(|m| err(None, m))?;
+            settings.capture_content = telemetry.capture_content;
             llm.insert(name, Arc::new(settings));
         }
         let profile_ref = |r: &Option<Spanned<String>>, key: &str| -> Result<String, ConfigError> {
@@ -437,6 +491,8 @@ impl Config {
             flow_timeout: Duration::from_secs(f.flow_timeout_secs.unwrap_or(3600)),
             max_step_retries: f.max_step_retries.unwrap_or(1),
             on_step_failure: f.on_step_failure.unwrap_or(OnStepFailure::Continue),
+            max_tokens: f.max_tokens,
+            max_cost: f.max_cost,
         };
         let defaults = ToolSettings::default();
         let t = &file.tools;
@@ -454,6 +510,7 @@ impl Config {
                 .ask_timeout_secs
                 .map(Duration::from_secs)
                 .unwrap_or(defaults.ask_timeout),
+            capture_content: telemetry.capture_content,
         };
         let workspace = PathBuf::from(
             file.runtime
@@ -462,6 +519,7 @@ impl Config {
                 .unwrap_or_else(|| "workspace".into()),
         );
         Ok(Config {
+            telemetry,
             source: source.to_string(),
             llm,
             planner_llm,
@@ -518,7 +576,11 @@ fn llm_settings(name: &str, t: &LlmToml, dir: Option<&Path>) -> Result<LlmSettin
             Cassette::load(&p)
         }
         .map_err(|e| format!("{}: {e}", key("cassette")))?;
-        return Ok(LlmSettings::replay(name, Arc::new(cassette)));
+        return Ok(LlmSettings {
+            input_price_per_mtok: t.input_price_per_mtok.unwrap_or(0.0),
+            output_price_per_mtok: t.output_price_per_mtok.unwrap_or(0.0),
+            ..LlmSettings::replay(name, Arc::new(cassette))
+        });
     }
     let base_url = match (api_type, &t.base_url) {
         (_, Some(u)) => u.clone(),
@@ -571,6 +633,9 @@ fn llm_settings(name: &str, t: &LlmToml, dir: Option<&Path>) -> Result<LlmSettin
             max_retries: t.max_retries.unwrap_or(defaults.max_retries),
             ..defaults
         },
+        input_price_per_mtok: t.input_price_per_mtok.unwrap_or(0.0),
+        output_price_per_mtok: t.output_price_per_mtok.unwrap_or(0.0),
+        capture_content: None,
         cassette: None,
     })
 }

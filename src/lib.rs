@@ -5,6 +5,7 @@
 pub mod board;
 pub mod config;
 pub mod runtime;
+pub mod telemetry;
 
 pub use config::{Config, ConfigError};
 pub use manus_actors as engine;

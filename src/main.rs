@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use manus_rt::board::{Board, final_report};
 use manus_rt::engine::tools::{KNOWN_TOOLS, ToolSettings, make_tool};
-use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions};
+use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions, telemetry};
 
 const CODE_ON_HOST: &str = "Tools run on this machine: python_execute and bash execute code on the \
 host with your user's rights, and file edits are confined to the workspace directory. Container \
@@ -84,22 +84,9 @@ enum ToolsAction {
     List,
 }
 
-fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.with_target(false).init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logs(cli.log_format);
     let config = match Config::locate(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -107,7 +94,12 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match cli.command {
+    let format = match cli.log_format {
+        LogFormat::Text => telemetry::LogFormat::Text,
+        LogFormat::Json => telemetry::LogFormat::Json,
+    };
+    let telemetry = telemetry::init(&config.telemetry, format);
+    let code = match cli.command {
         Command::RunFlow(args) => run(config, args, FlowMode::Plan).await,
         Command::Run(args) => run(config, args, FlowMode::Single).await,
         Command::Config {
@@ -131,7 +123,10 @@ async fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-    }
+    };
+    // The last spans of a short run are still in the batch: send them before exiting.
+    telemetry.shutdown().await;
+    code
 }
 
 /// What `config check` prints.
@@ -169,6 +164,27 @@ fn describe(c: &Config) -> String {
             a.description
         ));
     }
+    let t = &c.telemetry;
+    match &t.otlp_endpoint {
+        Some(url) => s.push_str(&format!(
+            "\nTelemetry: traces to {url} ({:?}) as {}, sampling {:.0}%, contents {}\n",
+            t.protocol,
+            t.service_name,
+            t.sample_ratio * 100.0,
+            t.capture_content
+                .map(|n| format!("captured (up to {n} chars)"))
+                .unwrap_or_else(|| "not captured".into())
+        )),
+        None => s.push_str(
+            "\nTelemetry: off (set [telemetry] otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)\n",
+        ),
+    }
+    let budget = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+    s.push_str(&format!(
+        "Budgets: max_tokens {}, max_cost {}\n",
+        budget(c.flow.max_tokens.map(|v| v.to_string())),
+        budget(c.flow.max_cost.map(|v| v.to_string()))
+    ));
     s.push_str(&format!(
         "\nWorkspace: {}\nFlow: step timeout {}s, flow timeout {}s, {} retr(ies) per step, on failure: {:?}\n\n{CODE_ON_HOST}\n",
         c.workspace.display(),

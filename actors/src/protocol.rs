@@ -232,4 +232,6 @@ pub enum FlowStatus {
     Failed,
     Cancelled,
     TimedOut,
+    /// Stopped by `[flow] max_tokens` or `max_cost`.
+    BudgetExceeded,
 }

@@ -2,4 +2,5 @@
 #![allow(dead_code)]
 
 pub mod llm_server;
+pub mod otlp;
 pub mod scenario;

@@ -116,12 +116,26 @@ impl Actor for ExecutorAgent {
                     otel.name = format!("invoke_agent {}", state.spec.name),
                     gen_ai.operation.name = "invoke_agent",
                     gen_ai.agent.name = %state.spec.name,
-                    step = req.step_index,
+                    gen_ai.request.model = %state.spec.llm.model(),
+                    manus.step.index = req.step_index,
+                    manus.step.status = tracing::field::Empty,
+                    manus.agent.rounds = tracing::field::Empty,
+                    gen_ai.usage.input_tokens = tracing::field::Empty,
+                    gen_ai.usage.output_tokens = tracing::field::Empty,
+                    manus.cost = tracing::field::Empty,
                 );
                 let outcome = StepRun::new(state, &req, &myself)
                     .run()
-                    .instrument(span)
+                    .instrument(span.clone())
                     .await;
+                span.record("manus.step.status", outcome.status.as_str());
+                span.record("manus.agent.rounds", outcome.rounds);
+                span.record("gen_ai.usage.input_tokens", outcome.usage.prompt_tokens);
+                span.record(
+                    "gen_ai.usage.output_tokens",
+                    outcome.usage.completion_tokens,
+                );
+                span.record("manus.cost", outcome.usage.cost);
                 let _ = reply.send(outcome);
             }
         }

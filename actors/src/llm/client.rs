@@ -46,6 +46,11 @@ pub struct LlmSettings {
     /// Limit for one HTTP exchange.
     pub timeout: Duration,
     pub retry: RetryPolicy,
+    /// Prices per million input and output tokens, for cost accounting.
+    pub input_price_per_mtok: f64,
+    pub output_price_per_mtok: f64,
+    /// Put prompts and completions on the `chat` span, cut to this many characters.
+    pub capture_content: Option<usize>,
     /// The recorded exchanges for `ApiType::Replay`.
     pub cassette: Option<Arc<super::Cassette>>,
 }
@@ -65,6 +70,9 @@ impl LlmSettings {
             temperature: 0.0,
             timeout: Duration::from_secs(60),
             retry: RetryPolicy::default(),
+            input_price_per_mtok: 0.0,
+            output_price_per_mtok: 0.0,
+            capture_content: None,
             cassette: Some(cassette),
         }
     }
@@ -207,25 +215,47 @@ impl LlmClient {
         let span = tracing::info_span!(
             "chat",
             otel.name = format!("chat {}", s.model),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
             gen_ai.operation.name = "chat",
+            gen_ai.provider.name = provider_name(&s.api_type),
             gen_ai.request.model = %s.model,
             gen_ai.request.max_tokens = s.max_tokens,
             gen_ai.request.temperature = s.temperature as f64,
             gen_ai.response.id = tracing::field::Empty,
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
-            retries = tracing::field::Empty,
+            manus.cost = tracing::field::Empty,
+            manus.llm.retries = tracing::field::Empty,
+            gen_ai.input.messages = tracing::field::Empty,
+            gen_ai.output.messages = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
+        if let Some(max) = s.capture_content {
+            let input = serde_json::to_string(&req.messages).unwrap_or_default();
+            span.record("gen_ai.input.messages", crate::tools::clip(&input, max));
+        }
         let result = self.chat_inner(req).instrument(span.clone()).await;
         match &result {
             Ok(r) => {
                 span.record("gen_ai.response.id", r.id.as_str());
+                span.record("gen_ai.response.model", r.model.as_str());
+                let reasons =
+                    serde_json::json!([r.finish_reason.as_deref().unwrap_or("")]).to_string();
+                span.record("gen_ai.response.finish_reasons", reasons);
                 span.record("gen_ai.usage.input_tokens", r.usage.prompt_tokens);
                 span.record("gen_ai.usage.output_tokens", r.usage.completion_tokens);
+                span.record("manus.cost", r.usage.cost);
+                if let Some(max) = s.capture_content {
+                    let output = serde_json::to_string(&[&r.message]).unwrap_or_default();
+                    span.record("gen_ai.output.messages", crate::tools::clip(&output, max));
+                }
             }
             Err(e) => {
                 span.record("error.type", format!("{:?}", e.kind));
+                span.record("otel.status_code", "ERROR");
             }
         }
         result
@@ -274,6 +304,9 @@ impl LlmClient {
             resp.usage.completion_tokens = tokens::count_message(bpe, &resp.message) as u64;
         }
         resp.usage.calls = 1;
+        resp.usage.cost = (resp.usage.prompt_tokens as f64 * s.input_price_per_mtok
+            + resp.usage.completion_tokens as f64 * s.output_price_per_mtok)
+            / 1_000_000.0;
         Ok(resp)
     }
 
@@ -299,7 +332,7 @@ impl LlmClient {
                 Err(a) if a.retryable && attempt < policy.max_retries => {
                     attempt += 1;
                     let wait = policy.delay(attempt, a.retry_after);
-                    tracing::Span::current().record("retries", attempt);
+                    tracing::Span::current().record("manus.llm.retries", attempt);
                     tracing::warn!(
                         profile = %self.settings.profile,
                         "model call failed ({}); retry {attempt}/{} in {:.1}s",
@@ -438,6 +471,15 @@ pub fn rewind<'a>(clients: impl IntoIterator<Item = &'a mut LlmClient>) {
     }
 }
 
+/// `gen_ai.provider.name` for a profile.
+fn provider_name(api: &ApiType) -> &'static str {
+    match api {
+        ApiType::OpenAi => "openai",
+        ApiType::Azure => "azure.ai.openai",
+        ApiType::Replay => "manus.replay",
+    }
+}
+
 fn profile_suffix(profile: &str) -> String {
     if profile == "default" {
         String::new()
@@ -511,6 +553,7 @@ fn parse_response(v: &Value) -> Result<ChatResponse, LlmError> {
             prompt_tokens: field("prompt_tokens"),
             completion_tokens: field("completion_tokens"),
             calls: 1,
+            cost: 0.0,
         },
     })
 }

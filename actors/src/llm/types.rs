@@ -120,12 +120,15 @@ pub struct ChatRequest {
 }
 
 /// Token usage, added up per call, per agent, per step and per flow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// How many model calls the figures cover.
     pub calls: u64,
+    /// What the tokens cost, from the profiles' price table (0 where no price is set).
+    #[serde(default)]
+    pub cost: f64,
 }
 
 impl Usage {
@@ -133,6 +136,7 @@ impl Usage {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.calls += other.calls;
+        self.cost += other.cost;
     }
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens

@@ -49,6 +49,10 @@ pub struct FlowSettings {
     /// Further attempts after a step fails or is blocked.
     pub max_step_retries: u32,
     pub on_step_failure: OnStepFailure,
+    /// Stop the flow once its model calls have used more tokens than this.
+    pub max_tokens: Option<u64>,
+    /// Stop the flow once its model calls have cost more than this.
+    pub max_cost: Option<f64>,
 }
 
 pub struct Planner;
@@ -60,6 +64,7 @@ struct Running {
     agent: String,
     replica: usize,
     started: Instant,
+    span: tracing::Span,
 }
 
 pub struct PlannerState {
@@ -84,6 +89,28 @@ pub struct PlannerState {
 }
 
 impl PlannerState {
+    /// Why the flow must stop for its token or cost budget, if it must.
+    fn over_budget(&self) -> Option<String> {
+        let u = &self.usage;
+        if let Some(max) = self.settings.max_tokens
+            && u.total() > max
+        {
+            return Some(format!(
+                "the flow used {} tokens, over its budget ([flow] max_tokens = {max})",
+                u.total()
+            ));
+        }
+        if let Some(max) = self.settings.max_cost
+            && u.cost > max
+        {
+            return Some(format!(
+                "the flow cost {:.4}, over its budget ([flow] max_cost = {max})",
+                u.cost
+            ));
+        }
+        None
+    }
+
     /// Count tokens spent by `who` (an agent's name, or `planner`).
     fn spend(&mut self, who: &str, usage: Usage) {
         self.usage.add(usage);
@@ -129,8 +156,15 @@ impl Actor for Planner {
             parent: None,
             "invoke_workflow",
             otel.name = "invoke_workflow planning_flow",
+            otel.status_code = tracing::field::Empty,
             gen_ai.operation.name = "invoke_workflow",
-            flow.id = %spec.id,
+            manus.flow.id = %spec.id,
+            manus.flow.mode = ?spec.mode,
+            manus.flow.status = tracing::field::Empty,
+            manus.flow.reason = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            manus.cost = tracing::field::Empty,
         );
         let pool: Vec<Arc<AgentSpec>> = spec.pool.into_iter().map(Arc::new).collect();
         let mut replicas = HashMap::new();
@@ -202,6 +236,10 @@ impl Actor for Planner {
             FlowMsg::PlanMade { plan, usage } => {
                 st.spend("planner", usage);
                 match plan {
+                    Ok(_) if st.over_budget().is_some() => {
+                        let why = st.over_budget().unwrap_or_default();
+                        finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
+                    }
                     Ok(plan) => {
                         st.plan = plan;
                         st.emit(FlowEvent::PlanCreated {
@@ -216,6 +254,9 @@ impl Actor for Planner {
                 st.spend(&agent, usage);
                 if let Some(r) = &st.running {
                     st.plan.steps[r.step].usage.add(usage);
+                }
+                if let Some(why) = st.over_budget() {
+                    finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
                 }
             }
             FlowMsg::StepDone { dispatch, outcome } => {
@@ -484,7 +525,15 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
     });
     let dispatch = st.next_dispatch;
     st.next_dispatch += 1;
-    let step_span = tracing::info_span!(parent: &st.span, "step", otel.name = format!("step {step}"), step, agent = %agent, attempt);
+    let step_span = tracing::info_span!(
+        parent: &st.span,
+        "step",
+        otel.name = format!("step {step}"),
+        manus.step.index = step,
+        manus.step.attempt = attempt,
+        manus.step.status = tracing::field::Empty,
+        gen_ai.agent.name = %agent,
+    );
     let req = StepRequest {
         flow_id: st.id.clone(),
         step_index: step,
@@ -493,7 +542,7 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         plan_view: st.plan.view(),
         flow: myself.clone(),
         events: st.events.clone(),
-        span: step_span,
+        span: step_span.clone(),
     };
     let (tx, rx) = oneshot::channel();
     let sent = target.send_message(AgentMsg::RunStep(req, tx.into()));
@@ -503,6 +552,7 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         agent,
         replica,
         started: Instant::now(),
+        span: step_span,
     });
     let me = myself.clone();
     tokio::spawn(async move {
@@ -525,6 +575,8 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
 /// Record how a step attempt ended, then retry it, stop the flow, or move on.
 async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: StepOutcome) {
     let Some(run) = st.running.take() else { return };
+    run.span
+        .record("manus.step.status", outcome.status.as_str());
     // Usage arrived already, call by call, as Spent messages.
     let s = &mut st.plan.steps[run.step];
     s.elapsed_ms += run.started.elapsed().as_millis() as u64;
@@ -622,6 +674,16 @@ async fn finish(
             .map(|s| s.notes.clone())
             .unwrap_or_default(),
     };
+    st.span.record("manus.flow.status", format!("{status:?}"));
+    st.span.record("manus.flow.reason", reason.as_str());
+    st.span
+        .record("gen_ai.usage.input_tokens", st.usage.prompt_tokens);
+    st.span
+        .record("gen_ai.usage.output_tokens", st.usage.completion_tokens);
+    st.span.record("manus.cost", st.usage.cost);
+    if status != FlowStatus::Completed {
+        st.span.record("otel.status_code", "ERROR");
+    }
     let outcome = FlowOutcome {
         flow_id: st.id.clone(),
         status,
@@ -646,7 +708,11 @@ async fn summarise(st: &mut PlannerState) -> String {
         tools: vec![],
         tool_choice: ToolChoice::None,
     };
-    match planner_chat(&st.llm, &st.events, &request).await {
+    let span = tracing::info_span!(parent: &st.span, "summarise");
+    match planner_chat(&st.llm, &st.events, &request)
+        .instrument(span)
+        .await
+    {
         Ok(resp) => {
             st.spend("planner", resp.usage);
             resp.message.text().trim().to_string()

@@ -86,6 +86,8 @@ pub struct ToolSettings {
     pub python: String,
     /// How long `ask_human` waits for an answer.
     pub ask_timeout: Duration,
+    /// Put tool arguments and results on the `execute_tool` span, cut to this many characters.
+    pub capture_content: Option<usize>,
 }
 
 impl Default for ToolSettings {
@@ -95,6 +97,7 @@ impl Default for ToolSettings {
             bash_timeout: Duration::from_secs(120),
             python: "python3".into(),
             ask_timeout: Duration::from_secs(600),
+            capture_content: None,
         }
     }
 }

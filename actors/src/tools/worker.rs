@@ -8,7 +8,7 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::Instrument;
 
-use super::{Tool, ToolSettings, make_tool};
+use super::{Tool, ToolSettings, clip, make_tool};
 use crate::llm::ToolSpec;
 use crate::protocol::{ToolMsg, ToolResult};
 
@@ -21,6 +21,8 @@ pub struct WorkerArgs {
 
 pub struct WorkerState {
     tools: BTreeMap<String, Box<dyn Tool>>,
+    /// Whether (and how much of) arguments and results go on spans.
+    capture_content: Option<usize>,
 }
 
 /// The specs of a tool list, in order, for the model. Unknown names are skipped (config
@@ -48,7 +50,10 @@ impl Actor for ToolWorker {
             .iter()
             .filter_map(|n| Some((n.clone(), make_tool(n, &args.settings)?)))
             .collect();
-        Ok(WorkerState { tools })
+        Ok(WorkerState {
+            tools,
+            capture_content: args.settings.capture_content,
+        })
     }
 
     async fn handle(
@@ -67,8 +72,17 @@ impl Actor for ToolWorker {
                     gen_ai.operation.name = "execute_tool",
                     gen_ai.tool.name = %name,
                     gen_ai.tool.call.id = %inv.call.id,
+                    gen_ai.tool.call.arguments = tracing::field::Empty,
+                    gen_ai.tool.call.result = tracing::field::Empty,
+                    otel.status_code = tracing::field::Empty,
                     error.type = tracing::field::Empty,
                 );
+                if let Some(max) = state.capture_content {
+                    span.record(
+                        "gen_ai.tool.call.arguments",
+                        clip(&inv.call.function.arguments, max),
+                    );
+                }
                 let started = Instant::now();
                 let Some(tool) = state.tools.get_mut(&name) else {
                     let _ = reply.send(ToolResult {
@@ -88,6 +102,7 @@ impl Actor for ToolWorker {
                     },
                     Err(e) => {
                         span.record("error.type", "tool_error");
+                        span.record("otel.status_code", "ERROR");
                         ToolResult {
                             ok: false,
                             output: e.0,
@@ -96,6 +111,9 @@ impl Actor for ToolWorker {
                         }
                     }
                 };
+                if let Some(max) = state.capture_content {
+                    span.record("gen_ai.tool.call.result", clip(&result.output, max));
+                }
                 let _ = reply.send(result);
             }
         }

@@ -1,0 +1,364 @@
+//! Traces and accounting, end to end: the CLI runs a two-agent flow against the scripted
+//! model with an OTLP/HTTP receiver on 127.0.0.1, and the tests check what reached the
+//! receiver (one trace; flow → step → agent → chat/tool; GenAI attribute names and values;
+//! token sums equal to what the model server reported; contents only when opted in), that a
+//! dead collector costs nothing but a warning, and that token and cost budgets stop a flow.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Output;
+
+use support::llm_server::ScriptedLlm;
+use support::otlp::{OtlpReceiver, SpanRecord};
+use support::scenario::{EXAMPLE_TASK, Scratch, config_text, config_with, example_script};
+
+const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
+
+async fn run_cli(dir: &Scratch, config: &str, env: &[(&str, &str)]) -> (Output, serde_json::Value) {
+    let path = dir.write_config(config);
+    let out = tokio::process::Command::new(BIN)
+        .current_dir(dir.path())
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_SERVICE_NAME")
+        .env_remove("OTEL_TRACES_SAMPLER_ARG")
+        .envs(env.iter().copied())
+        .arg("--config")
+        .arg(&path)
+        .args(["run-flow", EXAMPLE_TASK, "--json"])
+        .output()
+        .await
+        .unwrap();
+    let outcome = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out, outcome)
+}
+
+fn by_id(spans: &[SpanRecord]) -> BTreeMap<Vec<u8>, &SpanRecord> {
+    spans.iter().map(|s| (s.span_id.clone(), s)).collect()
+}
+
+fn parent<'a>(s: &SpanRecord, ids: &BTreeMap<Vec<u8>, &'a SpanRecord>) -> Option<&'a SpanRecord> {
+    ids.get(&s.parent_span_id).copied()
+}
+
+fn named<'a>(spans: &'a [SpanRecord], name: &str) -> Vec<&'a SpanRecord> {
+    spans.iter().filter(|s| s.name == name).collect()
+}
+
+fn telemetry(endpoint: &str, extra: &str) -> String {
+    format!("\n[telemetry]\notlp_endpoint = \"{endpoint}\"\n{extra}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flow_is_one_trace_with_the_genai_tree() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let otlp = OtlpReceiver::start().await;
+    let dir = Scratch::new("otel-tree");
+    let config = config_text(&server, &dir.workspace(), &telemetry(&otlp.endpoint(), ""));
+    let (out, outcome) = run_cli(&dir, &config, &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let spans = otlp.spans();
+    let ids = by_id(&spans);
+    assert!(
+        spans.iter().all(|s| s.trace_id == spans[0].trace_id),
+        "one trace per flow"
+    );
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.service_name.as_deref() == Some("manus-rt"))
+    );
+
+    let roots = named(&spans, "invoke_workflow planning_flow");
+    assert_eq!(roots.len(), 1);
+    let root = roots[0];
+    assert!(root.parent_span_id.is_empty() || !ids.contains_key(&root.parent_span_id));
+    assert_eq!(root.attr("gen_ai.operation.name"), Some("invoke_workflow"));
+    assert_eq!(root.attr("manus.flow.status"), Some("Completed"));
+
+    for (step, agent) in [(0, "manus"), (1, "data_analysis")] {
+        let steps = named(&spans, &format!("step {step}"));
+        assert_eq!(steps.len(), 1, "step {step}");
+        assert_eq!(
+            parent(steps[0], &ids).map(|p| p.name.as_str()),
+            Some(root.name.as_str())
+        );
+        assert_eq!(steps[0].attr("manus.step.status"), Some("completed"));
+        let agents = named(&spans, &format!("invoke_agent {agent}"));
+        assert_eq!(agents.len(), 1, "{agent}");
+        assert_eq!(
+            parent(agents[0], &ids).map(|p| p.span_id.clone()),
+            Some(steps[0].span_id.clone())
+        );
+        assert_eq!(agents[0].attr("gen_ai.agent.name"), Some(agent));
+        assert_eq!(
+            agents[0].attr("gen_ai.operation.name"),
+            Some("invoke_agent")
+        );
+    }
+
+    // Every model call is a CLIENT span with the GenAI request and response attributes.
+    let chats: Vec<&SpanRecord> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    assert_eq!(chats.len(), server.requests().len());
+    for c in &chats {
+        assert_eq!(c.name, "chat gpt-4o-mini");
+        assert_eq!(c.kind, 3, "CLIENT");
+        assert_eq!(c.attr("gen_ai.operation.name"), Some("chat"));
+        assert_eq!(c.attr("gen_ai.provider.name"), Some("openai"));
+        assert_eq!(c.attr("gen_ai.request.model"), Some("gpt-4o-mini"));
+        assert_eq!(c.int("gen_ai.request.max_tokens"), Some(4096));
+        assert!(c.attr("gen_ai.request.temperature").is_some());
+        assert!(
+            c.attr("gen_ai.response.id")
+                .is_some_and(|id| id.starts_with("chatcmpl-"))
+        );
+        assert!(
+            c.attr("gen_ai.response.finish_reasons")
+                .is_some_and(|r| r.starts_with('['))
+        );
+        let p = parent(c, &ids).expect("a chat span has a parent");
+        assert!(
+            p.name.starts_with("invoke_agent ") || p.name == "plan" || p.name == "summarise",
+            "chat under {}",
+            p.name
+        );
+    }
+
+    // Tool spans are children of their agent's span, though they ran in another actor.
+    let tools: Vec<&SpanRecord> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("execute_tool "))
+        .collect();
+    let tool_names: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t.attr("gen_ai.tool.name"))
+        .collect();
+    for expected in ["str_replace_editor", "bash", "python_execute", "terminate"] {
+        assert!(tool_names.contains(&expected), "{tool_names:?}");
+    }
+    for t in &tools {
+        assert!(
+            parent(t, &ids).is_some_and(|p| p.name.starts_with("invoke_agent ")),
+            "{}",
+            t.name
+        );
+        assert!(
+            t.attr("gen_ai.tool.call.id")
+                .is_some_and(|id| id.starts_with("call_"))
+        );
+        assert_eq!(t.attr("gen_ai.operation.name"), Some("execute_tool"));
+    }
+
+    // Token sums equal what the model server reported (10 prompt + 5 completion per call).
+    let input: i64 = chats
+        .iter()
+        .filter_map(|c| c.int("gen_ai.usage.input_tokens"))
+        .sum();
+    let output: i64 = chats
+        .iter()
+        .filter_map(|c| c.int("gen_ai.usage.output_tokens"))
+        .sum();
+    let calls = server.requests().len() as i64;
+    assert_eq!((input, output), (10 * calls, 5 * calls));
+    assert_eq!(root.int("gen_ai.usage.input_tokens"), Some(input));
+    assert_eq!(outcome["usage"]["prompt_tokens"], input);
+    assert_eq!(outcome["usage_by_agent"]["planner"]["calls"], 2);
+
+    // No contents unless asked for.
+    for key in [
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    ] {
+        assert!(
+            spans.iter().all(|s| s.attr(key).is_none()),
+            "{key} must be opt-in"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn contents_are_captured_only_when_opted_in_and_cut_to_size() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let otlp = OtlpReceiver::start().await;
+    let dir = Scratch::new("otel-content");
+    let extra = telemetry(
+        &otlp.endpoint(),
+        "capture_content = true\ncontent_max_chars = 300\n",
+    );
+    let (out, _) = run_cli(&dir, &config_text(&server, &dir.workspace(), &extra), &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = otlp.spans();
+    let ids = by_id(&spans);
+    let plan_chat = spans
+        .iter()
+        .find(|s| s.name.starts_with("chat ") && parent(s, &ids).is_some_and(|p| p.name == "plan"))
+        .expect("the planning call has a span");
+    let input = plan_chat
+        .attr("gen_ai.input.messages")
+        .expect("the prompt is on the span");
+    assert!(
+        input.contains("You plan work") && input.contains("characters cut"),
+        "{input}"
+    );
+    assert!(
+        input.chars().count() <= 300 + 60,
+        "cut to content_max_chars"
+    );
+    assert!(
+        plan_chat
+            .attr("gen_ai.output.messages")
+            .is_some_and(|m| m.contains("planning"))
+    );
+    let bash = spans
+        .iter()
+        .find(|s| s.name == "execute_tool bash")
+        .unwrap();
+    assert!(
+        bash.attr("gen_ai.tool.call.arguments")
+            .is_some_and(|a| a.contains("primes.py"))
+    );
+    assert!(
+        bash.attr("gen_ai.tool.call.result")
+            .is_some_and(|r| r.contains("25"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_collector_costs_a_warning_not_the_run() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = Scratch::new("otel-dead");
+    let endpoint = format!("http://127.0.0.1:{closed}/v1/traces");
+    let (out, outcome) = run_cli(
+        &dir,
+        &config_text(&server, &dir.workspace(), &telemetry(&endpoint, "")),
+        &[],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(outcome["status"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_standard_otel_variables_configure_export() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let otlp = OtlpReceiver::start().await;
+    let dir = Scratch::new("otel-env");
+    let base = otlp.endpoint().trim_end_matches("/v1/traces").to_string();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", base.as_str()),
+        ("OTEL_SERVICE_NAME", "agents-prod"),
+    ];
+    let (out, _) = run_cli(&dir, &config_text(&server, &dir.workspace(), ""), &env).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = otlp.spans();
+    assert!(!spans.is_empty());
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.service_name.as_deref() == Some("agents-prod"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_budget_stops_the_flow_with_its_reason() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let dir = Scratch::new("budget-tokens");
+    // Each call reports 15 tokens: the planner's call and two agent calls pass 40.
+    let (out, outcome) = run_cli(
+        &dir,
+        &config_text(&server, &dir.workspace(), "max_tokens = 40\n"),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(outcome["status"], "budget_exceeded");
+    let reason = outcome["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("45 tokens") && reason.contains("max_tokens = 40"),
+        "{reason}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "nothing is asked after the budget is gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn costs_come_from_the_price_table_and_a_cost_budget_stops_the_flow() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let dir = Scratch::new("budget-cost");
+    let prices = [
+        ("llm.input_price_per_mtok", "2.0"),
+        ("llm.output_price_per_mtok", "8.0"),
+    ];
+    let (out, outcome) = run_cli(&dir, &config_with(&server, &dir.workspace(), &prices), &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let calls = server.requests().len() as f64;
+    let expected = calls * (10.0 * 2.0 + 5.0 * 8.0) / 1e6;
+    let cost = outcome["usage"]["cost"].as_f64().unwrap();
+    assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
+
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let dir = Scratch::new("budget-cost-stop");
+    let mut over: Vec<(&str, &str)> = prices.to_vec();
+    over.push(("flow.max_cost", "0.0001"));
+    let (out, outcome) = run_cli(&dir, &config_with(&server, &dir.workspace(), &over), &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(outcome["status"], "budget_exceeded");
+    assert!(
+        outcome["reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_cost = 0.0001"),
+        "{}",
+        outcome["reason"]
+    );
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "0.00006 per call: the second call passes 0.0001"
+    );
+}
