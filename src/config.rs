@@ -307,7 +307,7 @@ impl Config {
             Some(text[..span.start.min(text.len())].matches('\n').count() + 1)
         };
         let file: ConfigFile = toml::from_str(text).map_err(|e| {
-            let line = e.span().and_then(|s| at(s));
+            let line = e.span().and_then(&at);
             let mut message = e.message().trim().to_string();
             if let Some(n) = line {
                 message = format!("{message}\n  in {}", locate_line(text, n));

@@ -78,8 +78,7 @@ impl Cassette {
 
     /// A fresh cursor at the first exchange. Clients that share it take turns in order.
     pub fn cursor(self: &Arc<Self>) -> ReplayCursor {
-        let (tx, mut rx) =
-            mpsc::unbounded_channel::<(Option<String>, oneshot::Sender<Result<Value, LlmError>>)>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<ReplayRequest>();
         let cassette = Arc::clone(self);
         tokio::spawn(async move {
             let mut next = 0usize;
@@ -143,10 +142,13 @@ fn shorten(s: &str) -> String {
     }
 }
 
+/// A request's first user message, and where its recorded answer goes.
+type ReplayRequest = (Option<String>, oneshot::Sender<Result<Value, LlmError>>);
+
 /// A flow's position in a cassette.
 #[derive(Clone)]
 pub struct ReplayCursor {
-    tx: mpsc::UnboundedSender<(Option<String>, oneshot::Sender<Result<Value, LlmError>>)>,
+    tx: mpsc::UnboundedSender<ReplayRequest>,
 }
 
 impl ReplayCursor {

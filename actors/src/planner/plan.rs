@@ -145,7 +145,7 @@ impl Plan {
     pub fn view(&self) -> String {
         let total = self.steps.len();
         let done = self.count(StepStatus::Completed);
-        let pct = if total == 0 { 0 } else { done * 100 / total };
+        let pct = (done * 100).checked_div(total).unwrap_or(0);
         let mut out = format!(
             "Plan: {} (id {})\nProgress: {done}/{total} steps completed ({pct}%)",
             self.title, self.id
