@@ -207,8 +207,9 @@ impl<W: Write> Board<W> {
                     String::new()
                 };
                 let agent = s.agent.clone().unwrap_or_default();
+                // Fixed columns first, so a narrow terminal cuts the step text, not the figures.
                 lines.push(format!(
-                    "  {} {i}. {}  {agent} {time} {tokens}",
+                    "  {} {i}. {agent:<14} {time:>6} {tokens:<12} {}",
                     s.status.mark(),
                     s.text
                 ));
