@@ -89,6 +89,7 @@ async fn main() {
         LlmClient::new(config.llm[llm].clone(), http, None),
         &config.tools,
         &dir.workspace(),
+        None,
     ));
     let n = 2000u32;
     let mut agents = Vec::with_capacity(n as usize);

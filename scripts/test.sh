@@ -1,20 +1,72 @@
 #!/usr/bin/env bash
 # The whole test suite, from a bare machine: installs what the tests need (idempotently),
-# then runs every test of the workspace. Usage: scripts/test.sh [extra cargo test args]
+# starts a Docker engine of its own for the sandbox tests (own data root and socket, no
+# bridge, no iptables; stopped by PID on exit), builds the test sandbox image if that engine
+# lacks it, then runs every test of the workspace.
+# Usage: scripts/test.sh [extra cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo=$PWD
 
-# The tools under test run real programs: python3 (python_execute) and bash (bash tool);
-# pkill/pgrep (procps) let the tests check that stopped commands are really gone.
+# python3 for python_execute, bash for the bash tool, procps (pgrep) for the tests that
+# check stopped commands are gone, docker.io + debootstrap for the sandbox.
 missing=()
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v bash >/dev/null 2>&1 || missing+=(bash)
 command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+# The data-analysis flow test computes with pandas (and numpy, which it brings), as the
+# DataAnalysis agent does, in whichever python3 imports it: the one on PATH, or Debian's
+# /usr/bin/python3 when another comes first. Charts need no system fonts (one is bundled).
+if ! python3 -c "import pandas" >/dev/null 2>&1 &&
+  ! /usr/bin/python3 -c "import pandas" >/dev/null 2>&1; then
+  missing+=(python3-pandas)
+fi
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]}" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The test engine. Its data root lives under target/ so the built image is reused by
+# later runs on this machine; sockets and exec state live in a short /tmp path.
+engine="$repo/target/test-docker"
+run=$(mktemp -d /tmp/manus-rt-dockerd.XXXXXX)
+mkdir -p "$engine/data"
+export DOCKER_HOST="unix://$run/docker.sock"
+dockerd --data-root "$engine/data" --exec-root "$run/exec" -H "$DOCKER_HOST" --pidfile "$run/dockerd.pid" \
+  --bridge=none --iptables=false --ip-forward=false --ip-masq=false >"$engine/dockerd.log" 2>&1 &
+dockerd_pid=$!
+stop_engine() {
+  kill "$dockerd_pid" 2>/dev/null || true
+  wait "$dockerd_pid" 2>/dev/null || true
+  rm -rf "$run"
+}
+trap stop_engine EXIT
+for _ in $(seq 1 60); do
+  docker version >/dev/null 2>&1 && break
+  kill -0 "$dockerd_pid" 2>/dev/null || { echo "test.sh: dockerd exited:" >&2; tail -20 "$engine/dockerd.log" >&2; exit 1; }
+  sleep 0.5
+done
+docker version >/dev/null || { echo "test.sh: dockerd did not come up:" >&2; tail -20 "$engine/dockerd.log" >&2; exit 1; }
+# Containers a killed earlier run left behind.
+stale=$(docker ps -aq --filter label=manus-rt.flow)
+[ -z "$stale" ] || docker rm -f $stale >/dev/null
+
+export MANUS_TEST_DOCKER_HOST="$DOCKER_HOST"
+export MANUS_TEST_SANDBOX_IMAGE="manus-rt-sandbox:test"
+if ! docker image inspect "$MANUS_TEST_SANDBOX_IMAGE" >/dev/null 2>&1; then
+  deploy/sandbox/build.sh --minimal --tag "$MANUS_TEST_SANDBOX_IMAGE"
 fi
 
 cargo test --workspace --locked "$@"
+
+# The sandbox tests must leave no container behind.
+left=$(docker ps -aq --filter label=manus-rt.flow)
+if [ -n "$left" ]; then
+  echo "test.sh: containers left behind by the tests:" >&2
+  docker ps -a --filter label=manus-rt.flow >&2
+  exit 1
+fi

@@ -13,6 +13,7 @@ use std::time::Duration;
 use manus_actors::agent::{AgentProfile, AgentSpec, profile};
 use manus_actors::llm::{ApiType, Cassette, LlmSettings, RetryPolicy};
 use manus_actors::planner::{FlowSettings, OnStepFailure};
+use manus_actors::sandbox::SandboxSettings;
 use manus_actors::tools::{KNOWN_TOOLS, ToolSettings};
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -62,6 +63,23 @@ struct ConfigFile {
     flow: FlowToml,
     #[serde(default)]
     telemetry: TelemetryToml,
+    #[serde(default)]
+    sandbox: SandboxToml,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxToml {
+    use_sandbox: Option<bool>,
+    docker_host: Option<String>,
+    image: Option<String>,
+    work_dir: Option<String>,
+    memory_limit: Option<Spanned<String>>,
+    cpu_limit: Option<f64>,
+    pids_limit: Option<i64>,
+    network_enabled: Option<bool>,
+    idle_timeout_secs: Option<u64>,
+    max_sandboxes: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -242,6 +260,8 @@ pub struct Config {
     pub flow: FlowSettings,
     /// `[telemetry]` with the `OTEL_*` environment applied.
     pub telemetry: TelemetrySettings,
+    /// `[sandbox]` when `use_sandbox = true`; code runs on the host otherwise.
+    pub sandbox: Option<SandboxSettings>,
 }
 
 /// An agent of the pool before it is bound to a flow's LLM client.
@@ -259,6 +279,7 @@ impl AgentTemplate {
         llm: manus_actors::llm::LlmClient,
         tools: &ToolSettings,
         workspace: &Path,
+        sandbox: Option<manus_actors::sandbox::SandboxHandle>,
     ) -> AgentSpec {
         AgentSpec {
             name: self.name.clone(),
@@ -268,6 +289,7 @@ impl AgentTemplate {
             llm,
             tool_settings: tools.clone(),
             workspace: workspace.to_path_buf(),
+            sandbox,
         }
     }
 }
@@ -518,7 +540,51 @@ impl Config {
                 .clone()
                 .unwrap_or_else(|| "workspace".into()),
         );
+        let sb = &file.sandbox;
+        let memory_limit = match &sb.memory_limit {
+            Some(m) => parse_bytes(m.get_ref()).ok_or_else(|| {
+                err(
+                    at(m.span()),
+                    format!(
+                        "[sandbox] memory_limit = \"{}\": use a size such as \"512m\" or \"2g\"",
+                        m.get_ref()
+                    ),
+                )
+            })?,
+            None => 512 * 1024 * 1024,
+        };
+        let sandbox = sb.use_sandbox.unwrap_or(false).then(|| SandboxSettings {
+            docker_host: sb.docker_host.clone().unwrap_or_else(|| {
+                std::env::var("DOCKER_HOST")
+                    .ok()
+                    .filter(|h| h.starts_with("unix://"))
+                    .unwrap_or_else(|| "unix:///var/run/docker.sock".into())
+            }),
+            image: sb
+                .image
+                .clone()
+                .unwrap_or_else(|| "manus-rt-sandbox:latest".into()),
+            work_dir: sb.work_dir.clone().unwrap_or_else(|| "/workspace".into()),
+            memory_limit,
+            cpu_limit: sb.cpu_limit.unwrap_or(1.0),
+            pids_limit: sb.pids_limit.unwrap_or(256),
+            network_enabled: sb.network_enabled.unwrap_or(false),
+            idle_timeout: Duration::from_secs(sb.idle_timeout_secs.unwrap_or(600)),
+            max_sandboxes: sb.max_sandboxes.unwrap_or(8).max(1),
+        });
+        if let Some(s) = &sandbox
+            && !s.work_dir.starts_with('/')
+        {
+            return Err(err(
+                None,
+                format!(
+                    "[sandbox] work_dir = \"{}\" must be an absolute path",
+                    s.work_dir
+                ),
+            ));
+        }
         Ok(Config {
+            sandbox,
             telemetry,
             source: source.to_string(),
             llm,
@@ -529,6 +595,21 @@ impl Config {
             flow,
         })
     }
+}
+
+/// `512m`, `2g`, `1048576` → bytes.
+fn parse_bytes(s: &str) -> Option<i64> {
+    let s = s.trim().to_ascii_lowercase();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = digits.parse().ok()?;
+    let mult = match unit.trim_end_matches('b') {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult).filter(|b| *b > 0)
 }
 
 /// Line `n` of the file with the table it belongs to, e.g. `[agents.manus] max_steps = "ten"`.
@@ -656,6 +737,21 @@ mod tests {
         let c = Config::parse(EMBEDDED_EXAMPLE, "example", None).unwrap();
         assert!(c.agents.iter().any(|(a, _)| a.name == "manus"));
         assert!(c.agents.iter().any(|(a, _)| a.name == "data_analysis"));
+    }
+
+    #[test]
+    fn sandbox_settings_parse_and_sizes_are_checked() {
+        let c = parse(&format!("{MINIMAL}\n[sandbox]\nuse_sandbox = true\nmemory_limit = \"64m\"\n")).unwrap();
+        let s = c.sandbox.unwrap();
+        assert_eq!(s.memory_limit, 64 << 20);
+        assert_eq!((s.work_dir.as_str(), s.network_enabled), ("/workspace", false));
+        assert!(parse(MINIMAL).unwrap().sandbox.is_none(), "off unless asked for");
+        let e = parse(&format!("{MINIMAL}\n[sandbox]\nuse_sandbox = true\nmemory_limit = \"lots\"\n")).unwrap_err();
+        assert_eq!(e.line, Some(9), "{e}");
+        assert!(e.message.contains("memory_limit"), "{e}");
+        assert_eq!(parse_bytes("2g"), Some(2 << 30));
+        assert_eq!(parse_bytes("512MB"), Some(512 << 20));
+        assert_eq!(parse_bytes("0"), None);
     }
 
     #[test]

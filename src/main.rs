@@ -12,9 +12,11 @@ use manus_rt::board::{Board, final_report};
 use manus_rt::engine::tools::{KNOWN_TOOLS, ToolSettings, make_tool};
 use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions, telemetry};
 
-const CODE_ON_HOST: &str = "Tools run on this machine: python_execute and bash execute code on the \
-host with your user's rights, and file edits are confined to the workspace directory. Container \
-sandboxing is not available yet.";
+const CODE_ON_HOST: &str = "Where code runs: by default tools run on this machine (the host) with your \
+user's rights — python_execute and bash execute there, and file edits are confined to the workspace \
+directory. With [sandbox] use_sandbox = true, python_execute runs in a container per flow through the \
+Docker Engine API (no network, capped memory, CPU and processes); bash and file edits still use the \
+host workspace for now. `manus-rt sandbox doctor` checks the engine and image.";
 
 #[derive(Parser)]
 #[command(
@@ -58,6 +60,17 @@ enum Command {
         #[command(subcommand)]
         action: ToolsAction,
     },
+    /// The container sandbox ([sandbox] in the config)
+    Sandbox {
+        #[command(subcommand)]
+        action: SandboxAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum SandboxAction {
+    /// Check that the Docker engine and the sandbox image are usable, and say why not
+    Doctor,
 }
 
 #[derive(clap::Args)]
@@ -108,6 +121,9 @@ async fn main() -> ExitCode {
             print!("{}", describe(&config));
             ExitCode::SUCCESS
         }
+        Command::Sandbox {
+            action: SandboxAction::Doctor,
+        } => sandbox_doctor(&config).await,
         Command::Tools {
             action: ToolsAction::List,
         } => {
@@ -127,6 +143,26 @@ async fn main() -> ExitCode {
     // The last spans of a short run are still in the batch: send them before exiting.
     telemetry.shutdown().await;
     code
+}
+
+/// `sandbox doctor`: each check on a line; exit 0 only if all pass.
+async fn sandbox_doctor(config: &Config) -> ExitCode {
+    let Some(settings) = &config.sandbox else {
+        println!(
+            "✗ the sandbox is off in {}: set [sandbox] use_sandbox = true",
+            config.source
+        );
+        return ExitCode::from(1);
+    };
+    let checks = settings.doctor().await;
+    for c in &checks {
+        println!("{} {}", if c.ok { "✓" } else { "✗" }, c.what);
+    }
+    if checks.iter().all(|c| c.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// What `config check` prints.
@@ -179,6 +215,20 @@ fn describe(c: &Config) -> String {
             "\nTelemetry: off (set [telemetry] otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)\n",
         ),
     }
+    match &c.sandbox {
+        Some(sb) => s.push_str(&format!(
+            "Sandbox: python_execute in {} via {} (memory {} MiB, {} CPU, pids {}, network {}, idle {}s, at most {})\n",
+            sb.image,
+            sb.docker_host,
+            sb.memory_limit >> 20,
+            sb.cpu_limit,
+            sb.pids_limit,
+            if sb.network_enabled { "on" } else { "off" },
+            sb.idle_timeout.as_secs(),
+            sb.max_sandboxes
+        )),
+        None => s.push_str("Sandbox: off — code runs on this machine ([sandbox] use_sandbox = true to change)\n"),
+    }
     let budget = |v: Option<String>| v.unwrap_or_else(|| "none".into());
     s.push_str(&format!(
         "Budgets: max_tokens {}, max_cost {}\n",
@@ -214,10 +264,18 @@ async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
             "note: the model's answers are replayed from a recorded cassette (api_type = \"replay\"); the tools run for real."
         );
     }
-    eprintln!(
-        "note: tools run on this machine, in {}",
-        runtime.config().workspace.display()
-    );
+    match &runtime.config().sandbox {
+        Some(s) => eprintln!(
+            "note: python_execute runs in sandbox containers ({} via {}); bash and file edits use {} on this machine",
+            s.image,
+            s.docker_host,
+            runtime.config().workspace.display()
+        ),
+        None => eprintln!(
+            "note: tools run on this machine, in {}",
+            runtime.config().workspace.display()
+        ),
+    }
     let mut flow = match runtime.submit(&args.task, SubmitOptions { mode }).await {
         Ok(f) => f,
         Err(e) => {

@@ -22,10 +22,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use manus_actors::llm::{self, LlmClient, Recorder};
 use manus_actors::planner::plan::Plan;
+use manus_actors::protocol::SandboxMsg;
 use manus_actors::protocol::{
     FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, RootMsg,
 };
 use manus_actors::root::Root;
+use manus_actors::sandbox::{SandboxHandle, SandboxSettings, SandboxSupervisor};
 use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
@@ -48,6 +50,8 @@ pub enum RuntimeError {
     Spawn(String),
     #[error("cannot start the flow: {0}")]
     Submit(String),
+    #[error("the sandbox is not usable: {0}")]
+    Sandbox(String),
 }
 
 #[derive(Default)]
@@ -97,10 +101,21 @@ impl RuntimeBuilder {
         let client =
             |name: &str| LlmClient::new(config.llm[name].clone(), http.clone(), recorder.clone());
         let planner_llm = client(&config.planner_llm);
+        let sandbox = match &config.sandbox {
+            Some(settings) => Some(start_sandbox(settings).await?),
+            None => None,
+        };
+        let handle = sandbox
+            .as_ref()
+            .map(|(supervisor, settings)| SandboxHandle {
+                supervisor: supervisor.clone(),
+                work_dir: settings.work_dir.clone(),
+                memory_limit: settings.memory_limit,
+            });
         let pool = config
             .agents
             .iter()
-            .map(|(t, llm)| t.bind(client(llm), &config.tools, &workspace))
+            .map(|(t, llm)| t.bind(client(llm), &config.tools, &workspace, handle.clone()))
             .collect();
         let (root, _) = Actor::spawn(None, Root, ())
             .await
@@ -110,6 +125,7 @@ impl RuntimeBuilder {
             config,
             planner_llm,
             pool,
+            sandbox: sandbox.map(|(s, _)| s),
         })
     }
 }
@@ -120,6 +136,22 @@ pub struct Runtime {
     config: Config,
     planner_llm: LlmClient,
     pool: Vec<manus_actors::agent::AgentSpec>,
+    sandbox: Option<ActorRef<SandboxMsg>>,
+}
+
+/// Reach the engine, check the image, and start the supervisor that owns them.
+async fn start_sandbox(
+    settings: &SandboxSettings,
+) -> Result<(ActorRef<SandboxMsg>, SandboxSettings), RuntimeError> {
+    let docker = settings.connect().await.map_err(RuntimeError::Sandbox)?;
+    settings
+        .check_image(&docker)
+        .await
+        .map_err(RuntimeError::Sandbox)?;
+    let (supervisor, _) = Actor::spawn(None, SandboxSupervisor, (docker, settings.clone()))
+        .await
+        .map_err(|e| RuntimeError::Sandbox(e.to_string()))?;
+    Ok((supervisor, settings.clone()))
 }
 
 /// A flow id unique in this process and unlikely to repeat across processes: the start
@@ -180,6 +212,7 @@ impl Runtime {
             pool,
             planner_llm,
             events: tx,
+            sandbox: self.sandbox.clone(),
         };
         let planner = ractor::call!(self.root, RootMsg::StartFlow, spec)
             .map_err(|e| RuntimeError::Submit(e.to_string()))?
@@ -202,6 +235,15 @@ impl Runtime {
                 Some(std::time::Duration::from_secs(5)),
             )
             .await;
+        // Last, so the flows' Release messages are handled; it removes what is left.
+        if let Some(sandbox) = self.sandbox {
+            let _ = sandbox
+                .stop_and_wait(
+                    Some("shutdown".into()),
+                    Some(std::time::Duration::from_secs(60)),
+                )
+                .await;
+        }
     }
 }
 

@@ -712,12 +712,12 @@ async fn help_says_code_runs_on_the_host() {
         assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
         let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            text.contains("execute code on the host"),
+            text.contains("tools run on this machine (the host)") && text.contains("python_execute and bash execute there"),
             "{args:?}:\n{}",
             out.stdout
         );
         assert!(
-            text.contains("sandboxing is not available"),
+            text.contains("use_sandbox = true, python_execute runs in a container"),
             "{args:?}:\n{}",
             out.stdout
         );

@@ -10,4 +10,5 @@ pub mod llm;
 pub mod planner;
 pub mod protocol;
 pub mod root;
+pub mod sandbox;
 pub mod tools;

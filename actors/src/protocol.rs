@@ -41,6 +41,8 @@ pub struct FlowSpec {
     pub pool: Vec<crate::agent::AgentSpec>,
     pub planner_llm: crate::llm::LlmClient,
     pub events: UnboundedSender<FlowEvent>,
+    /// The sandbox supervisor, told to remove the flow's container when it ends.
+    pub sandbox: Option<ActorRef<SandboxMsg>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +149,55 @@ pub struct ToolResult {
 pub enum TerminateStatus {
     Success,
     Failure,
+}
+
+// ─── Sandbox supervisor ────────────────────────────────────────────────────────────────
+
+/// Messages to the sandbox supervisor, the only holder of a Docker client. Each flow gets
+/// one container, created on its first use and removed when the flow ends.
+pub enum SandboxMsg {
+    /// Do `op` in the flow's container; the reply is its result or why it failed.
+    Run {
+        flow_id: String,
+        op: SandboxOp,
+        reply: RpcReplyPort<Result<SandboxReply, String>>,
+    },
+    /// The flow has ended: remove its container.
+    Release { flow_id: String },
+    /// Timer: remove containers idle for longer than `idle_timeout`.
+    Sweep,
+}
+
+/// Work for a flow's container, done one at a time in its mailbox.
+pub enum ContainerMsg {
+    Run(SandboxOp, RpcReplyPort<Result<SandboxReply, String>>),
+}
+
+#[derive(Debug, Clone)]
+pub enum SandboxOp {
+    /// Run a program (no shell unless `cmd` starts one) in the working directory.
+    Exec { cmd: Vec<String>, timeout: Duration },
+    /// Read a file's bytes (an absolute path inside the container).
+    Read { path: String },
+    /// Create or replace a file (an absolute path; parent directories are made).
+    Write { path: String, bytes: Vec<u8> },
+}
+
+#[derive(Debug, Clone)]
+pub enum SandboxReply {
+    Exec(ExecOutput),
+    Read(Vec<u8>),
+    Written,
+}
+
+/// What a command printed and how it ended.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOutput {
+    pub stdout: String,
+    pub stderr: String,
+    /// None if the command was cut at its timeout.
+    pub exit_code: Option<i64>,
+    pub timed_out: bool,
 }
 
 // ─── Events ────────────────────────────────────────────────────────────────────────────

@@ -40,6 +40,8 @@ pub struct AgentSpec {
     pub llm: LlmClient,
     pub tool_settings: ToolSettings,
     pub workspace: PathBuf,
+    /// Where code runs when `[sandbox] use_sandbox` is on; the host otherwise.
+    pub sandbox: Option<crate::sandbox::SandboxHandle>,
 }
 
 /// Same output this many times in a row means the agent is going in circles.
@@ -398,6 +400,7 @@ impl<'a> StepRun<'a> {
                 agent: self.state.label.clone(),
                 workspace: self.state.spec.workspace.clone(),
                 flow: Some(self.req.flow.clone()),
+                sandbox: self.state.spec.sandbox.clone(),
             },
             span: tracing::Span::current(),
         };
@@ -518,6 +521,7 @@ mod tests {
             llm,
             tool_settings: ToolSettings::default(),
             workspace: workspace.clone(),
+            sandbox: None,
         };
         let (agent, _) = Actor::spawn(
             None,

@@ -83,6 +83,7 @@ pub struct PlannerState {
     usage: Usage,
     by_agent: BTreeMap<String, Usage>,
     questions: HashMap<u64, RpcReplyPort<Result<String, String>>>,
+    sandbox: Option<ActorRef<crate::protocol::SandboxMsg>>,
     next_question: u64,
     started: Instant,
     span: tracing::Span,
@@ -195,6 +196,7 @@ impl Actor for Planner {
             next_dispatch: 0,
             usage: Usage::default(),
             by_agent: BTreeMap::new(),
+            sandbox: spec.sandbox,
             questions: HashMap::new(),
             next_question: 1,
             started: Instant::now(),
@@ -694,6 +696,11 @@ async fn finish(
         usage_by_agent: std::mem::take(&mut st.by_agent),
         elapsed_ms: st.started.elapsed().as_millis() as u64,
     };
+    if let Some(sandbox) = &st.sandbox {
+        let _ = sandbox.send_message(crate::protocol::SandboxMsg::Release {
+            flow_id: st.id.clone(),
+        });
+    }
     st.emit(FlowEvent::FlowFinished { outcome });
     myself.stop(None);
 }

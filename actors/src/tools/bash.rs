@@ -353,6 +353,7 @@ mod tests {
             agent: "a".into(),
             workspace: ws.to_path_buf(),
             flow: None,
+            sandbox: None,
         }
     }
 

@@ -604,6 +604,7 @@ mod tests {
             agent: "a".into(),
             workspace: ws.to_path_buf(),
             flow: None,
+            sandbox: None,
         }
     }
 

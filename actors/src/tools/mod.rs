@@ -73,6 +73,8 @@ pub struct ToolCtx {
     pub workspace: PathBuf,
     /// The flow's owner, for questions to the human.
     pub flow: Option<ActorRef<FlowMsg>>,
+    /// With `[sandbox] use_sandbox`, where code runs instead of the host.
+    pub sandbox: Option<crate::sandbox::SandboxHandle>,
 }
 
 /// Settings shared by the tools of one agent.

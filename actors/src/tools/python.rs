@@ -11,6 +11,7 @@ use tokio::process::Command;
 use super::bash::{Capture, kill_group};
 use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, str_arg};
 use crate::llm::ToolSpec;
+use crate::sandbox::SandboxHandle;
 
 /// Most bytes of stdout shown to the model.
 const MAX_STDOUT: usize = 12_000;
@@ -38,6 +39,9 @@ impl PythonExecute {
             return Err(ToolError::new(
                 "python_execute: `code` is empty; send the Python source to run.",
             ));
+        }
+        if let Some(sandbox) = &ctx.sandbox {
+            return self.run_in_sandbox(sandbox, ctx, code).await;
         }
         let mut child = Command::new(&self.python)
             .arg("-c")
@@ -105,6 +109,51 @@ impl PythonExecute {
     }
 }
 
+impl PythonExecute {
+    /// The same contract, with the code running in the flow's container.
+    async fn run_in_sandbox(
+        &self,
+        sandbox: &SandboxHandle,
+        ctx: &ToolCtx,
+        code: &str,
+    ) -> Result<ToolOutput, ToolError> {
+        let cmd = vec![
+            "env".into(),
+            "PYTHONUNBUFFERED=1".into(),
+            "python3".into(),
+            "-c".into(),
+            code.into(),
+        ];
+        let out = sandbox
+            .exec(&ctx.flow_id, cmd, self.timeout)
+            .await
+            .map_err(|e| {
+                ToolError::new(format!(
+                    "python_execute: the sandbox could not run the code: {e}"
+                ))
+            })?;
+        let text = report_text(&out.stdout, &out.stderr);
+        match out.exit_code {
+            _ if out.timed_out => Err(ToolError::new(format!(
+                "python_execute: timed out after {} s and was killed. Make the code faster, or do less per \
+                 call.\nOutput before the timeout:\n{text}",
+                self.timeout.as_secs_f64()
+            ))),
+            Some(0) => Ok(ToolOutput::text(text)),
+            Some(137) => Err(ToolError::new(format!(
+                "{text}\n[python was killed (signal 9): most likely it ran out of memory — the sandbox allows {}]",
+                sandbox.memory_limit_text()
+            ))),
+            Some(code) => Err(ToolError::new(format!(
+                "{text}\n[python failed: exit code {code}]"
+            ))),
+            None => Err(ToolError::new(format!(
+                "{text}\n[python ended without an exit code]"
+            ))),
+        }
+    }
+}
+
 impl Tool for PythonExecute {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -147,8 +196,10 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, into: &mut Capture) {
 
 /// Stdout, then stderr under a label if there was any.
 fn report(out: &Capture, err: &Capture) -> String {
-    let out = out.text();
-    let err = err.text();
+    report_text(&out.text(), &err.text())
+}
+
+fn report_text(out: &str, err: &str) -> String {
     let (out, err) = (out.trim_end_matches('\n'), err.trim_end_matches('\n'));
     match (out.is_empty(), err.is_empty()) {
         (true, true) => "(no output)".into(),
@@ -195,6 +246,7 @@ mod tests {
             agent: "a".into(),
             workspace: ws.to_path_buf(),
             flow: None,
+            sandbox: None,
         }
     }
 

@@ -1,0 +1,365 @@
+//! The sandbox-supervisor actor: the only owner of a Docker Engine API client. Agent code
+//! (python_execute, and the other tools as they move in) runs in one container per flow,
+//! created on first use by a child `Container` actor, removed when the flow ends, when it
+//! has idled past `idle_timeout`, and when the runtime shuts down. `max_sandboxes` bounds
+//! how many exist at once.
+
+mod container;
+pub mod tar;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use crate::protocol::{ContainerMsg, ExecOutput, SandboxMsg, SandboxOp, SandboxReply};
+use container::{Container, ContainerArgs};
+
+/// `[sandbox]`, as data.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// `unix:///path/docker.sock` (Docker or Podman's compatible socket).
+    pub docker_host: String,
+    pub image: String,
+    /// The working directory inside the container; agents' files live here.
+    pub work_dir: String,
+    /// Bytes.
+    pub memory_limit: i64,
+    /// CPUs, e.g. 1.0.
+    pub cpu_limit: f64,
+    pub pids_limit: i64,
+    pub network_enabled: bool,
+    pub idle_timeout: Duration,
+    pub max_sandboxes: usize,
+}
+
+impl SandboxSettings {
+    /// Connect to the engine and check it answers; the error says what to start.
+    pub async fn connect(&self) -> Result<Docker, String> {
+        let path = self
+            .docker_host
+            .strip_prefix("unix://")
+            .unwrap_or(&self.docker_host);
+        let hint = format!(
+            "no Docker engine answers at {} — start dockerd (or Podman's socket service) or set [sandbox] docker_host; \
+             [sandbox] use_sandbox = false runs code on the host instead",
+            self.docker_host
+        );
+        let docker = Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
+            .map_err(|e| format!("{hint} ({e})"))?;
+        docker.ping().await.map_err(|e| format!("{hint} ({e})"))?;
+        Ok(docker)
+    }
+
+    /// Whether the image is there, with what to do if not.
+    pub async fn check_image(&self, docker: &Docker) -> Result<(), String> {
+        docker.inspect_image(&self.image).await.map(|_| ()).map_err(|_| {
+            format!("the sandbox image `{}` is not on this engine; build it with deploy/sandbox/build.sh", self.image)
+        })
+    }
+}
+
+/// How tools reach the sandbox: a message to the supervisor per operation.
+#[derive(Debug, Clone)]
+pub struct SandboxHandle {
+    pub supervisor: ActorRef<SandboxMsg>,
+    pub work_dir: String,
+    pub memory_limit: i64,
+}
+
+impl SandboxHandle {
+    async fn run(
+        &self,
+        flow_id: &str,
+        op: SandboxOp,
+        limit: Duration,
+    ) -> Result<SandboxReply, String> {
+        let flow_id = flow_id.to_string();
+        // Creating a container may take a while on a cold engine; the op has its own limit.
+        let wait = limit + Duration::from_secs(120);
+        match self
+            .supervisor
+            .call(|reply| SandboxMsg::Run { flow_id, op, reply }, Some(wait))
+            .await
+        {
+            Ok(ractor::rpc::CallResult::Success(r)) => r,
+            Ok(ractor::rpc::CallResult::Timeout) => Err(format!(
+                "the sandbox did not answer within {}s",
+                wait.as_secs()
+            )),
+            Ok(ractor::rpc::CallResult::SenderError) => {
+                Err("the sandbox dropped the request; try again".into())
+            }
+            Err(_) => Err("the sandbox supervisor is not running".into()),
+        }
+    }
+
+    /// Run a program in the flow's container, cut at `timeout`.
+    pub async fn exec(
+        &self,
+        flow_id: &str,
+        cmd: Vec<String>,
+        timeout: Duration,
+    ) -> Result<ExecOutput, String> {
+        match self
+            .run(flow_id, SandboxOp::Exec { cmd, timeout }, timeout)
+            .await?
+        {
+            SandboxReply::Exec(out) => Ok(out),
+            other => Err(format!("the sandbox answered {other:?} to an exec")),
+        }
+    }
+
+    /// A file's bytes; `path` is absolute inside the container.
+    pub async fn read(&self, flow_id: &str, path: &str) -> Result<Vec<u8>, String> {
+        match self
+            .run(
+                flow_id,
+                SandboxOp::Read { path: path.into() },
+                Duration::from_secs(60),
+            )
+            .await?
+        {
+            SandboxReply::Read(bytes) => Ok(bytes),
+            other => Err(format!("the sandbox answered {other:?} to a read")),
+        }
+    }
+
+    /// Create or replace a file; `path` is absolute inside the container.
+    pub async fn write(&self, flow_id: &str, path: &str, bytes: Vec<u8>) -> Result<(), String> {
+        match self
+            .run(
+                flow_id,
+                SandboxOp::Write {
+                    path: path.into(),
+                    bytes,
+                },
+                Duration::from_secs(60),
+            )
+            .await?
+        {
+            SandboxReply::Written => Ok(()),
+            other => Err(format!("the sandbox answered {other:?} to a write")),
+        }
+    }
+
+    /// The memory limit for messages, e.g. `64 MiB`.
+    pub fn memory_limit_text(&self) -> String {
+        format!("{} MiB", self.memory_limit / (1024 * 1024))
+    }
+}
+
+/// One line of `manus-rt sandbox doctor`.
+pub struct Check {
+    pub ok: bool,
+    pub what: String,
+}
+
+impl SandboxSettings {
+    /// Check the engine, the image and a real container round trip, saying what to fix.
+    pub async fn doctor(&self) -> Vec<Check> {
+        let mut checks = vec![];
+        let docker = match self.connect().await {
+            Ok(d) => d,
+            Err(e) => return vec![Check { ok: false, what: e }],
+        };
+        let version = docker
+            .version()
+            .await
+            .ok()
+            .and_then(|v| v.version)
+            .unwrap_or_else(|| "unknown".into());
+        checks.push(Check {
+            ok: true,
+            what: format!("engine at {} answers (version {version})", self.docker_host),
+        });
+        if let Err(e) = self.check_image(&docker).await {
+            checks.push(Check { ok: false, what: e });
+            return checks;
+        }
+        checks.push(Check {
+            ok: true,
+            what: format!("image {} is present", self.image),
+        });
+        let trial = async {
+            let (sup, _) = Actor::spawn(None, SandboxSupervisor, (docker, self.clone()))
+                .await
+                .map_err(|e| e.to_string())?;
+            let handle = SandboxHandle {
+                supervisor: sup.clone(),
+                work_dir: self.work_dir.clone(),
+                memory_limit: self.memory_limit,
+            };
+            let cmd = ["python3", "-c", "import sys; print(sys.version.split()[0])"]
+                .map(String::from)
+                .to_vec();
+            let out = handle.exec("doctor", cmd, Duration::from_secs(60)).await;
+            let _ = sup.stop_and_wait(None, Some(Duration::from_secs(30))).await;
+            match out {
+                Ok(o) if o.exit_code == Some(0) => Ok(o.stdout.trim().to_string()),
+                Ok(o) => Err(format!(
+                    "python3 in the image failed: {}{}",
+                    o.stdout, o.stderr
+                )),
+                Err(e) => Err(e),
+            }
+        };
+        match trial.await {
+            Ok(v) => checks.push(Check {
+                ok: true,
+                what: format!(
+                    "a container ran python {v} (memory {} MiB, {} CPU, pids {}, network {})",
+                    self.memory_limit / (1 << 20),
+                    self.cpu_limit,
+                    self.pids_limit,
+                    if self.network_enabled { "on" } else { "off" }
+                ),
+            }),
+            Err(e) => checks.push(Check {
+                ok: false,
+                what: format!("a trial container failed: {e}"),
+            }),
+        }
+        checks
+    }
+}
+
+pub struct SandboxSupervisor;
+
+pub struct SupervisorState {
+    docker: Docker,
+    settings: SandboxSettings,
+    /// Each flow's container actor and when the flow last used it.
+    containers: HashMap<String, (ActorRef<ContainerMsg>, Instant)>,
+}
+
+impl Actor for SandboxSupervisor {
+    type Msg = SandboxMsg;
+    type State = SupervisorState;
+    type Arguments = (Docker, SandboxSettings);
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SandboxMsg>,
+        (docker, settings): (Docker, SandboxSettings),
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        let every =
+            (settings.idle_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        myself.send_interval(every, || SandboxMsg::Sweep);
+        Ok(SupervisorState {
+            docker,
+            settings,
+            containers: HashMap::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SandboxMsg>,
+        msg: SandboxMsg,
+        st: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SandboxMsg::Run { flow_id, op, reply } => {
+                let full = st.containers.len() >= st.settings.max_sandboxes;
+                let container = match st.containers.get_mut(&flow_id) {
+                    Some((c, used)) => {
+                        *used = Instant::now();
+                        c.clone()
+                    }
+                    None if full => {
+                        let _ = reply.send(Err(format!(
+                            "all {} sandboxes are in use by other flows ([sandbox] max_sandboxes); try again when one ends",
+                            st.settings.max_sandboxes
+                        )));
+                        return Ok(());
+                    }
+                    None => {
+                        let args = ContainerArgs {
+                            docker: st.docker.clone(),
+                            settings: st.settings.clone(),
+                            flow_id: flow_id.clone(),
+                        };
+                        match Actor::spawn_linked(None, Container, args, myself.get_cell()).await {
+                            Ok((c, _)) => {
+                                st.containers
+                                    .insert(flow_id.clone(), (c.clone(), Instant::now()));
+                                c
+                            }
+                            Err(e) => {
+                                let _ =
+                                    reply.send(Err(format!("the sandbox could not start: {e}")));
+                                return Ok(());
+                            }
+                        }
+                    }
+                };
+                if let Err(e) = container.send_message(ContainerMsg::Run(op, reply)) {
+                    tracing::warn!(flow = %flow_id, "the sandbox container actor is gone: {e}");
+                    st.containers.remove(&flow_id);
+                }
+            }
+            SandboxMsg::Release { flow_id } => {
+                if let Some((c, _)) = st.containers.remove(&flow_id) {
+                    let _ = c
+                        .stop_and_wait(Some("flow ended".into()), Some(Duration::from_secs(30)))
+                        .await;
+                }
+            }
+            SandboxMsg::Sweep => {
+                let idle: Vec<String> = st
+                    .containers
+                    .iter()
+                    .filter(|(_, (_, used))| used.elapsed() >= st.settings.idle_timeout)
+                    .map(|(f, _)| f.clone())
+                    .collect();
+                for flow_id in idle {
+                    if let Some((c, _)) = st.containers.remove(&flow_id) {
+                        tracing::info!(flow = %flow_id, "removing an idle sandbox");
+                        let _ = c
+                            .stop_and_wait(Some("idle".into()), Some(Duration::from_secs(30)))
+                            .await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SandboxMsg>,
+        st: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // No container outlives the runtime.
+        for (_, (c, _)) in st.containers.drain() {
+            let _ = c
+                .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(30)))
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<SandboxMsg>,
+        evt: SupervisionEvent,
+        st: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A container actor that stopped (its container died) leaves the table; the next
+        // request for its flow makes a new one.
+        let gone = match &evt {
+            SupervisionEvent::ActorTerminated(cell, _, _) => Some(cell.get_id()),
+            SupervisionEvent::ActorFailed(cell, err) => {
+                tracing::warn!("a sandbox container actor failed: {err}");
+                Some(cell.get_id())
+            }
+            _ => None,
+        };
+        if let Some(id) = gone {
+            st.containers.retain(|_, (c, _)| c.get_id() != id);
+        }
+        Ok(())
+    }
+}

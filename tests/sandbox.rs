@@ -1,0 +1,224 @@
+//! The sandbox against a real Docker engine (scripts/test.sh starts one with its own data
+//! root and socket and builds the test image): agent code runs in the flow's container and
+//! not on the host; memory, time, process and network limits hold and are reported to the
+//! model; a container killed from outside is re-created; no container outlives the runtime.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use manus_rt::{Config, FlowMode, FlowStatus, Runtime, SubmitOptions};
+use serde_json::json;
+use support::llm_server::{Reply, ScriptedLlm};
+use support::scenario::{Scratch, config_with, done, last_tool_text};
+
+/// The engine and image scripts/test.sh prepared.
+fn engine() -> (String, String) {
+    let host = std::env::var("MANUS_TEST_DOCKER_HOST").expect(
+        "MANUS_TEST_DOCKER_HOST is not set: run the suite with scripts/test.sh, which starts a Docker engine for it",
+    );
+    let image = std::env::var("MANUS_TEST_SANDBOX_IMAGE")
+        .unwrap_or_else(|_| "manus-rt-sandbox:test".into());
+    (host, image)
+}
+
+fn docker(args: &[&str]) -> String {
+    let (host, _) = engine();
+    let out = Command::new("docker")
+        .env("DOCKER_HOST", host)
+        .args(args)
+        .output()
+        .expect("the docker client runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn sandbox_config(server: &ScriptedLlm, dir: &Scratch) -> Config {
+    let (host, image) = engine();
+    let host = format!("\"{host}\"");
+    let image = format!("\"{image}\"");
+    let text = config_with(
+        server,
+        &dir.workspace(),
+        &[
+            ("sandbox.use_sandbox", "true"),
+            ("sandbox.docker_host", &host),
+            ("sandbox.image", &image),
+            ("sandbox.memory_limit", "\"96m\""),
+            ("sandbox.pids_limit", "64"),
+            ("tools.python_timeout_secs", "3"),
+            ("agents.manus.max_steps", "12"),
+            ("flow.max_step_retries", "0"),
+        ],
+    );
+    Config::parse(&text, "sandbox-test", None).unwrap()
+}
+
+fn python(code: &str) -> Reply {
+    Reply::tool("python_execute", json!({"code": code}))
+}
+
+/// The observation the model got after request `n` (0-based) was answered.
+fn observation(server: &ScriptedLlm, n: usize) -> String {
+    last_tool_text(&server.requests()[n + 1])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_runs_in_the_container_not_on_the_host() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        python("import os\nopen('data.txt', 'w').write('1 2 3')\nprint(os.getcwd())"),
+        python("print(sum(int(x) for x in open('/workspace/data.txt').read().split()))"),
+        done("summed"),
+    ]);
+    let dir = Scratch::new("sandbox-basic");
+    let rt = Runtime::builder()
+        .config(sandbox_config(&server, &dir))
+        .start()
+        .await
+        .unwrap();
+    let flow = rt
+        .submit(
+            "sum some numbers",
+            SubmitOptions {
+                mode: FlowMode::Single,
+            },
+        )
+        .await
+        .unwrap();
+    let id = flow.id.clone();
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(observation(&server, 0), "/workspace");
+    assert_eq!(observation(&server, 1), "6");
+    assert!(
+        !dir.workspace().join("data.txt").exists(),
+        "the host workspace is untouched"
+    );
+    rt.shutdown().await;
+    assert_eq!(
+        docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=manus-rt.flow={id}")
+        ]),
+        "",
+        "no container is left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_and_are_reported() {
+    let server = ScriptedLlm::start().await;
+    let fork_bomb = "import os, time\npids = []\ntry:\n    for i in range(1000):\n        pid = os.fork()\n        \
+                     if pid == 0:\n            time.sleep(30)\n            os._exit(0)\n        pids.append(pid)\n\
+                     except OSError as e:\n    print('fork failed after', len(pids), type(e).__name__)\n\
+                     for p in pids:\n    os.kill(p, 9)\n";
+    server.push_all([
+        python("b = bytearray(512 * 1024 * 1024)\nprint(len(b))"),
+        python("print('still alive')"),
+        python("while True:\n    pass"),
+        python(fork_bomb),
+        python("print(sorted(line.split(':')[0].strip() for line in open('/proc/net/dev').readlines()[2:]))"),
+        done("limits checked"),
+    ]);
+    let dir = Scratch::new("sandbox-limits");
+    let rt = Runtime::builder()
+        .config(sandbox_config(&server, &dir))
+        .start()
+        .await
+        .unwrap();
+    let flow = rt
+        .submit(
+            "probe the limits",
+            SubmitOptions {
+                mode: FlowMode::Single,
+            },
+        )
+        .await
+        .unwrap();
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let oom = observation(&server, 0);
+    assert!(
+        oom.starts_with("Error:") && oom.contains("killed") && oom.contains("memory"),
+        "{oom}"
+    );
+    assert_eq!(
+        observation(&server, 1),
+        "still alive",
+        "the container survives an OOM kill"
+    );
+    let looped = observation(&server, 2);
+    assert!(looped.contains("timed out after 3 s"), "{looped}");
+    let forks = observation(&server, 3);
+    assert!(
+        forks.contains("fork failed after") && forks.contains("BlockingIOError"),
+        "{forks}"
+    );
+    assert_eq!(
+        observation(&server, 4),
+        "['lo']",
+        "no network interface but loopback"
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_killed_from_outside_is_recreated() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        python("open('marker', 'w').write('x')\nprint('first')"),
+        // While the model "thinks" about this one, the test kills the container.
+        python("print('after the kill')").delay(2500),
+        python("import os\nprint('fresh', os.path.exists('marker'))"),
+        done("survived"),
+    ]);
+    let dir = Scratch::new("sandbox-kill");
+    let rt = Runtime::builder()
+        .config(sandbox_config(&server, &dir))
+        .start()
+        .await
+        .unwrap();
+    let flow = rt
+        .submit(
+            "survive a kill",
+            SubmitOptions {
+                mode: FlowMode::Single,
+            },
+        )
+        .await
+        .unwrap();
+    let id = flow.id.clone();
+    let filter = format!("label=manus-rt.flow={id}");
+    // Wait until the second model call is under way, then kill the container.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while server.requests().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the flow reached its second model call");
+    let running = docker(&["ps", "-q", "--filter", &filter]);
+    assert!(!running.is_empty(), "the flow's container runs");
+    docker(&["kill", &running]);
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let lost = observation(&server, 1);
+    assert!(
+        lost.starts_with("Error:") && lost.contains("fresh sandbox"),
+        "{lost}"
+    );
+    assert_eq!(
+        observation(&server, 2),
+        "fresh False",
+        "a new container, without the old one's files"
+    );
+    rt.shutdown().await;
+    assert_eq!(
+        docker(&["ps", "-aq", "--filter", &filter]),
+        "",
+        "no container is left"
+    );
+}
