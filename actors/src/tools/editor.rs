@@ -230,21 +230,32 @@ impl Tool for StrReplaceEditor {
     }
 }
 
-/// A path that has been checked to lie inside the workspace.
-struct Target {
+/// A path that has been checked to lie inside the workspace. The chart and report tools
+/// resolve their paths with `Target::resolve_for` too, so there is one confinement rule.
+pub(crate) struct Target {
     /// The resolved path, with symbolic links followed as far as the path exists.
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     /// How the path is named in messages: relative to the workspace.
-    shown: String,
+    pub(crate) shown: String,
 }
 
 impl Target {
-    /// Resolve `raw` (relative to the workspace, or absolute) and refuse it unless it
-    /// is inside the workspace once `..` and symbolic links are followed.
     async fn resolve(raw: &str, workspace: &Path) -> Result<Target, ToolError> {
+        Target::resolve_for(NAME, raw, workspace).await
+    }
+
+    /// Resolve `raw` (relative to the workspace, or absolute) and refuse it unless it
+    /// is inside the workspace once `..` and symbolic links are followed. Errors name `tool`.
+    pub(crate) async fn resolve_for(
+        tool: &str,
+        raw: &str,
+        workspace: &Path,
+    ) -> Result<Target, ToolError> {
+        let fail = |msg: String| ToolError::new(format!("{tool}: {msg}"));
         if raw.trim().is_empty() {
             return Err(fail(
-                "`path` is empty; give a path relative to the workspace, or absolute inside it",
+                "`path` is empty; give a path relative to the workspace, or absolute inside it"
+                    .into(),
             ));
         }
         let root = tokio::fs::canonicalize(workspace).await.map_err(|e| {
@@ -294,7 +305,7 @@ impl Target {
         let Ok(relative) = path.strip_prefix(&root) else {
             return Err(fail(format!(
                 "`{raw}` is outside the workspace `{}` (it resolves to `{}`). Only files inside \
-                 the workspace can be viewed or edited; use a path relative to it.",
+                 the workspace can be used; give a path relative to it.",
                 workspace.display(),
                 path.display()
             )));
