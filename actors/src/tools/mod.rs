@@ -6,6 +6,9 @@
 
 pub mod ask_human;
 pub mod bash;
+pub mod chart;
+pub mod data_report;
+pub mod data_visualization;
 pub mod editor;
 pub mod planning;
 pub mod python;
@@ -109,6 +112,8 @@ pub const KNOWN_TOOLS: &[&str] = &[
     "python_execute",
     "bash",
     "str_replace_editor",
+    "data_visualization",
+    "data_report",
     "planning",
     "ask_human",
     "terminate",
@@ -120,6 +125,8 @@ pub fn make_tool(name: &str, settings: &ToolSettings) -> Option<Box<dyn Tool>> {
         "python_execute" => Box::new(python::PythonExecute::new(settings)),
         "bash" => Box::new(bash::Bash::new(settings)),
         "str_replace_editor" => Box::new(editor::StrReplaceEditor::default()),
+        "data_visualization" => Box::new(data_visualization::DataVisualization),
+        "data_report" => Box::new(data_report::DataReport),
         "planning" => Box::new(planning::PlanningTool::default()),
         "ask_human" => Box::new(ask_human::AskHuman::new(settings)),
         "terminate" => Box::new(terminate::Terminate),

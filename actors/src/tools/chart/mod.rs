@@ -1,0 +1,233 @@
+//! The chart engine behind `data_visualization`: what a chart request is, and the path from
+//! a data file's text to a finished SVG, HTML page or PNG.
+//!
+//! `table` parses the file; `prepare` checks the request against the columns and computes
+//! what to plot (aggregates, order, top n, bins); `axis`, `layout`, `marks`, `pie` and
+//! `heatmap` lay the chart out as a `scene`; `svg` and `png` paint that one scene, so every format shows the same
+//! chart. `values` reads and shows numbers and dates; `font` is the bundled typeface.
+
+mod axis;
+pub mod font;
+mod heatmap;
+mod layout;
+mod marks;
+mod pie;
+mod png;
+mod prepare;
+pub mod scene;
+pub mod svg;
+pub mod table;
+pub mod values;
+
+use std::path::Path;
+
+pub use prepare::Plot;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartType {
+    Line,
+    Bar,
+    StackedBar,
+    Pie,
+    Scatter,
+    Area,
+    Histogram,
+    Heatmap,
+}
+
+impl ChartType {
+    pub const NAMES: [&'static str; 8] = [
+        "line",
+        "bar",
+        "stacked_bar",
+        "pie",
+        "scatter",
+        "area",
+        "histogram",
+        "heatmap",
+    ];
+
+    pub fn parse(name: &str) -> Option<ChartType> {
+        Some(match name {
+            "line" => ChartType::Line,
+            "bar" => ChartType::Bar,
+            "stacked_bar" => ChartType::StackedBar,
+            "pie" => ChartType::Pie,
+            "scatter" => ChartType::Scatter,
+            "area" => ChartType::Area,
+            "histogram" => ChartType::Histogram,
+            "heatmap" => ChartType::Heatmap,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ChartType::Line => "line",
+            ChartType::Bar => "bar",
+            ChartType::StackedBar => "stacked_bar",
+            ChartType::Pie => "pie",
+            ChartType::Scatter => "scatter",
+            ChartType::Area => "area",
+            ChartType::Histogram => "histogram",
+            ChartType::Heatmap => "heatmap",
+        }
+    }
+}
+
+/// The order of categories (bars, slices, heatmap columns) or, for lines, nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    /// As the data has them: file order for text, ascending for numbers and dates.
+    None,
+    /// By x, ascending.
+    X,
+    /// By x, descending.
+    XDesc,
+    /// By value (the total over all series), ascending.
+    Asc,
+    /// By value, descending.
+    Desc,
+}
+
+impl Sort {
+    pub const NAMES: [&'static str; 5] = ["none", "x", "x_desc", "asc", "desc"];
+
+    pub fn parse(name: &str) -> Option<Sort> {
+        Some(match name {
+            "none" => Sort::None,
+            "x" | "x_asc" => Sort::X,
+            "x_desc" => Sort::XDesc,
+            "asc" | "value_asc" => Sort::Asc,
+            "desc" | "value_desc" => Sort::Desc,
+            _ => return None,
+        })
+    }
+}
+
+/// How rows that share an x (and series) become one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregate {
+    Sum,
+    Mean,
+    Count,
+    Min,
+    Max,
+}
+
+impl Aggregate {
+    pub const NAMES: [&'static str; 5] = ["sum", "mean", "count", "min", "max"];
+
+    pub fn parse(name: &str) -> Option<Aggregate> {
+        Some(match name {
+            "sum" => Aggregate::Sum,
+            "mean" | "avg" | "average" => Aggregate::Mean,
+            "count" => Aggregate::Count,
+            "min" => Aggregate::Min,
+            "max" => Aggregate::Max,
+            _ => return None,
+        })
+    }
+
+    /// "Sum", "Mean", … for subtitles.
+    pub fn word(self) -> &'static str {
+        match self {
+            Aggregate::Sum => "Sum",
+            Aggregate::Mean => "Mean",
+            Aggregate::Count => "Count",
+            Aggregate::Min => "Minimum",
+            Aggregate::Max => "Maximum",
+        }
+    }
+}
+
+/// One chart to draw, as the tool's arguments describe it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub chart: ChartType,
+    pub x: Option<String>,
+    pub y: Vec<String>,
+    pub group_by: Option<String>,
+    pub title: Option<String>,
+    pub x_label: Option<String>,
+    pub y_label: Option<String>,
+    pub sort: Option<Sort>,
+    pub top_n: Option<usize>,
+    pub aggregate: Option<Aggregate>,
+    pub bins: Option<usize>,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Request {
+    pub fn new(chart: ChartType) -> Request {
+        Request {
+            chart,
+            x: None,
+            y: vec![],
+            group_by: None,
+            title: None,
+            x_label: None,
+            y_label: None,
+            sort: None,
+            top_n: None,
+            aggregate: None,
+            bins: None,
+            width: DEFAULT_SIZE.0,
+            height: DEFAULT_SIZE.1,
+        }
+    }
+}
+
+pub const DEFAULT_SIZE: (u32, u32) = (1000, 600);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Png,
+    Svg,
+    Html,
+}
+
+impl Output {
+    pub fn parse(name: &str) -> Option<Output> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "png" => Output::Png,
+            "svg" => Output::Svg,
+            "html" | "htm" => Output::Html,
+            _ => return None,
+        })
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Output::Png => "png",
+            Output::Svg => "svg",
+            Output::Html => "html",
+        }
+    }
+}
+
+/// Check the request against the data and compute what to plot. `text` is the file's
+/// content and `kind` its extension; errors are sentences about the file named `source`.
+pub fn plan(text: &str, kind: &str, source: &str, req: &Request) -> Result<Plot, String> {
+    let table = table::parse(text, kind).map_err(|e| format!("`{source}` {e}"))?;
+    prepare::prepare(&table, req, source)
+}
+
+/// Lay the plot out and write it to `path` in the chosen format.
+pub fn draw(
+    plot: &Plot,
+    req: &Request,
+    output: Output,
+    source: &str,
+    path: &Path,
+) -> Result<(), String> {
+    let scene = layout::scene(plot, req.width, req.height);
+    match output {
+        Output::Png => png::write(&scene, path),
+        Output::Svg => std::fs::write(path, svg::render(&scene, true))
+            .map_err(|e| format!("could not write the SVG file: {e}")),
+        Output::Html => std::fs::write(path, svg::html_page(&scene, source))
+            .map_err(|e| format!("could not write the HTML file: {e}")),
+    }
+}

@@ -1,0 +1,704 @@
+//! The `data_report` tool: one self-contained HTML report (charts embedded, findings in
+//! prose rendered from markdown, nothing fetched when it opens) and the same report as
+//! markdown beside it, with the charts linked by relative path.
+
+use std::fmt::Write as _;
+use std::path::{Component, Path, PathBuf};
+
+use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use serde_json::{Value, json};
+
+use super::chart::svg::escape;
+use super::editor::Target;
+use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, json_kind, opt_str_arg, str_arg};
+use crate::llm::ToolSpec;
+
+const NAME: &str = "data_report";
+/// Largest chart or image embedded, in bytes.
+const MAX_EMBED_BYTES: u64 = 20 * 1024 * 1024;
+/// Marks the SVG charts `data_visualization` writes; those are inlined (with their hover
+/// values), other SVG files are embedded as images so their ids cannot clash.
+pub const CHART_MARK: &str = "class=\"manus-chart\"";
+
+/// HTML and markdown reports.
+#[derive(Default)]
+pub struct DataReport;
+
+fn fail(msg: impl std::fmt::Display) -> ToolError {
+    ToolError::new(format!("{NAME}: {msg}"))
+}
+
+/// One chart of a section, as given.
+struct ChartRef {
+    path: String,
+    caption: Option<String>,
+}
+
+struct Section {
+    heading: String,
+    markdown: String,
+    charts: Vec<ChartRef>,
+}
+
+/// A chart read from disk and ready to place.
+struct Embedded {
+    /// The HTML for the report (inline SVG or an `<img>` with a data URL).
+    html: String,
+    /// The resolved file, for the markdown's relative link.
+    path: PathBuf,
+    /// Shown to a reader of the markdown.
+    label: String,
+    /// An interactive page rather than an image (linked, not shown, in markdown).
+    page: bool,
+}
+
+fn sections(args: &Value) -> Result<Vec<Section>, ToolError> {
+    let list = match args.get("sections") {
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        Some(Value::Array(_)) => {
+            return Err(fail(
+                "`sections` is empty; give at least one {heading, markdown}",
+            ));
+        }
+        None | Some(Value::Null) => return Err(fail("missing required argument `sections`")),
+        Some(other) => {
+            return Err(fail(format!(
+                "`sections` must be a list of {{heading, markdown, charts}}, got {}",
+                json_kind(other)
+            )));
+        }
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let n = i + 1;
+            if !s.is_object() {
+                return Err(fail(format!(
+                    "section {n} must be an object {{heading, markdown, charts}}, got {}",
+                    json_kind(s)
+                )));
+            }
+            let heading = str_arg(s, "heading", NAME)
+                .map_err(|e| {
+                    fail(format!(
+                        "section {n}: {}",
+                        e.0.trim_start_matches("data_report: ")
+                    ))
+                })?
+                .trim()
+                .to_string();
+            let markdown = opt_str_arg(s, "markdown", NAME)
+                .map_err(|e| {
+                    fail(format!(
+                        "section {n}: {}",
+                        e.0.trim_start_matches("data_report: ")
+                    ))
+                })?
+                .unwrap_or("")
+                .to_string();
+            let charts = match s.get("charts") {
+                None | Some(Value::Null) => vec![],
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|c| chart_ref(c, n))
+                    .collect::<Result<_, _>>()?,
+                Some(Value::String(p)) => vec![ChartRef {
+                    path: p.clone(),
+                    caption: None,
+                }],
+                Some(other) => {
+                    return Err(fail(format!(
+                        "section {n}: `charts` must be a list of chart file paths, got {}",
+                        json_kind(other)
+                    )));
+                }
+            };
+            if markdown.trim().is_empty() && charts.is_empty() {
+                return Err(fail(format!(
+                    "section {n} (\"{heading}\") has neither markdown nor charts; write its \
+                     findings in `markdown`"
+                )));
+            }
+            Ok(Section {
+                heading,
+                markdown,
+                charts,
+            })
+        })
+        .collect()
+}
+
+fn chart_ref(v: &Value, section: usize) -> Result<ChartRef, ToolError> {
+    match v {
+        Value::String(p) => Ok(ChartRef {
+            path: p.clone(),
+            caption: None,
+        }),
+        Value::Object(_) => Ok(ChartRef {
+            path: str_arg(v, "path", NAME)?.to_string(),
+            caption: opt_str_arg(v, "caption", NAME)?.map(str::to_string),
+        }),
+        other => Err(fail(format!(
+            "section {section}: each chart is a file path (or {{path, caption}}), got {}",
+            json_kind(other)
+        ))),
+    }
+}
+
+/// Standard base64 with padding, for data URLs.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn image_type(ext: &str) -> Option<&'static str> {
+    Some(match ext {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        _ => return None,
+    })
+}
+
+/// Read a workspace file for embedding, with errors that say which file and section.
+async fn read_embed(raw: &str, ctx: &ToolCtx, place: &str) -> Result<(Target, Vec<u8>), ToolError> {
+    let target = Target::resolve_for(NAME, raw.trim(), &ctx.workspace).await?;
+    let meta = tokio::fs::metadata(&target.path).await.map_err(|_| {
+        fail(format!(
+            "{place}: `{}` does not exist; draw it first (data_visualization) or fix the path \
+             (paths are relative to the workspace)",
+            target.shown
+        ))
+    })?;
+    if !meta.is_file() {
+        return Err(fail(format!("{place}: `{}` is not a file", target.shown)));
+    }
+    if meta.len() > MAX_EMBED_BYTES {
+        return Err(fail(format!(
+            "{place}: `{}` is larger than {} MB; draw it smaller",
+            target.shown,
+            MAX_EMBED_BYTES / (1024 * 1024)
+        )));
+    }
+    let bytes = tokio::fs::read(&target.path)
+        .await
+        .map_err(|e| fail(format!("{place}: cannot read `{}`: {e}", target.shown)))?;
+    Ok((target, bytes))
+}
+
+fn extension(path: &Path) -> String {
+    path.extension()
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .unwrap_or_default()
+}
+
+/// A chart file as HTML: our SVG inline (from an .svg or .html chart), other images as
+/// data URLs.
+async fn embed(chart: &ChartRef, ctx: &ToolCtx, place: &str) -> Result<Embedded, ToolError> {
+    let (target, bytes) = read_embed(&chart.path, ctx, place).await?;
+    let ext = extension(&target.path);
+    let text = || String::from_utf8_lossy(&bytes).into_owned();
+    let ours = |t: &str| -> Option<String> {
+        let start = t.find("<svg")?;
+        let end = t.rfind("</svg>")? + "</svg>".len();
+        let svg = &t[start..end];
+        let first_tag = &svg[..svg.find('>')?];
+        first_tag
+            .contains(CHART_MARK)
+            .then(|| svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
+    };
+    let alt = chart
+        .caption
+        .clone()
+        .unwrap_or_else(|| target.shown.clone());
+    let (html, page) = match ext.as_str() {
+        "svg" => match ours(&text()) {
+            Some(svg) => (svg, false),
+            None => (image_tag(&bytes, "image/svg+xml", &alt), false),
+        },
+        "html" | "htm" => match ours(&text()) {
+            Some(svg) => (svg, true),
+            None => {
+                return Err(fail(format!(
+                    "{place}: `{}` is a web page, not a chart this report can embed; draw the \
+                     chart with output \"svg\" or \"png\"",
+                    target.shown
+                )));
+            }
+        },
+        _ => match image_type(&ext) {
+            Some(mime) => (image_tag(&bytes, mime, &alt), false),
+            None => {
+                return Err(fail(format!(
+                    "{place}: `{}` is not a chart or image; embed .png, .svg, .jpg, .gif, \
+                     .webp, or an .html chart from data_visualization",
+                    target.shown
+                )));
+            }
+        },
+    };
+    Ok(Embedded {
+        html,
+        label: chart.caption.clone().unwrap_or_else(|| {
+            target
+                .path
+                .file_stem()
+                .map(|s| s.to_string_lossy().replace(['-', '_'], " "))
+                .unwrap_or_default()
+        }),
+        path: target.path,
+        page,
+    })
+}
+
+fn image_tag(bytes: &[u8], mime: &str, alt: &str) -> String {
+    format!(
+        "<img src=\"data:{mime};base64,{}\" alt=\"{}\">",
+        base64(bytes),
+        escape(alt)
+    )
+}
+
+/// Whether a link or image target points outside the report (a scheme or `//`).
+fn is_external(url: &str) -> bool {
+    url.starts_with("//")
+        || url.split_once(':').is_some_and(|(scheme, _)| {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        })
+}
+
+/// Image targets in a markdown text that are workspace files.
+fn local_images(markdown: &str) -> Vec<String> {
+    Parser::new_ext(markdown, options())
+        .filter_map(|e| match e {
+            Event::Start(Tag::Image { dest_url, .. }) if !is_external(&dest_url) => {
+                Some(dest_url.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn options() -> Options {
+    Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH
+}
+
+/// Markdown to HTML: headings moved under the section's (its top level becomes h3), raw
+/// HTML shown as text, local images embedded from `images` (url → data URL), external
+/// images turned into links and links to anything but web, mail or in-page targets dropped.
+fn markdown_html(markdown: &str, images: &[(String, String)]) -> String {
+    let top = Parser::new_ext(markdown, options())
+        .filter_map(|e| match e {
+            Event::Start(Tag::Heading { level, .. }) => Some(level as usize),
+            _ => None,
+        })
+        .min()
+        .unwrap_or(1);
+    let shift = |level: HeadingLevel| -> HeadingLevel {
+        match (level as usize + 3).saturating_sub(top).min(6) {
+            0..=3 => HeadingLevel::H3,
+            4 => HeadingLevel::H4,
+            5 => HeadingLevel::H5,
+            _ => HeadingLevel::H6,
+        }
+    };
+    let mut external_images = 0usize;
+    let events = Parser::new_ext(markdown, options()).map(|e| match e {
+        Event::Html(h) | Event::InlineHtml(h) => Event::Text(h),
+        Event::Start(Tag::Heading {
+            level,
+            id,
+            classes,
+            attrs,
+        }) => Event::Start(Tag::Heading {
+            level: shift(level),
+            id,
+            classes,
+            attrs,
+        }),
+        Event::End(TagEnd::Heading(level)) => Event::End(TagEnd::Heading(shift(level))),
+        Event::Start(Tag::Image {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }) => match images.iter().find(|(url, _)| *url == *dest_url) {
+            Some((_, data)) => Event::Start(Tag::Image {
+                link_type,
+                dest_url: CowStr::from(data.clone()),
+                title,
+                id,
+            }),
+            None => {
+                external_images += 1;
+                Event::Start(Tag::Link {
+                    link_type,
+                    dest_url,
+                    title,
+                    id,
+                })
+            }
+        },
+        Event::End(TagEnd::Image) if external_images > 0 => {
+            external_images -= 1;
+            Event::End(TagEnd::Link)
+        }
+        Event::Start(Tag::Link {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }) => {
+            let safe = !is_external(&dest_url)
+                || ["http:", "https:", "mailto:"]
+                    .iter()
+                    .any(|s| dest_url.starts_with(s));
+            let dest_url = if safe { dest_url } else { CowStr::from("#") };
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            })
+        }
+        other => other,
+    });
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(&mut html, events);
+    html
+}
+
+/// `to` as a path relative to the directory `from`, with `/` separators.
+fn relative(from: &Path, to: &Path) -> String {
+    let a: Vec<Component> = from.components().collect();
+    let b: Vec<Component> = to.components().collect();
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut parts: Vec<String> = vec!["..".into(); a.len() - common];
+    parts.extend(
+        b[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
+}
+
+/// The report's file names: the HTML path given (or derived from the title) and the
+/// markdown beside it.
+fn output_names(path: Option<&str>, title: &str) -> String {
+    let slug: String = {
+        let mut s = String::new();
+        for c in title.chars().flat_map(char::to_lowercase) {
+            if c.is_ascii_alphanumeric() {
+                s.push(c);
+            } else if !s.is_empty() && !s.ends_with('-') {
+                s.push('-');
+            }
+        }
+        let s = s.trim_end_matches('-').chars().take(60).collect::<String>();
+        if s.is_empty() { "report".into() } else { s }
+    };
+    match path.map(str::trim).filter(|p| !p.is_empty()) {
+        None => format!("{slug}.html"),
+        Some(p) => {
+            let stem = Path::new(p);
+            match extension(stem).as_str() {
+                "html" | "htm" => p.to_string(),
+                "md" | "markdown" => stem.with_extension("html").to_string_lossy().into_owned(),
+                _ => format!("{p}.html"),
+            }
+        }
+    }
+}
+
+const CSS: &str = "
+:root{color-scheme:light}
+body{margin:0;background:#fff;color:#222;font:16px/1.6 'DejaVu Sans','Segoe UI',Roboto,Helvetica,Arial,sans-serif}
+main{max-width:1040px;margin:0 auto;padding:32px 24px 64px}
+h1{font-size:30px;line-height:1.25;margin:0 0 6px}
+h2{font-size:22px;margin:40px 0 8px;padding-bottom:4px;border-bottom:1px solid #e3e3e3}
+h3{font-size:18px;margin:24px 0 6px}h4,h5,h6{font-size:16px;margin:20px 0 4px}
+.meta{color:#595959;margin:0 0 24px;font-size:14px}
+nav ol{margin:0;padding-left:22px}nav{background:#f7f7f7;padding:12px 18px;border-radius:6px}
+p,ul,ol{margin:8px 0}
+figure{margin:20px 0;text-align:center}
+figure svg,figure img{max-width:100%;height:auto}
+figcaption{color:#595959;font-size:14px;margin-top:6px}
+table{border-collapse:collapse;margin:12px 0;font-size:14px}
+th,td{padding:5px 12px;border-bottom:1px solid #e3e3e3;text-align:left}
+th{border-bottom:2px solid #bbb}td{font-variant-numeric:tabular-nums}
+code{background:#f3f3f3;padding:1px 4px;border-radius:3px;font-size:90%}
+pre{background:#f3f3f3;padding:10px 14px;overflow:auto}pre code{background:none;padding:0}
+blockquote{margin:12px 0;padding:4px 16px;border-left:4px solid #0072b2;color:#444}
+a{color:#0072b2}
+@media print{main{max-width:none}figure{break-inside:avoid}nav{display:none}}
+";
+
+impl DataReport {
+    async fn run(&self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let title = str_arg(&args, "title", NAME)?.trim().to_string();
+        if title.is_empty() {
+            return Err(fail("`title` is empty; give the report a title"));
+        }
+        let sections = sections(&args)?;
+        let html_raw = output_names(opt_str_arg(&args, "output_path", NAME)?, &title);
+        let html_target = Target::resolve_for(NAME, &html_raw, &ctx.workspace).await?;
+        let md_path = html_target.path.with_extension("md");
+        let md_shown = Path::new(&html_target.shown)
+            .with_extension("md")
+            .to_string_lossy()
+            .into_owned();
+        let md_dir = md_path.parent().unwrap_or(Path::new("")).to_path_buf();
+
+        // Everything is read and checked before anything is written.
+        let mut body = String::new();
+        let mut markdown = format!("# {title}\n");
+        let mut n_charts = 0;
+        for (i, section) in sections.iter().enumerate() {
+            let place = format!("section {} (\"{}\")", i + 1, section.heading);
+            let mut images = vec![];
+            let mut md_text = section.markdown.trim().to_string();
+            for url in local_images(&section.markdown) {
+                let (target, bytes) = read_embed(&url, ctx, &place).await?;
+                let mime = image_type(&extension(&target.path)).ok_or_else(|| {
+                    fail(format!(
+                        "{place}: `{url}` in the markdown is not an image file"
+                    ))
+                })?;
+                images.push((
+                    url.clone(),
+                    format!("data:{mime};base64,{}", base64(&bytes)),
+                ));
+                md_text = md_text.replace(
+                    &format!("]({url}"),
+                    &format!("]({}", relative(&md_dir, &target.path)),
+                );
+            }
+            let _ = write!(
+                body,
+                "<section id=\"s{}\">\n<h2>{}</h2>\n{}",
+                i + 1,
+                escape(&section.heading),
+                markdown_html(&section.markdown, &images)
+            );
+            let _ = write!(markdown, "\n## {}\n\n", section.heading);
+            if !md_text.is_empty() {
+                markdown.push_str(&md_text);
+                markdown.push('\n');
+            }
+            for chart in &section.charts {
+                let e = embed(chart, ctx, &place).await?;
+                n_charts += 1;
+                let caption = chart
+                    .caption
+                    .as_ref()
+                    .map(|c| format!("<figcaption>{}</figcaption>\n", escape(c)))
+                    .unwrap_or_default();
+                let _ = write!(
+                    body,
+                    "<figure class=\"chart\">\n{}\n{caption}</figure>\n",
+                    e.html
+                );
+                let link = relative(&md_dir, &e.path);
+                if e.page {
+                    let _ = write!(markdown, "\n[Interactive chart: {}]({link})\n", e.label);
+                } else {
+                    let _ = write!(markdown, "\n![{}]({link})\n", e.label);
+                }
+            }
+            body.push_str("</section>\n");
+        }
+        let nav = if sections.len() >= 3 {
+            let items: String = sections
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    format!(
+                        "<li><a href=\"#s{}\">{}</a></li>",
+                        i + 1,
+                        escape(&s.heading)
+                    )
+                })
+                .collect();
+            format!("<nav><ol>{items}</ol></nav>\n")
+        } else {
+            String::new()
+        };
+        let charts_word = if n_charts == 1 { "chart" } else { "charts" };
+        let html = format!(
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+             <title>{t}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n<header>\n\
+             <h1>{t}</h1>\n<p class=\"meta\">{} sections · {n_charts} {charts_word} · \
+             hover over a chart's bars or points to see their values</p>\n</header>\n\
+             {nav}{body}</main>\n</body>\n</html>\n",
+            sections.len(),
+            t = escape(&title),
+        );
+
+        if let Some(parent) = html_target.path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| {
+                fail(format!(
+                    "cannot create the folder for `{}`: {e}",
+                    html_target.shown
+                ))
+            })?;
+        }
+        tokio::fs::write(&html_target.path, &html)
+            .await
+            .map_err(|e| fail(format!("cannot write `{}`: {e}", html_target.shown)))?;
+        tokio::fs::write(&md_path, &markdown)
+            .await
+            .map_err(|e| fail(format!("cannot write `{md_shown}`: {e}")))?;
+        Ok(ToolOutput::text(format!(
+            "Wrote `{}` ({} sections, {n_charts} {charts_word} embedded, {} KB; opens offline, \
+             nothing is fetched) and `{md_shown}` beside it (the same text, charts linked by \
+             relative path).",
+            html_target.shown,
+            sections.len(),
+            html.len().div_ceil(1024)
+        )))
+    }
+}
+
+impl Tool for DataReport {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.into(),
+            description: "Write the analysis up as a report a person can open: one \
+                self-contained HTML file (charts embedded, so it can be mailed or opened \
+                offline) and the same report as markdown beside it. Each section has a \
+                heading, findings in markdown (state the numbers; tables, lists and emphasis \
+                work) and the chart files that support them, drawn beforehand with \
+                data_visualization (svg or html charts keep their hover values; png works too)."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "title": {"type": "string", "description": "The report's title."},
+                    "sections": {
+                        "type": "array",
+                        "description": "The report's sections, in order.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "heading": {"type": "string", "description": "Section heading."},
+                                "markdown": {"type": "string", "description": "The section's text \
+                                    in markdown: findings with their numbers, in prose, lists or \
+                                    tables."},
+                                "charts": {
+                                    "type": "array",
+                                    "description": "Chart files to show after the text, relative \
+                                        to the workspace; each a path, or {path, caption}.",
+                                    "items": {
+                                        "anyOf": [
+                                            {"type": "string"},
+                                            {"type": "object", "properties": {
+                                                "path": {"type": "string"},
+                                                "caption": {"type": "string"}
+                                            }, "required": ["path"]}
+                                        ]
+                                    }
+                                }
+                            },
+                            "required": ["heading", "markdown"]
+                        }
+                    },
+                    "output_path": {"type": "string", "description": "Where to write the HTML \
+                        report, relative to the workspace (the .md goes beside it). Default: \
+                        the title as a file name, e.g. monthly-sales.html."}
+                },
+                "required": ["title", "sections"]
+            }),
+        }
+    }
+
+    fn call<'a>(&'a mut self, args: Value, ctx: &'a ToolCtx) -> ToolFuture<'a> {
+        Box::pin(self.run(args, ctx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn markdown_is_tamed() {
+        let html = markdown_html(
+            "# Findings\n\nRevenue **rose** 12%.\n\n## Detail\n\n| a | b |\n|---|--:|\n| x | 1,200 |\n\n\
+             <script>alert(1)</script>\n\n![logo](https://example.org/x.png) [bad](javascript:alert(1))",
+            &[],
+        );
+        assert!(
+            html.contains("<h3>Findings</h3>") && html.contains("<h4>Detail</h4>"),
+            "{html}"
+        );
+        assert!(html.contains("<strong>rose</strong>"));
+        assert!(html.contains("<table>") && html.contains("1,200"));
+        assert!(
+            !html.contains("<script") && html.contains("&lt;script&gt;"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("<img"),
+            "external images become links: {html}"
+        );
+        assert!(html.contains("href=\"#\""), "{html}");
+        let html = markdown_html(
+            "![c](charts/a.png)",
+            &[("charts/a.png".into(), "data:image/png;base64,AA==".into())],
+        );
+        assert!(
+            html.contains("src=\"data:image/png;base64,AA==\""),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn paths_between_report_and_charts() {
+        assert_eq!(
+            relative(Path::new("/w/reports"), Path::new("/w/charts/a.png")),
+            "../charts/a.png"
+        );
+        assert_eq!(
+            relative(Path::new("/w"), Path::new("/w/charts/a.png")),
+            "charts/a.png"
+        );
+        assert_eq!(
+            output_names(None, "Monthly sales, 2024"),
+            "monthly-sales-2024.html"
+        );
+        assert_eq!(output_names(Some("out/r.md"), "t"), "out/r.html");
+        assert_eq!(output_names(Some("out/r"), "t"), "out/r.html");
+        assert!(is_external("https://x") && is_external("//x") && !is_external("charts/a.png"));
+    }
+}
