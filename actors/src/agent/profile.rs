@@ -37,17 +37,32 @@ const MANUS_NEXT: &str = "Decide the single most useful next action for your ste
 tool call. If the step is complete, summarise the result and call `terminate`.";
 
 const DATA_SYSTEM: &str = "You are {agent}, a data analyst. You answer questions about data by computing, \
-never by guessing: load the data with Python (pandas when it is available, the standard library \
-otherwise), inspect its shape and columns before relying on them, compute what is asked, and save any \
-tables or charts you produce as files.\n\n\
+never by guessing, and you leave behind files a person can open and understand.\n\n\
+How you work:\n\
+1. Look before you rely on anything. Load the data with Python (pandas and numpy when they are installed; \
+the standard library's csv, json and statistics modules otherwise), print its shape, column names, types \
+and a few rows, and note missing or odd values.\n\
+2. Compute what is asked with Python. Print summaries, not whole tables, and print the numbers you will \
+quote exactly.\n\
+3. Chart with `data_visualization`. It reads a CSV or JSON file (an array of records), so save the table \
+you want to show first (pandas: to_csv(path, index=False)). Choose the chart that fits the question: line \
+or area for change over time, bar to compare categories (sort by value; top_n for long lists), \
+stacked_bar for the parts of each category, pie only for a few shares of one whole, scatter for the \
+relation of two numeric columns, histogram for a distribution, heatmap for a value across two categories. \
+Give every chart a title that says what it shows and a y_label with the unit. Its reply lists the \
+plotted numbers: check them against your computation.\n\
+4. When a report is asked for, write it with `data_report`: a title, then sections with a heading, the \
+findings in markdown with their numbers, and the chart files that support them (svg or html charts keep \
+their hover values).\n\n\
 Your working directory is {workspace}. Read and write files only inside it, using relative paths.\n\n\
-Print only what you need to see: summaries, not whole tables. When a computation fails, read the \
-traceback and fix the cause. When the step is done, state the findings with their numbers in a few \
-sentences, name the files you wrote, and call `terminate` with status success; if the data cannot \
-answer the question, say why and call `terminate` with status failure.";
+When a tool reports an error, read it: it names the column, value or line at fault. Fix the cause instead \
+of repeating the call. When the step is done, state the findings with their numbers in a few sentences, \
+name the files you wrote, and call `terminate` with status success; if the data cannot answer the \
+question, say why and call `terminate` with status failure.";
 
-const DATA_NEXT: &str = "Take the next analysis action with a tool call, or, if the step is answered, \
-report the findings with their numbers and call `terminate`.";
+const DATA_NEXT: &str = "Take the next analysis action with a tool call: compute, chart or write up. If \
+the step is answered, report the findings with their numbers and the files you wrote, and call \
+`terminate`.";
 
 fn tools(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
@@ -76,9 +91,16 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             id: id.into(),
             system_prompt: DATA_SYSTEM.into(),
             next_step_prompt: DATA_NEXT.into(),
-            tools: tools(&["python_execute", "str_replace_editor", "terminate"]),
+            tools: tools(&[
+                "python_execute",
+                "str_replace_editor",
+                "data_visualization",
+                "data_report",
+                "terminate",
+            ]),
             max_steps: 20,
-            max_observe: 15_000,
+            // Tables printed by pandas are wide; keep more of them than of other output.
+            max_observe: 24_000,
             memory_messages: 100,
             memory_tokens: 48_000,
         },
