@@ -196,3 +196,108 @@ pub fn last_tool_text(request: &super::llm_server::Recorded) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+// ─── Data fixtures for the chart and report tools ──────────────────────────────────────
+
+/// A small deterministic random source (xorshift), so fixtures are the same on every run.
+pub struct Noise(u64);
+
+impl Noise {
+    pub fn new(seed: u64) -> Noise {
+        Noise(seed.max(1))
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.next().max(1e-12), self.next());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
+
+/// Write the chart fixtures under `workspace/data`: `monthly.csv` (24 months × 4 regions of
+/// revenue and units, with a quarter column), `products.csv` (12 products in 3 categories),
+/// `campaigns.json` (60 ad campaigns as records) and `orders.csv` (800 order values).
+pub fn write_chart_fixtures(workspace: &Path) {
+    let data = workspace.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut noise = Noise::new(7);
+
+    let regions = [
+        ("North", 42_000.0, 41.0),
+        ("South", 31_000.0, 38.5),
+        ("East", 24_500.0, 44.0),
+        ("West", 18_000.0, 39.0),
+    ];
+    let mut monthly = String::from("month,quarter,region,revenue,units\n");
+    for i in 0..24 {
+        let (year, month) = (2023 + i / 12, i % 12 + 1);
+        let season = 1.0 + 0.18 * (std::f64::consts::TAU * (month as f64 - 3.0) / 12.0).sin();
+        for (region, base, price) in regions {
+            let revenue =
+                (base * season * (1.0 + 0.012 * i as f64) * (1.0 + 0.04 * (noise.next() - 0.5)))
+                    .round();
+            let units = (revenue / price).round();
+            monthly.push_str(&format!(
+                "{year}-{month:02},{year}-Q{},{region},{revenue},{units}\n",
+                (month - 1) / 3 + 1
+            ));
+        }
+    }
+    std::fs::write(data.join("monthly.csv"), monthly).unwrap();
+
+    let products = [
+        ("Espresso machine", "Appliances", 184_500, 412),
+        ("Burr grinder", "Appliances", 96_200, 687),
+        ("Milk frother", "Appliances", 41_800, 1_045),
+        ("Pour-over kettle", "Appliances", 58_300, 1_166),
+        ("House blend 1 kg", "Coffee", 221_900, 11_095),
+        ("Single origin Ethiopia 250 g", "Coffee", 87_400, 7_283),
+        ("Decaf 500 g", "Coffee", 23_100, 1_650),
+        ("Cold brew concentrate", "Coffee", 35_600, 2_967),
+        ("Ceramic mugs, set of 4", "Accessories", 27_900, 930),
+        ("Travel tumbler", "Accessories", 31_200, 1_248),
+        ("Paper filters (200)", "Accessories", 12_800, 2_560),
+        ("Cleaning tablets", "Accessories", 9_700, 1_940),
+    ];
+    let mut text = String::from("product,category,revenue,units\n");
+    for (name, category, revenue, units) in products {
+        // Quoted where the name holds a comma, as a CSV writer would.
+        let name = if name.contains(',') {
+            format!("\"{name}\"")
+        } else {
+            name.to_string()
+        };
+        text.push_str(&format!("{name},{category},{revenue},{units}\n"));
+    }
+    std::fs::write(data.join("products.csv"), text).unwrap();
+
+    let channels = [("Search", 3.1), ("Social", 2.2), ("Email", 4.0)];
+    let campaigns: Vec<serde_json::Value> = (0..60)
+        .map(|i| {
+            let (channel, roi) = channels[i % 3];
+            let spend = (500.0 + noise.next() * 19_500.0).round();
+            let revenue = (spend * roi * (1.0 + 0.25 * noise.normal())).max(0.0).round();
+            json!({"campaign": format!("C-{:03}", i + 1), "channel": channel, "ad_spend": spend, "revenue": revenue})
+        })
+        .collect();
+    std::fs::write(
+        data.join("campaigns.json"),
+        serde_json::to_string_pretty(&campaigns).unwrap(),
+    )
+    .unwrap();
+
+    let mut orders = String::from("order_id,order_value\n");
+    for i in 0..800 {
+        let value = (3.8 + 0.5 * noise.normal()).exp();
+        orders.push_str(&format!("{},{:.2}\n", 10_001 + i, value));
+    }
+    std::fs::write(data.join("orders.csv"), orders).unwrap();
+}
