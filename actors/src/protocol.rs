@@ -160,6 +160,8 @@ pub enum SandboxMsg {
     Run {
         flow_id: String,
         op: SandboxOp,
+        /// The caller's span (the tool call), so the sandbox span is its child.
+        span: tracing::Span,
         reply: RpcReplyPort<Result<SandboxReply, String>>,
     },
     /// The flow has ended: remove its container.
@@ -170,7 +172,11 @@ pub enum SandboxMsg {
 
 /// Work for a flow's container, done one at a time in its mailbox.
 pub enum ContainerMsg {
-    Run(SandboxOp, RpcReplyPort<Result<SandboxReply, String>>),
+    Run {
+        op: SandboxOp,
+        span: tracing::Span,
+        reply: RpcReplyPort<Result<SandboxReply, String>>,
+    },
 }
 
 #[derive(Debug, Clone)]

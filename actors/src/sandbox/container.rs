@@ -69,12 +69,17 @@ impl Actor for Container {
         msg: ContainerMsg,
         state: &mut ContainerState,
     ) -> Result<(), ActorProcessingErr> {
-        let ContainerMsg::Run(op, reply) = msg;
+        let ContainerMsg::Run {
+            op,
+            span: parent,
+            reply,
+        } = msg;
         if let Err(e) = state.ensure().await {
             let _ = reply.send(Err(e));
             return Ok(());
         }
         let span = tracing::info_span!(
+            parent: &parent,
             "sandbox",
             otel.name = format!("sandbox {}", op_name(&op)),
             manus.sandbox.container = %state.id()

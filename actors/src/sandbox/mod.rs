@@ -80,7 +80,15 @@ impl SandboxHandle {
         let wait = limit + Duration::from_secs(120);
         match self
             .supervisor
-            .call(|reply| SandboxMsg::Run { flow_id, op, reply }, Some(wait))
+            .call(
+                |reply| SandboxMsg::Run {
+                    flow_id,
+                    op,
+                    span: tracing::Span::current(),
+                    reply,
+                },
+                Some(wait),
+            )
             .await
         {
             Ok(ractor::rpc::CallResult::Success(r)) => r,
@@ -261,7 +269,12 @@ impl Actor for SandboxSupervisor {
         st: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SandboxMsg::Run { flow_id, op, reply } => {
+            SandboxMsg::Run {
+                flow_id,
+                op,
+                span,
+                reply,
+            } => {
                 let full = st.containers.len() >= st.settings.max_sandboxes;
                 let container = match st.containers.get_mut(&flow_id) {
                     Some((c, used)) => {
@@ -295,7 +308,7 @@ impl Actor for SandboxSupervisor {
                         }
                     }
                 };
-                if let Err(e) = container.send_message(ContainerMsg::Run(op, reply)) {
+                if let Err(e) = container.send_message(ContainerMsg::Run { op, span, reply }) {
                     tracing::warn!(flow = %flow_id, "the sandbox container actor is gone: {e}");
                     st.containers.remove(&flow_id);
                 }
