@@ -73,7 +73,7 @@ pub fn draw(
     let xa = layout::category_axis(columns, right - left);
     let room = area.bottom - x_title - xa.height - area.top;
     let cell_w = (right - left) / columns.len().max(1) as f64;
-    let cell_h = (room / rows.len().max(1) as f64).min(120.0);
+    let cell_h = (room / rows.len().max(1) as f64).min(160.0);
     let top = area.top;
     let bottom = top + cell_h * rows.len() as f64;
 
@@ -135,18 +135,23 @@ pub fn draw(
     };
     layout::axis_titles(sc, plot, used, (left, right), (top, bottom));
 
-    // The colour bar: the scale's range top (high) to bottom (low), with its ticks.
+    // The colour bar: the data's range, high at the top, with the round values inside it.
     let bar_x = right + 24.0;
     let (bar_top, bar_bottom) = (top, bottom.max(top + 80.0));
     let steps = 60;
     let span = bar_bottom - bar_top;
     for i in 0..steps {
         let y0 = bar_top + span * i as f64 / steps as f64;
-        let v = scale.hi - (scale.hi - scale.lo) * (i as f64 + 0.5) / steps as f64;
-        sc.push(Item::rect(bar_x, y0, 14.0, span / steps as f64 + 0.6).fill(viridis(t_of(v))));
+        let t = 1.0 - (i as f64 + 0.5) / steps as f64;
+        sc.push(Item::rect(bar_x, y0, 14.0, span / steps as f64 + 0.6).fill(viridis(t)));
     }
-    for t in &scale.ticks {
-        let y = scale.map(t.at, bar_bottom, bar_top);
+    let bar_y = |v: f64| bar_bottom - t_of(v) * span;
+    let inside = scale
+        .ticks
+        .iter()
+        .filter(|t| t.at >= lo - 1e-9 && t.at <= hi + 1e-9);
+    for t in inside {
+        let y = bar_y(t.at);
         sc.push(Item::line(vec![(bar_x + 14.0, y), (bar_x + 18.0, y)]).stroke(MUTED, 1.0));
         sc.push(
             Item::text_mid(bar_x + 21.0, y, t.label.clone(), TICK - 1.0, Anchor::Start).fill(MUTED),

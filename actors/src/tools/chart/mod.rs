@@ -231,3 +231,69 @@ pub fn draw(
             .map_err(|e| format!("could not write the HTML file: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Data, chart type, x, y columns and group_by of one case.
+    type Case<'a> = (&'a str, ChartType, &'a str, &'a [&'a str], Option<&'a str>);
+
+    /// Small and odd inputs still give finite, paintable charts.
+    #[test]
+    fn edge_cases_draw_without_nan() {
+        let cases: &[Case] = &[
+            ("m,v\n2024-01,5\n", ChartType::Line, "m", &["v"], None),
+            ("m,v\n2024-01,5\n", ChartType::Bar, "m", &["v"], None),
+            ("x,v\n1,5\n", ChartType::Scatter, "x", &["v"], None),
+            ("k,v\na,-5\nb,3\nc,-1\n", ChartType::Bar, "k", &["v"], None),
+            (
+                "k,g,v\na,x,-5\na,y,3\nb,x,2\n",
+                ChartType::StackedBar,
+                "k",
+                &["v"],
+                Some("g"),
+            ),
+            ("k,v\nonly,7\n", ChartType::Pie, "k", &["v"], None),
+            ("v\n3\n3\n3\n", ChartType::Histogram, "v", &[], None),
+            (
+                "year,a,b\n2020,1,2\n2021,3,4\n",
+                ChartType::Heatmap,
+                "year",
+                &["a", "b"],
+                None,
+            ),
+            (
+                "year,a,b\n2020,1,2\n2021,3,4\n",
+                ChartType::Area,
+                "year",
+                &["a", "b"],
+                None,
+            ),
+            (
+                "d,v\n2024-01-01 10:00,1\n2024-01-01 16:30,2\n",
+                ChartType::Line,
+                "d",
+                &["v"],
+                None,
+            ),
+            ("k,v\na,0\nb,0\n", ChartType::Bar, "k", &["v"], None),
+        ];
+        for (data, chart, x, y, group) in cases {
+            let mut req = Request::new(*chart);
+            req.x = Some(x.to_string());
+            req.y = y.iter().map(|s| s.to_string()).collect();
+            req.group_by = group.map(str::to_string);
+            req.width = 400;
+            req.height = 300;
+            let plot = plan(data, "csv", "t.csv", &req).unwrap_or_else(|e| panic!("{data}: {e}"));
+            let scene = layout::scene(&plot, req.width, req.height);
+            let svg = svg::render(&scene, true);
+            assert!(
+                !svg.contains("NaN") && !svg.contains("inf"),
+                "{data}\n{svg}"
+            );
+            assert_eq!(png::paint(&scene).unwrap().len(), 400 * 300 * 3);
+        }
+    }
+}

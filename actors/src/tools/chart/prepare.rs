@@ -990,13 +990,14 @@ impl<'a> Ctx<'a> {
         } else {
             String::new()
         };
-        let row_name = self.req.group_by.clone().unwrap_or_else(|| "column".into());
+        // Long format names its rows after group_by; wide format's rows are the y columns.
+        let (default_title, row_name) = match &self.req.group_by {
+            Some(g) => (format!("{value_name} by {x_name} and {g}"), g.clone()),
+            None => (format!("{} by {x_name}", self.what()), String::new()),
+        };
         Ok(Plot {
             chart: ChartType::Heatmap,
-            title: self.label_or(
-                &self.req.title,
-                capitalised(&format!("{value_name} by {x_name} and {row_name}")),
-            ),
+            title: self.label_or(&self.req.title, capitalised(&default_title)),
             subtitle,
             x_label: self.label_or(&self.req.x_label, x_name.to_string()),
             y_label: self.label_or(&self.req.y_label, row_name),
@@ -1186,15 +1187,14 @@ impl Plot {
     /// A few lines for the model: what was drawn, and the numbers (cut when long).
     pub fn summary(&self) -> String {
         let table = self.table();
-        let mut out = String::new();
-        let shown = table.len().min(26);
-        for row in &table[..shown] {
-            out.push_str(&row.join(" | "));
-            out.push('\n');
+        let line = |row: &Vec<String>| format!("{}\n", row.join(" | "));
+        if table.len() <= 31 {
+            return table.iter().map(line).collect();
         }
-        if table.len() > shown {
-            out.push_str(&format!("… and {} more rows\n", table.len() - shown));
-        }
+        // The header and first rows, then the last ones.
+        let mut out: String = table[..16].iter().map(line).collect();
+        out.push_str(&format!("… {} rows not shown …\n", table.len() - 31));
+        out.extend(table[table.len() - 15..].iter().map(line));
         out
     }
 }
