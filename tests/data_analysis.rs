@@ -400,110 +400,62 @@ async fn dates_make_a_time_axis_and_series_get_a_legend() {
     );
 }
 
+/// Write `content` to `name` in the workspace and return the error a bar chart of it gets.
+async fn refused_data(ws: &Path, name: &str, content: &str, x: &str, y: &str) -> String {
+    std::fs::write(ws.join(name), content).unwrap();
+    let args = json!({"data_path": name, "chart_type": "bar", "x": x, "y": y});
+    refused("data_visualization", ws, args).await
+}
+
 #[tokio::test]
 async fn bad_requests_are_refused_with_what_to_do() {
     let dir = Scratch::new("charts-errors");
     let ws = dir.workspace();
     write_chart_fixtures(&ws);
-    let chart = |path: &str, x: &str, y: &str| json!({"data_path": path, "chart_type": "bar", "x": x, "y": y});
+    let sales = std::fs::read_to_string(ws.join("data/monthly.csv")).unwrap();
     // Unknown column: named, with the columns there are.
-    let e = refused(
-        "data_visualization",
-        &ws,
-        chart("data/monthly.csv", "month", "revenu"),
-    )
-    .await;
+    let e = refused_data(&ws, "sales.csv", &sales, "month", "revenu").await;
     assert!(e.starts_with("data_visualization: "), "{e}");
     assert!(e.contains("no column `revenu`"), "{e}");
     assert!(e.contains("month, quarter, region, revenue, units"), "{e}");
     // Non-numeric y: the column, the value and where it is.
-    std::fs::write(
-        ws.join("bad.csv"),
-        "month,revenue\n2024-01,100\n2024-02,1.5k\n2024-03,90\n",
-    )
-    .unwrap();
-    let e = refused(
-        "data_visualization",
-        &ws,
-        chart("bad.csv", "month", "revenue"),
-    )
-    .await;
-    assert!(
-        e.contains("column `revenue` (y) must be numeric, but line 3 of `bad.csv` has `1.5k`"),
-        "{e}"
-    );
+    let bad = "month,revenue\n2024-01,100\n2024-02,1.5k\n2024-03,90\n";
+    let e = refused_data(&ws, "bad.csv", bad, "month", "revenue").await;
+    let said = "column `revenue` (y) must be numeric, but line 3 of `bad.csv` has `1.5k`";
+    assert!(e.contains(said), "{e}");
     // Empty file, and a header without rows.
-    std::fs::write(ws.join("empty.csv"), "").unwrap();
-    let e = refused(
-        "data_visualization",
-        &ws,
-        chart("empty.csv", "month", "revenue"),
-    )
-    .await;
+    let e = refused_data(&ws, "empty.csv", "", "month", "revenue").await;
     assert!(e.contains("`empty.csv` is empty"), "{e}");
-    std::fs::write(ws.join("header.csv"), "month,revenue\n").unwrap();
-    let e = refused(
-        "data_visualization",
-        &ws,
-        chart("header.csv", "month", "revenue"),
-    )
-    .await;
+    let e = refused_data(&ws, "header.csv", "month,revenue\n", "month", "revenue").await;
     assert!(
         e.contains("`header.csv` has a header but no data rows"),
         "{e}"
     );
     // A malformed line: its number, and why.
-    std::fs::write(
-        ws.join("ragged.csv"),
-        "month,revenue\n2024-01,100\n2024-02,5,7\n",
-    )
-    .unwrap();
-    let e = refused(
-        "data_visualization",
-        &ws,
-        chart("ragged.csv", "month", "revenue"),
-    )
-    .await;
-    assert!(
-        e.contains("`ragged.csv` line 3 has 3 fields but the header (line 1) has 2"),
-        "{e}"
-    );
-    std::fs::write(
-        ws.join("quote.csv"),
-        "month,note\n2024-01,\"open\n2024-02,x\n",
-    )
-    .unwrap();
-    let e = refused(
-        "data_visualization",
-        &ws,
-        chart("quote.csv", "month", "note"),
-    )
-    .await;
+    let ragged = "month,revenue\n2024-01,100\n2024-02,5,7\n";
+    let e = refused_data(&ws, "ragged.csv", ragged, "month", "revenue").await;
+    let said = "`ragged.csv` line 3 has 3 fields but the header (line 1) has 2";
+    assert!(e.contains(said), "{e}");
+    let open_quote = "month,note\n2024-01,\"open\n2024-02,x\n";
+    let e = refused_data(&ws, "quote.csv", open_quote, "month", "note").await;
     assert!(e.contains("line 2: a quoted field opens here"), "{e}");
     // Missing file, unknown chart type, paths outside the workspace.
-    let e = refused("data_visualization", &ws, chart("nope.csv", "a", "b")).await;
+    let missing = json!({"data_path": "nope.csv", "chart_type": "bar", "x": "a", "y": "b"});
+    let e = refused("data_visualization", &ws, missing).await;
     assert!(e.contains("`nope.csv` does not exist"), "{e}");
-    let e = refused(
-        "data_visualization",
-        &ws,
-        json!({"data_path": "data/monthly.csv", "chart_type": "donut", "x": "month"}),
-    )
-    .await;
+    let donut = json!({"data_path": "data/monthly.csv", "chart_type": "donut", "x": "month"});
+    let e = refused("data_visualization", &ws, donut).await;
     assert!(
         e.contains("unknown chart_type `donut`") && e.contains("heatmap"),
         "{e}"
     );
     let outside = dir.path().join("secret.csv");
     std::fs::write(&outside, "a,b\n1,2\n").unwrap();
-    let e = refused(
-        "data_visualization",
-        &ws,
-        chart(outside.to_str().unwrap(), "a", "b"),
-    )
-    .await;
+    let args = json!({"data_path": outside, "chart_type": "bar", "x": "a", "y": "b"});
+    let e = refused("data_visualization", &ws, args).await;
     assert!(e.contains("outside the workspace"), "{e}");
-    let mut args = chart("data/monthly.csv", "month", "revenue");
-    args["output_path"] = json!("../escaped.png");
+    let args = json!({"data_path": "data/monthly.csv", "chart_type": "bar", "x": "month",
+                      "y": "revenue", "output_path": "../escaped.png"});
     let e = refused("data_visualization", &ws, args).await;
     assert!(e.contains("outside the workspace"), "{e}");
     assert!(!dir.path().join("escaped.png").exists());

@@ -32,20 +32,28 @@ pub enum Anchor {
     End,
 }
 
-/// The advance width of `text` set at `size` pixels.
-pub fn text_width(text: &str, size: f64) -> f64 {
+/// Each glyph of `text` and where its pen position is, in font units, followed by the
+/// total advance.
+fn layout(text: &str) -> (Vec<(ab_glyph::GlyphId, f64)>, f64) {
     let f = font();
-    let mut width = 0.0;
+    let mut glyphs = Vec::with_capacity(text.len());
+    let mut pen = 0.0;
     let mut prev = None;
     for c in text.chars() {
         let id = f.glyph_id(c);
         if let Some(p) = prev {
-            width += f64::from(f.kern_unscaled(p, id));
+            pen += f64::from(f.kern_unscaled(p, id));
         }
-        width += f64::from(f.h_advance_unscaled(id));
+        glyphs.push((id, pen));
+        pen += f64::from(f.h_advance_unscaled(id));
         prev = Some(id);
     }
-    width * size / units_per_em()
+    (glyphs, pen)
+}
+
+/// The advance width of `text` set at `size` pixels.
+pub fn text_width(text: &str, size: f64) -> f64 {
+    layout(text).1 * size / units_per_em()
 }
 
 /// `text` cut to at most `max` pixels wide, with an ellipsis when cut.
@@ -88,29 +96,20 @@ pub fn rasterize(
         (x + tx * cos + ty * sin, y - tx * sin + ty * cos)
     };
     let mut curves: Vec<Vec<(f64, f64)>> = vec![];
-    let mut pen = 0.0;
-    let mut prev = None;
-    for c in text.chars() {
-        let id = f.glyph_id(c);
-        if let Some(p) = prev {
-            pen += f64::from(f.kern_unscaled(p, id));
+    for (id, pen) in layout(text).0 {
+        let Some(outline) = f.outline(id) else {
+            continue;
+        };
+        let to_canvas = |p: Point| place((pen + f64::from(p.x)) * k, -f64::from(p.y) * k);
+        for curve in &outline.curves {
+            curves.push(match curve {
+                OutlineCurve::Line(a, b) => vec![to_canvas(*a), to_canvas(*b)],
+                OutlineCurve::Quad(a, b, c) => vec![to_canvas(*a), to_canvas(*b), to_canvas(*c)],
+                OutlineCurve::Cubic(a, b, c, d) => {
+                    vec![to_canvas(*a), to_canvas(*b), to_canvas(*c), to_canvas(*d)]
+                }
+            });
         }
-        prev = Some(id);
-        if let Some(outline) = f.outline(id) {
-            let to_canvas = |p: Point| place((pen + f64::from(p.x)) * k, -f64::from(p.y) * k);
-            for curve in &outline.curves {
-                curves.push(match curve {
-                    OutlineCurve::Line(a, b) => vec![to_canvas(*a), to_canvas(*b)],
-                    OutlineCurve::Quad(a, b, c) => {
-                        vec![to_canvas(*a), to_canvas(*b), to_canvas(*c)]
-                    }
-                    OutlineCurve::Cubic(a, b, c, d) => {
-                        vec![to_canvas(*a), to_canvas(*b), to_canvas(*c), to_canvas(*d)]
-                    }
-                });
-            }
-        }
-        pen += f64::from(f.h_advance_unscaled(id));
     }
     let all = curves.iter().flatten();
     let (mut x0, mut y0, mut x1, mut y1) = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);

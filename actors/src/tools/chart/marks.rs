@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::ChartType;
 use super::font::{Anchor, text_width};
 use super::layout::Frame;
-use super::prepare::{Bin, Body, Plot, Series, XKind, x_text};
+use super::prepare::{Bin, Body, Plot, Series, XKind, distinct_xs, x_text};
 use super::scene::{INK, Item, PALETTE, Scene, WHITE, series_colour};
 use super::values::format_value;
 
@@ -240,12 +240,7 @@ fn areas(sc: &mut Scene, x: &XKind, series: &[Series], f: &Frame) {
         return;
     }
     // Stacked: every series on the union of x values, a missing value counting as zero.
-    let mut xs: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .collect();
-    xs.sort_by(f64::total_cmp);
-    xs.dedup();
+    let xs = distinct_xs(series);
     let mut below = vec![0.0; xs.len()];
     let mut tops = vec![];
     for (si, s) in series.iter().enumerate() {

@@ -113,22 +113,15 @@ fn draw(back: &mut BitMapBackend<'_>, item: &Item, k: f64) -> Result<(), String>
                     .map_err(|e| err(&e))?;
             }
         }
-        Shape::Text {
-            x,
-            y,
-            text,
-            size,
-            anchor,
-            angle,
-        } => {
+        Shape::Text(l) => {
             let (c, a) = item.fill.unwrap_or((super::scene::INK, 1.0));
             let mut failed = None;
             font::rasterize(
-                text,
-                size * k,
-                (x * k, y * k),
-                *anchor,
-                *angle,
+                &l.text,
+                l.size * k,
+                (l.x * k, l.y * k),
+                l.anchor,
+                l.angle,
                 |px, py, cover| {
                     let colour = colour(c, a * f64::from(cover)).to_backend_color();
                     if let Err(e) = back.draw_pixel((px, py), colour) {

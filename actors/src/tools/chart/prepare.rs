@@ -535,9 +535,8 @@ impl<'a> Ctx<'a> {
             };
             (x, (0..groups.labels.len()).collect::<Vec<_>>())
         } else {
-            let natural = !matches!(keys, Keys::Text(_));
-            let sort = self.req.sort.unwrap_or(Sort::None);
-            let order = order_categories(&groups, &totals, sort, natural);
+            let order =
+                order_categories(&groups, &keys, &totals, self.req.sort.unwrap_or(Sort::None));
             let bars = matches!(chart, ChartType::Bar | ChartType::StackedBar);
             let order = match self.req.top_n {
                 Some(n) if bars && n < order.len() => {
@@ -861,13 +860,7 @@ impl<'a> Ctx<'a> {
         if sum <= 0.0 {
             return Err("every slice of this pie would be zero; there is nothing to show".into());
         }
-        let natural = !matches!(keys, Keys::Text(_));
-        let order = order_categories(
-            &groups,
-            &totals,
-            self.req.sort.unwrap_or(Sort::Desc),
-            natural,
-        );
+        let order = order_categories(&groups, &keys, &totals, self.req.sort.unwrap_or(Sort::Desc));
         let limit = self.req.top_n.unwrap_or(MAX_SLICES - 1).max(1);
         let mut subtitle = vec![format!("Total {}", format_value(sum))];
         let kept = if order.len() > limit + 1 || (self.req.top_n.is_some() && order.len() > limit) {
@@ -964,13 +957,7 @@ impl<'a> Ctx<'a> {
                 .sum()
         };
         let totals: Vec<f64> = (0..groups.labels.len()).map(values_of).collect();
-        let natural = !matches!(keys, Keys::Text(_));
-        let order = order_categories(
-            &groups,
-            &totals,
-            self.req.sort.unwrap_or(Sort::None),
-            natural,
-        );
+        let order = order_categories(&groups, &keys, &totals, self.req.sort.unwrap_or(Sort::None));
         let grid = cells
             .iter()
             .map(|row| {
@@ -1011,9 +998,10 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// Category indices in the order `sort` asks for. `natural` says the groups are numbers or
-/// dates (already ascending) rather than text in file order.
-fn order_categories(groups: &Groups, totals: &[f64], sort: Sort, natural: bool) -> Vec<usize> {
+/// Category indices in the order `sort` asks for. Numbers and dates compare by value, text
+/// by its lower-case form.
+fn order_categories(groups: &Groups, keys: &Keys, totals: &[f64], sort: Sort) -> Vec<usize> {
+    let natural = !matches!(keys, Keys::Text(_));
     let mut order: Vec<usize> = (0..groups.labels.len()).collect();
     let by_x = |a: &usize, b: &usize| {
         if natural {
@@ -1106,12 +1094,7 @@ impl Plot {
             Body::Xy { x, series } => {
                 let mut header = vec![self.x_label.clone()];
                 header.extend(series.iter().map(|s| s.name.clone()));
-                let mut xs: Vec<f64> = series
-                    .iter()
-                    .flat_map(|s| s.points.iter().map(|p| p.0))
-                    .collect();
-                xs.sort_by(f64::total_cmp);
-                xs.dedup();
+                let xs = distinct_xs(series);
                 if self.chart == ChartType::Scatter {
                     let mut rows = vec![vec![
                         self.x_label.clone(),
@@ -1197,6 +1180,17 @@ impl Plot {
         out.extend(table[table.len() - 15..].iter().map(line));
         out
     }
+}
+
+/// Every x value of the series, ascending, each once.
+pub fn distinct_xs(series: &[Series]) -> Vec<f64> {
+    let mut xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    xs
 }
 
 /// An x value as text on the axis's terms.

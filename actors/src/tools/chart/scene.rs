@@ -68,16 +68,19 @@ pub enum Shape {
         cy: f64,
         r: f64,
     },
-    /// Text whose baseline passes through (`x`, `y`), turned `angle` degrees
-    /// counter-clockwise about that point.
-    Text {
-        x: f64,
-        y: f64,
-        text: String,
-        size: f64,
-        anchor: Anchor,
-        angle: f64,
-    },
+    Text(Label),
+}
+
+/// Text whose baseline passes through (`x`, `y`), turned `angle` degrees counter-clockwise
+/// about that point.
+#[derive(Debug, Clone)]
+pub struct Label {
+    pub x: f64,
+    pub y: f64,
+    pub text: String,
+    pub size: f64,
+    pub anchor: Anchor,
+    pub angle: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -128,14 +131,14 @@ impl Item {
 
     /// Text with its baseline at `y`.
     pub fn text(x: f64, y: f64, text: impl Into<String>, size: f64, anchor: Anchor) -> Item {
-        Item::new(Shape::Text {
+        Item::new(Shape::Text(Label {
             x,
             y,
             text: text.into(),
             size,
             anchor,
             angle: 0.0,
-        })
+        }))
         .fill(INK)
     }
 
@@ -176,8 +179,8 @@ impl Item {
     }
 
     pub fn rotate(mut self, degrees: f64) -> Item {
-        if let Shape::Text { angle, .. } = &mut self.shape {
-            *angle = degrees;
+        if let Shape::Text(label) = &mut self.shape {
+            label.angle = degrees;
         }
         self
     }

@@ -111,25 +111,18 @@ fn item_svg(s: &mut String, item: &Item) {
             num(*cy),
             num(*r)
         ),
-        Shape::Text {
-            x,
-            y,
-            text,
-            size,
-            anchor,
-            angle,
-        } => {
-            let anchor = match anchor {
+        Shape::Text(l) => {
+            let anchor = match l.anchor {
                 Anchor::Start => "start",
                 Anchor::Middle => "middle",
                 Anchor::End => "end",
             };
-            let turn = if *angle != 0.0 {
+            let turn = if l.angle != 0.0 {
                 format!(
                     " transform=\"rotate({} {} {})\"",
-                    num(-angle),
-                    num(*x),
-                    num(*y)
+                    num(-l.angle),
+                    num(l.x),
+                    num(l.y)
                 )
             } else {
                 String::new()
@@ -137,10 +130,10 @@ fn item_svg(s: &mut String, item: &Item) {
             let _ = writeln!(
                 s,
                 "<text x=\"{}\" y=\"{}\" font-size=\"{}\" text-anchor=\"{anchor}\"{turn}{attrs}>{}</text>",
-                num(*x),
-                num(*y),
-                num(*size),
-                escape(text)
+                num(l.x),
+                num(l.y),
+                num(l.size),
+                escape(&l.text)
             );
             return;
         }
