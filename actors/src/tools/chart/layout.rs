@@ -231,10 +231,10 @@ fn y_range(plot: &Plot) -> YRange {
                 // Headroom for the value printed above (or below) each bar.
                 let span = (max.max(0.0) - min.min(0.0)).max(f64::MIN_POSITIVE);
                 if max > 0.0 {
-                    max += span * 0.07;
+                    max += span * 0.05;
                 }
                 if min < 0.0 {
-                    min -= span * 0.07;
+                    min -= span * 0.05;
                 }
             }
             YRange {
