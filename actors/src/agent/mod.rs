@@ -138,6 +138,10 @@ impl Actor for ExecutorAgent {
                     outcome.usage.completion_tokens,
                 );
                 span.record("manus.cost", outcome.usage.cost);
+                // Close this step's spans before the planner hears of the outcome: it may end
+                // the flow at once, and the flow's span must close with nothing open below it.
+                drop(span);
+                drop(req);
                 let _ = reply.send(outcome);
             }
         }

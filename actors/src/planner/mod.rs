@@ -576,9 +576,11 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
 
 /// Record how a step attempt ended, then retry it, stop the flow, or move on.
 async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: StepOutcome) {
-    let Some(run) = st.running.take() else { return };
-    run.span
-        .record("manus.step.status", outcome.status.as_str());
+    let Some(mut run) = st.running.take() else { return };
+    // End the step's span here: the flow may finish below, and its span closes only after
+    // its children have.
+    run.span.record("manus.step.status", outcome.status.as_str());
+    drop(std::mem::replace(&mut run.span, tracing::Span::none()));
     // Usage arrived already, call by call, as Spent messages.
     let s = &mut st.plan.steps[run.step];
     s.elapsed_ms += run.started.elapsed().as_millis() as u64;
@@ -701,6 +703,9 @@ async fn finish(
             flow_id: st.id.clone(),
         });
     }
+    // Close the flow's span now, not whenever the actor is dropped, so it is exported before
+    // anyone who sees FlowFinished flushes the traces and exits.
+    drop(std::mem::replace(&mut st.span, tracing::Span::none()));
     st.emit(FlowEvent::FlowFinished { outcome });
     myself.stop(None);
 }
