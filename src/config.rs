@@ -741,12 +741,24 @@ mod tests {
 
     #[test]
     fn sandbox_settings_parse_and_sizes_are_checked() {
-        let c = parse(&format!("{MINIMAL}\n[sandbox]\nuse_sandbox = true\nmemory_limit = \"64m\"\n")).unwrap();
+        let c = parse(&format!(
+            "{MINIMAL}\n[sandbox]\nuse_sandbox = true\nmemory_limit = \"64m\"\n"
+        ))
+        .unwrap();
         let s = c.sandbox.unwrap();
         assert_eq!(s.memory_limit, 64 << 20);
-        assert_eq!((s.work_dir.as_str(), s.network_enabled), ("/workspace", false));
-        assert!(parse(MINIMAL).unwrap().sandbox.is_none(), "off unless asked for");
-        let e = parse(&format!("{MINIMAL}\n[sandbox]\nuse_sandbox = true\nmemory_limit = \"lots\"\n")).unwrap_err();
+        assert_eq!(
+            (s.work_dir.as_str(), s.network_enabled),
+            ("/workspace", false)
+        );
+        assert!(
+            parse(MINIMAL).unwrap().sandbox.is_none(),
+            "off unless asked for"
+        );
+        let e = parse(&format!(
+            "{MINIMAL}\n[sandbox]\nuse_sandbox = true\nmemory_limit = \"lots\"\n"
+        ))
+        .unwrap_err();
         assert_eq!(e.line, Some(9), "{e}");
         assert!(e.message.contains("memory_limit"), "{e}");
         assert_eq!(parse_bytes("2g"), Some(2 << 30));

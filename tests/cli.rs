@@ -690,6 +690,8 @@ async fn tools_list_names_every_tool() {
             "python_execute",
             "bash",
             "str_replace_editor",
+            "data_visualization",
+            "data_report",
             "planning",
             "ask_human",
             "terminate"
@@ -698,7 +700,7 @@ async fn tools_list_names_every_tool() {
     // Each comes with its arguments' schema.
     assert_eq!(
         out.stdout.matches("  arguments: {").count(),
-        6,
+        8,
         "{}",
         out.stdout
     );
@@ -712,7 +714,8 @@ async fn help_says_code_runs_on_the_host() {
         assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
         let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            text.contains("tools run on this machine (the host)") && text.contains("python_execute and bash execute there"),
+            text.contains("tools run on this machine (the host)")
+                && text.contains("python_execute and bash execute there"),
             "{args:?}:\n{}",
             out.stdout
         );

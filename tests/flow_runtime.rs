@@ -25,7 +25,13 @@ const MANUS_TOOLS: [&str; 5] = [
     "ask_human",
     "terminate",
 ];
-const DATA_TOOLS: [&str; 3] = ["python_execute", "str_replace_editor", "terminate"];
+const DATA_TOOLS: [&str; 5] = [
+    "python_execute",
+    "str_replace_editor",
+    "data_visualization",
+    "data_report",
+    "terminate",
+];
 
 /// Generous bound so a broken flow fails the test instead of hanging it.
 const GUARD: Duration = Duration::from_secs(60);

@@ -8,7 +8,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use manus_rt::{Config, FlowMode, FlowStatus, Runtime, SubmitOptions};
+use manus_rt::{Config, FlowHandle, FlowMode, FlowStatus, Runtime, SubmitOptions};
 use serde_json::json;
 use support::llm_server::{Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, last_tool_text};
@@ -58,6 +58,25 @@ fn python(code: &str) -> Reply {
     Reply::tool("python_execute", json!({"code": code}))
 }
 
+/// A runtime with the sandbox on, running `task` with the primary agent alone.
+async fn start(server: &ScriptedLlm, dir: &Scratch, task: &str) -> (Runtime, FlowHandle) {
+    let rt = Runtime::builder()
+        .config(sandbox_config(server, dir))
+        .start()
+        .await
+        .unwrap();
+    let flow = rt
+        .submit(
+            task,
+            SubmitOptions {
+                mode: FlowMode::Single,
+            },
+        )
+        .await
+        .unwrap();
+    (rt, flow)
+}
+
 /// The observation the model got after request `n` (0-based) was answered.
 fn observation(server: &ScriptedLlm, n: usize) -> String {
     last_tool_text(&server.requests()[n + 1])
@@ -72,20 +91,7 @@ async fn code_runs_in_the_container_not_on_the_host() {
         done("summed"),
     ]);
     let dir = Scratch::new("sandbox-basic");
-    let rt = Runtime::builder()
-        .config(sandbox_config(&server, &dir))
-        .start()
-        .await
-        .unwrap();
-    let flow = rt
-        .submit(
-            "sum some numbers",
-            SubmitOptions {
-                mode: FlowMode::Single,
-            },
-        )
-        .await
-        .unwrap();
+    let (rt, flow) = start(&server, &dir, "sum some numbers").await;
     let id = flow.id.clone();
     let outcome = flow.outcome().await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
@@ -124,20 +130,7 @@ async fn limits_hold_and_are_reported() {
         done("limits checked"),
     ]);
     let dir = Scratch::new("sandbox-limits");
-    let rt = Runtime::builder()
-        .config(sandbox_config(&server, &dir))
-        .start()
-        .await
-        .unwrap();
-    let flow = rt
-        .submit(
-            "probe the limits",
-            SubmitOptions {
-                mode: FlowMode::Single,
-            },
-        )
-        .await
-        .unwrap();
+    let (rt, flow) = start(&server, &dir, "probe the limits").await;
     let outcome = flow.outcome().await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     let oom = observation(&server, 0);
@@ -176,20 +169,7 @@ async fn a_container_killed_from_outside_is_recreated() {
         done("survived"),
     ]);
     let dir = Scratch::new("sandbox-kill");
-    let rt = Runtime::builder()
-        .config(sandbox_config(&server, &dir))
-        .start()
-        .await
-        .unwrap();
-    let flow = rt
-        .submit(
-            "survive a kill",
-            SubmitOptions {
-                mode: FlowMode::Single,
-            },
-        )
-        .await
-        .unwrap();
+    let (rt, flow) = start(&server, &dir, "survive a kill").await;
     let id = flow.id.clone();
     let filter = format!("label=manus-rt.flow={id}");
     // Wait until the second model call is under way, then kill the container.

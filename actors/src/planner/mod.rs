@@ -576,10 +576,13 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
 
 /// Record how a step attempt ended, then retry it, stop the flow, or move on.
 async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: StepOutcome) {
-    let Some(mut run) = st.running.take() else { return };
+    let Some(mut run) = st.running.take() else {
+        return;
+    };
     // End the step's span here: the flow may finish below, and its span closes only after
     // its children have.
-    run.span.record("manus.step.status", outcome.status.as_str());
+    run.span
+        .record("manus.step.status", outcome.status.as_str());
     drop(std::mem::replace(&mut run.span, tracing::Span::none()));
     // Usage arrived already, call by call, as Spent messages.
     let s = &mut st.plan.steps[run.step];
