@@ -321,41 +321,9 @@ impl Capture {
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
 
     use super::*;
-
-    /// A scratch workspace that is removed when the test ends, pass or fail.
-    struct TempWs(PathBuf);
-
-    impl TempWs {
-        fn new(name: &str) -> Self {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos();
-            let dir = std::env::temp_dir()
-                .join(format!("manus-bash-{name}-{}-{nanos}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            TempWs(dir)
-        }
-    }
-
-    impl Drop for TempWs {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn ctx(ws: &Path) -> ToolCtx {
-        ToolCtx {
-            flow_id: "f".into(),
-            agent: "a".into(),
-            workspace: ws.to_path_buf(),
-            flow: None,
-            sandbox: None,
-        }
-    }
+    use crate::tools::tests::{TempDir, host_ctx as ctx};
 
     fn bash(timeout_secs: u64) -> Bash {
         Bash::new(&ToolSettings {
@@ -380,7 +348,7 @@ mod tests {
 
     #[tokio::test]
     async fn starts_in_workspace_and_keeps_state() {
-        let ws = TempWs::new("state");
+        let ws = TempDir::new("state");
         let ctx = ctx(&ws.0);
         let mut tool = bash(30);
         let canon = ws.0.canonicalize().unwrap();
@@ -407,7 +375,7 @@ mod tests {
 
     #[tokio::test]
     async fn output_shapes() {
-        let ws = TempWs::new("shapes");
+        let ws = TempDir::new("shapes");
         let ctx = ctx(&ws.0);
         let mut tool = bash(30);
         assert_eq!(ok(&mut tool, &ctx, "true").await, "(no output)");
@@ -432,7 +400,7 @@ mod tests {
 
     #[tokio::test]
     async fn failures_report_status_and_output() {
-        let ws = TempWs::new("fail");
+        let ws = TempDir::new("fail");
         let ctx = ctx(&ws.0);
         let mut tool = bash(30);
         let err = fail(&mut tool, &ctx, "echo partial; ls /no/such/dir").await;
@@ -453,7 +421,7 @@ mod tests {
 
     #[tokio::test]
     async fn empty_and_bad_arguments() {
-        let ws = TempWs::new("args");
+        let ws = TempDir::new("args");
         let ctx = ctx(&ws.0);
         let mut tool = bash(30);
         assert!(
@@ -473,7 +441,7 @@ mod tests {
 
     #[tokio::test]
     async fn exit_ends_the_shell_and_the_next_call_starts_fresh() {
-        let ws = TempWs::new("exit");
+        let ws = TempDir::new("exit");
         let ctx = ctx(&ws.0);
         let mut tool = bash(30);
         ok(&mut tool, &ctx, "export KEEP=1; echo bye").await;
@@ -487,7 +455,7 @@ mod tests {
 
     #[tokio::test]
     async fn restart_gives_a_fresh_shell() {
-        let ws = TempWs::new("restart");
+        let ws = TempDir::new("restart");
         let ctx = ctx(&ws.0);
         let mut tool = bash(30);
         ok(&mut tool, &ctx, "export KEEP=1").await;
@@ -512,7 +480,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_abandoned_call_does_not_confuse_the_next() {
-        let ws = TempWs::new("abandon");
+        let ws = TempDir::new("abandon");
         let ctx = ctx(&ws.0);
         let mut tool = bash(30);
         let call = tool.call(json!({ "command": "sleep 0.3; echo late" }), &ctx);
@@ -530,7 +498,7 @@ mod tests {
 
     #[tokio::test]
     async fn timeout_kills_the_shell_and_its_children() {
-        let ws = TempWs::new("timeout");
+        let ws = TempDir::new("timeout");
         let ctx = ctx(&ws.0);
         let mut tool = bash(1);
         ok(&mut tool, &ctx, "mkdir d && cd d").await;

@@ -584,40 +584,7 @@ fn fail(msg: impl std::fmt::Display) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A scratch directory that is removed when the test ends, pass or fail.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> Self {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos();
-            let dir = std::env::temp_dir().join(format!(
-                "manus-editor-{name}-{}-{nanos}",
-                std::process::id()
-            ));
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn ctx(ws: &Path) -> ToolCtx {
-        ToolCtx {
-            flow_id: "f".into(),
-            agent: "a".into(),
-            workspace: ws.to_path_buf(),
-            flow: None,
-            sandbox: None,
-        }
-    }
+    use crate::tools::tests::{TempDir, host_ctx as ctx};
 
     async fn ok(ed: &mut StrReplaceEditor, ctx: &ToolCtx, args: Value) -> String {
         match ed.call(args.clone(), ctx).await {

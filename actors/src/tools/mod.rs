@@ -205,7 +205,44 @@ fn ceil_char(s: &str, mut i: usize) -> usize {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
     use super::*;
+
+    /// A scratch directory that is removed when the test ends, pass or fail.
+    pub struct TempDir(pub PathBuf);
+
+    impl TempDir {
+        pub fn new(name: &str) -> Self {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "manus-tools-{name}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A call context on the host with `ws` as the workspace.
+    pub fn host_ctx(ws: &Path) -> ToolCtx {
+        ToolCtx {
+            flow_id: "f".into(),
+            agent: "a".into(),
+            workspace: ws.to_path_buf(),
+            flow: None,
+            sandbox: None,
+        }
+    }
 
     /// A tool that panics, to prove a crash stays inside its worker.
     pub struct Panics;

@@ -211,44 +211,10 @@ fn report_text(out: &str, err: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
     use std::time::Instant;
 
     use super::*;
-
-    /// A scratch workspace that is removed when the test ends, pass or fail.
-    struct TempWs(PathBuf);
-
-    impl TempWs {
-        fn new(name: &str) -> Self {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos();
-            let dir = std::env::temp_dir().join(format!(
-                "manus-python-{name}-{}-{nanos}",
-                std::process::id()
-            ));
-            std::fs::create_dir_all(&dir).unwrap();
-            TempWs(dir)
-        }
-    }
-
-    impl Drop for TempWs {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn ctx(ws: &Path) -> ToolCtx {
-        ToolCtx {
-            flow_id: "f".into(),
-            agent: "a".into(),
-            workspace: ws.to_path_buf(),
-            flow: None,
-            sandbox: None,
-        }
-    }
+    use crate::tools::tests::{TempDir, host_ctx as ctx};
 
     fn tool(timeout_secs: u64) -> PythonExecute {
         PythonExecute::new(&ToolSettings {
@@ -266,7 +232,7 @@ mod tests {
 
     #[tokio::test]
     async fn prints_and_runs_in_the_workspace() {
-        let ws = TempWs::new("basic");
+        let ws = TempDir::new("basic");
         let ctx = ctx(&ws.0);
         let mut py = tool(30);
         assert_eq!(run(&mut py, &ctx, "print(6 * 7)").await.unwrap(), "42");
@@ -295,7 +261,7 @@ mod tests {
 
     #[tokio::test]
     async fn errors_show_the_traceback() {
-        let ws = TempWs::new("error");
+        let ws = TempDir::new("error");
         let ctx = ctx(&ws.0);
         let mut py = tool(30);
         let err = run(&mut py, &ctx, "print('before')\n1 / 0")
@@ -320,7 +286,7 @@ mod tests {
 
     #[tokio::test]
     async fn missing_interpreter_is_reported() {
-        let ws = TempWs::new("nopy");
+        let ws = TempDir::new("nopy");
         let ctx = ctx(&ws.0);
         let settings = ToolSettings {
             python: "no-such-python-here".into(),
@@ -339,7 +305,7 @@ mod tests {
 
     #[tokio::test]
     async fn long_output_is_shortened() {
-        let ws = TempWs::new("long");
+        let ws = TempDir::new("long");
         let ctx = ctx(&ws.0);
         let out = run(&mut tool(30), &ctx, "for i in range(100000): print(i)")
             .await
@@ -350,7 +316,7 @@ mod tests {
 
     #[tokio::test]
     async fn timeout_kills_the_script_and_its_children() {
-        let ws = TempWs::new("timeout");
+        let ws = TempDir::new("timeout");
         let ctx = ctx(&ws.0);
         let started = Instant::now();
         let code = "import subprocess, time\n\
