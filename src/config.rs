@@ -80,6 +80,7 @@ struct SandboxToml {
     network_enabled: Option<bool>,
     idle_timeout_secs: Option<u64>,
     max_sandboxes: Option<usize>,
+    mount_workspace: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -571,6 +572,10 @@ impl Config {
             network_enabled: sb.network_enabled.unwrap_or(false),
             idle_timeout: Duration::from_secs(sb.idle_timeout_secs.unwrap_or(600)),
             max_sandboxes: sb.max_sandboxes.unwrap_or(8).max(1),
+            mount: sb
+                .mount_workspace
+                .unwrap_or(false)
+                .then(|| workspace.clone()),
         });
         if let Some(s) = &sandbox
             && !s.work_dir.starts_with('/')

@@ -102,7 +102,14 @@ impl RuntimeBuilder {
             |name: &str| LlmClient::new(config.llm[name].clone(), http.clone(), recorder.clone());
         let planner_llm = client(&config.planner_llm);
         let sandbox = match &config.sandbox {
-            Some(settings) => Some(start_sandbox(settings).await?),
+            Some(settings) => {
+                // A mounted workspace is bound by its real path.
+                let settings = SandboxSettings {
+                    mount: settings.mount.as_ref().map(|_| workspace.clone()),
+                    ..settings.clone()
+                };
+                Some(start_sandbox(&settings).await?)
+            }
             None => None,
         };
         let handle = sandbox

@@ -34,6 +34,10 @@ fn docker(args: &[&str]) -> String {
 }
 
 fn sandbox_config(server: &ScriptedLlm, dir: &Scratch) -> Config {
+    sandbox_config_with(server, dir, "false")
+}
+
+fn sandbox_config_with(server: &ScriptedLlm, dir: &Scratch, mount_workspace: &str) -> Config {
     let (host, image) = engine();
     let host = format!("\"{host}\"");
     let image = format!("\"{image}\"");
@@ -42,6 +46,7 @@ fn sandbox_config(server: &ScriptedLlm, dir: &Scratch) -> Config {
         &dir.workspace(),
         &[
             ("sandbox.use_sandbox", "true"),
+            ("sandbox.mount_workspace", mount_workspace),
             ("sandbox.docker_host", &host),
             ("sandbox.image", &image),
             ("sandbox.memory_limit", "\"96m\""),
@@ -60,8 +65,12 @@ fn python(code: &str) -> Reply {
 
 /// A runtime with the sandbox on, running `task` with the primary agent alone.
 async fn start(server: &ScriptedLlm, dir: &Scratch, task: &str) -> (Runtime, FlowHandle) {
+    start_with(sandbox_config(server, dir), task).await
+}
+
+async fn start_with(config: Config, task: &str) -> (Runtime, FlowHandle) {
     let rt = Runtime::builder()
-        .config(sandbox_config(server, dir))
+        .config(config)
         .start()
         .await
         .unwrap();
@@ -201,4 +210,30 @@ async fn a_container_killed_from_outside_is_recreated() {
         "",
         "no container is left"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounted_workspace_is_shared_with_the_host_tools() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        python("open('from_container.txt', 'w').write('made inside')"),
+        Reply::tool(
+            "str_replace_editor",
+            json!({"command": "view", "path": "from_container.txt"}),
+        ),
+        done("shared"),
+    ]);
+    let dir = Scratch::new("sandbox-mount");
+    let (rt, flow) = start_with(sandbox_config_with(&server, &dir, "true"), "share a file").await;
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("from_container.txt")).unwrap(),
+        "made inside"
+    );
+    assert!(
+        observation(&server, 1).contains("made inside"),
+        "the host-side editor sees it"
+    );
+    rt.shutdown().await;
 }

@@ -173,6 +173,10 @@ impl ContainerState {
             }),
             cap_drop: Some(vec!["ALL".into()]),
             security_opt: Some(vec!["no-new-privileges".into()]),
+            binds: s
+                .mount
+                .as_ref()
+                .map(|host| vec![format!("{}:{}:rw", host.display(), s.work_dir)]),
             ..Default::default()
         };
         let labels = HashMap::from([

@@ -32,6 +32,9 @@ pub struct SandboxSettings {
     pub network_enabled: bool,
     pub idle_timeout: Duration,
     pub max_sandboxes: usize,
+    /// A host directory bound at `work_dir`, so host-side tools and code in the container
+    /// see the same files; `None` keeps the host untouched.
+    pub mount: Option<std::path::PathBuf>,
 }
 
 impl SandboxSettings {
