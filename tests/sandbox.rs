@@ -69,11 +69,7 @@ async fn start(server: &ScriptedLlm, dir: &Scratch, task: &str) -> (Runtime, Flo
 }
 
 async fn start_with(config: Config, task: &str) -> (Runtime, FlowHandle) {
-    let rt = Runtime::builder()
-        .config(config)
-        .start()
-        .await
-        .unwrap();
+    let rt = Runtime::builder().config(config).start().await.unwrap();
     let flow = rt
         .submit(
             task,
