@@ -376,43 +376,39 @@ async fn a_recorded_run_replays_offline() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_recorded_single_agent_run_replays_in_a_later_second() {
+/// Record `command task` against the script, then replay the cassette offline in a fresh
+/// directory in a later second (so the flow id differs), and return that replay's outcome
+/// and directory.
+async fn record_then_replay(
+    name: &str,
+    command: &str,
+    script: Vec<Reply>,
+) -> (serde_json::Value, Scratch) {
     let server = ScriptedLlm::start().await;
-    server.push_all([
-        Reply::tool("bash", json!({"command": "echo hi > hi.txt"})),
-        done("Wrote hi.txt."),
-    ]);
+    server.push_all(script);
     let task = "Write hi.txt";
-    let dir = Scratch::new("cli-record-run");
+    let dir = Scratch::new(&format!("cli-record-{name}"));
     let cassette = dir.path().join("run.jsonl");
     let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
-    let recorded = manus(
-        &dir,
-        Some(&config),
-        &[
-            "run",
-            task,
-            "--json",
-            "--record",
-            cassette.to_str().unwrap(),
-        ],
-        None,
-    )
-    .await;
+    let args = [
+        command,
+        task,
+        "--json",
+        "--record",
+        cassette.to_str().unwrap(),
+    ];
+    let recorded = manus(&dir, Some(&config), &args, None).await;
     assert_eq!(recorded.code, Some(0), "stderr:\n{}", recorded.stderr);
     let first = recorded.json();
 
-    let replay_dir = Scratch::new("cli-replay-run");
+    let replay_dir = Scratch::new(&format!("cli-replay-{name}"));
+    let cassette_value = format!("{:?}", cassette.display().to_string());
     let replay_config = config_with(
         &server,
         &replay_dir.workspace(),
         &[
             ("llm.api_type", "\"replay\""),
-            (
-                "llm.cassette",
-                &format!("{:?}", cassette.display().to_string()),
-            ),
+            ("llm.cassette", &cassette_value),
         ],
     );
     drop(server);
@@ -421,7 +417,7 @@ async fn a_recorded_single_agent_run_replays_in_a_later_second() {
     let replayed = manus(
         &replay_dir,
         Some(&replay_config),
-        &["run", task, "--json"],
+        &[command, task, "--json"],
         None,
     )
     .await;
@@ -432,69 +428,31 @@ async fn a_recorded_single_agent_run_replays_in_a_later_second() {
         replayed.stdout,
         replayed.stderr
     );
-    assert_eq!(replayed.json()["status"], "completed");
-    assert!(replay_dir.workspace().join("hi.txt").exists());
+    (replayed.json(), replay_dir)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_single_agent_run_replays_in_a_later_second() {
+    let script = vec![
+        Reply::tool("bash", json!({"command": "echo hi > hi.txt"})),
+        done("Wrote hi.txt."),
+    ];
+    let (outcome, dir) = record_then_replay("run", "run", script).await;
+    assert_eq!(outcome["status"], "completed");
+    assert!(dir.workspace().join("hi.txt").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_recorded_flow_with_a_text_plan_replays_in_a_later_second() {
-    let server = ScriptedLlm::start().await;
-    server.push_all([
+    let script = vec![
         Reply::text("1. [MANUS] Write hi.txt"),
         Reply::tool("bash", json!({"command": "echo hi > hi.txt"})),
         done("Wrote hi.txt."),
         Reply::text("hi.txt is written."),
-    ]);
-    let task = "Write hi.txt";
-    let dir = Scratch::new("cli-record-text");
-    let cassette = dir.path().join("run.jsonl");
-    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
-    let recorded = manus(
-        &dir,
-        Some(&config),
-        &[
-            "run-flow",
-            task,
-            "--json",
-            "--record",
-            cassette.to_str().unwrap(),
-        ],
-        None,
-    )
-    .await;
-    assert_eq!(recorded.code, Some(0), "stderr:\n{}", recorded.stderr);
-    let first = recorded.json();
-
-    let replay_dir = Scratch::new("cli-replay-text");
-    let replay_config = config_with(
-        &server,
-        &replay_dir.workspace(),
-        &[
-            ("llm.api_type", "\"replay\""),
-            (
-                "llm.cassette",
-                &format!("{:?}", cassette.display().to_string()),
-            ),
-        ],
-    );
-    drop(server);
-    let replay_config = replay_dir.write_config(&replay_config);
-    wait_for_a_new_second(first["flow_id"].as_str().unwrap()).await;
-    let replayed = manus(
-        &replay_dir,
-        Some(&replay_config),
-        &["run-flow", task, "--json"],
-        None,
-    )
-    .await;
-    assert_eq!(
-        replayed.code,
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        replayed.stdout,
-        replayed.stderr
-    );
-    assert_eq!(replayed.json()["status"], "completed");
+    ];
+    let (outcome, dir) = record_then_replay("text", "run-flow", script).await;
+    assert_eq!(outcome["status"], "completed");
+    assert!(dir.workspace().join("hi.txt").exists());
 }
 
 // ─── config check ──────────────────────────────────────────────────────────────────────
