@@ -19,8 +19,9 @@ use tracing::Instrument;
 
 use super::{SandboxSettings, tar};
 use crate::protocol::{ContainerMsg, ExecOutput, SandboxOp, SandboxReply};
+use crate::tools::bash::Capture;
 
-/// Output kept per stream; the rest is cut (the head and tail are what matter).
+/// Output kept per stream; beyond it the middle is cut and the cut is said.
 const OUTPUT_LIMIT: usize = 64 * 1024;
 
 pub struct Container;
@@ -272,17 +273,13 @@ impl ContainerState {
         let StartExecResults::Attached { mut output, .. } = started else {
             return Err("the sandbox ran the command detached".into());
         };
-        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let (mut stdout, mut stderr) = (Capture::new(OUTPUT_LIMIT), Capture::new(OUTPUT_LIMIT));
         // `timeout` inside kills the command; this outer bound only guards a stuck engine.
         let collect = async {
             while let Some(item) = output.next().await {
                 match item {
-                    Ok(bollard::container::LogOutput::StdOut { message }) => {
-                        keep(&mut stdout, &message)
-                    }
-                    Ok(bollard::container::LogOutput::StdErr { message }) => {
-                        keep(&mut stderr, &message)
-                    }
+                    Ok(bollard::container::LogOutput::StdOut { message }) => stdout.push(&message),
+                    Ok(bollard::container::LogOutput::StdErr { message }) => stderr.push(&message),
                     Ok(_) => {}
                     Err(e) => return Err(format!("lost the command's output: {e}")),
                 }
@@ -301,8 +298,8 @@ impl ContainerState {
         // `timeout -s KILL` makes the command end with 137 when it was cut.
         let timed_out = timed_out_outside || (code == Some(137) && started_at.elapsed() >= limit);
         Ok(ExecOutput {
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            stdout: stdout.text(),
+            stderr: stderr.text(),
             exit_code: if timed_out { None } else { code },
             timed_out,
         })
@@ -392,9 +389,4 @@ impl ContainerState {
             tracing::debug!(container = %id, "removing the sandbox container: {e}");
         }
     }
-}
-
-fn keep(buf: &mut Vec<u8>, bytes: &[u8]) {
-    let room = OUTPUT_LIMIT.saturating_sub(buf.len());
-    buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
 }

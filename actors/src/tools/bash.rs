@@ -271,7 +271,7 @@ pub(super) fn kill_group(pid: u32) {
 
 /// Process output with bounded memory: the start and the end are kept, the middle is only
 /// counted, and the text says how much was left out.
-pub(super) struct Capture {
+pub(crate) struct Capture {
     head: Vec<u8>,
     tail: Vec<u8>,
     head_max: usize,
@@ -281,7 +281,7 @@ pub(super) struct Capture {
 
 impl Capture {
     /// Keep at most `limit` bytes: two thirds from the start, one third from the end.
-    pub(super) fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         let head_max = limit * 2 / 3;
         Capture {
             head: Vec::new(),
@@ -292,7 +292,7 @@ impl Capture {
         }
     }
 
-    pub(super) fn push(&mut self, mut bytes: &[u8]) {
+    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
         let room = self.head_max - self.head.len();
         if room > 0 {
             let take = room.min(bytes.len());
@@ -308,7 +308,7 @@ impl Capture {
     }
 
     /// The kept output as text (invalid UTF-8 replaced), with a note where bytes were cut.
-    pub(super) fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let start = self.tail.len().saturating_sub(self.tail_max);
         let head = String::from_utf8_lossy(&self.head);
         let tail = String::from_utf8_lossy(&self.tail[start..]);
