@@ -607,6 +607,37 @@ async fn config_check_rejects_an_unknown_primary_agent() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_without_an_engine_fails_fast_and_says_what_to_start() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("cli-no-engine");
+    let socket = format!("\"unix://{}\"", dir.path().join("no-such.sock").display());
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("sandbox.use_sandbox", "true"),
+            ("sandbox.docker_host", &socket),
+        ],
+    );
+    let config = dir.write_config(&text);
+    let out = manus(&dir, Some(&config), &["run-flow", "Do it"], None).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no Docker engine answers") && out.stderr.contains("start dockerd"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(server.request_count(), 0, "nothing is asked of the model");
+    let doctor = manus(&dir, Some(&config), &["sandbox", "doctor"], None).await;
+    assert_eq!(doctor.code, Some(1));
+    assert!(
+        doctor.stdout.contains("✗ no Docker engine answers"),
+        "{}",
+        doctor.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_run_with_an_invalid_config_exits_2_without_calling_the_model() {
     let server = ScriptedLlm::start().await;
     let dir = Scratch::new("cli-bad-run");
