@@ -34,10 +34,11 @@ fn docker(args: &[&str]) -> String {
 }
 
 fn sandbox_config(server: &ScriptedLlm, dir: &Scratch) -> Config {
-    sandbox_config_with(server, dir, "false")
+    sandbox_config_with(server, dir, &[])
 }
 
-fn sandbox_config_with(server: &ScriptedLlm, dir: &Scratch, mount_workspace: &str) -> Config {
+/// The sandbox config with `extra` overrides (`("sandbox.KEY", "TOML value")`).
+fn sandbox_config_with(server: &ScriptedLlm, dir: &Scratch, extra: &[(&str, &str)]) -> Config {
     let (host, image) = engine();
     let host = format!("\"{host}\"");
     let image = format!("\"{image}\"");
@@ -46,7 +47,6 @@ fn sandbox_config_with(server: &ScriptedLlm, dir: &Scratch, mount_workspace: &st
         &dir.workspace(),
         &[
             ("sandbox.use_sandbox", "true"),
-            ("sandbox.mount_workspace", mount_workspace),
             ("sandbox.docker_host", &host),
             ("sandbox.image", &image),
             ("sandbox.memory_limit", "\"96m\""),
@@ -54,7 +54,10 @@ fn sandbox_config_with(server: &ScriptedLlm, dir: &Scratch, mount_workspace: &st
             ("tools.python_timeout_secs", "3"),
             ("agents.manus.max_steps", "12"),
             ("flow.max_step_retries", "0"),
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
     );
     Config::parse(&text, "sandbox-test", None).unwrap()
 }
@@ -220,7 +223,11 @@ async fn a_mounted_workspace_is_shared_with_the_host_tools() {
         done("shared"),
     ]);
     let dir = Scratch::new("sandbox-mount");
-    let (rt, flow) = start_with(sandbox_config_with(&server, &dir, "true"), "share a file").await;
+    let (rt, flow) = start_with(
+        sandbox_config_with(&server, &dir, &[("sandbox.mount_workspace", "true")]),
+        "share a file",
+    )
+    .await;
     let outcome = flow.outcome().await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     assert_eq!(
@@ -231,5 +238,84 @@ async fn a_mounted_workspace_is_shared_with_the_host_tools() {
         observation(&server, 1).contains("made inside"),
         "the host-side editor sees it"
     );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_sandbox_is_removed_and_made_again_when_needed() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        python("print('one')"),
+        // The model takes a while: long enough for the idle sweep to remove the container.
+        python("print('two')").delay(3500),
+        done("done"),
+    ]);
+    let dir = Scratch::new("sandbox-idle");
+    let config = sandbox_config_with(&server, &dir, &[("sandbox.idle_timeout_secs", "1")]);
+    let (rt, flow) = start_with(config, "idle a while").await;
+    let filter = format!("label=manus-rt.flow={}", flow.id);
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while server.requests().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the flow reached its second model call");
+    let removed = tokio::time::timeout(Duration::from_secs(3), async {
+        while !docker(&["ps", "-aq", "--filter", &filter]).is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        removed.is_ok(),
+        "the idle container was removed while the model was thinking"
+    );
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(
+        observation(&server, 1),
+        "two",
+        "a new container served the next call"
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandboxes_beyond_max_sandboxes_are_refused_clearly() {
+    let server = ScriptedLlm::start().await;
+    // Flow A holds its sandbox while its model thinks (the delayed reply); flow B asks for
+    // one meanwhile and is told why it gets none.
+    server.push_all([
+        python("print('a')"),
+        done("a done").delay(2500),
+        python("print('b')"),
+        done("b done"),
+    ]);
+    let dir = Scratch::new("sandbox-max");
+    let config = sandbox_config_with(&server, &dir, &[("sandbox.max_sandboxes", "1")]);
+    let rt = Runtime::builder().config(config).start().await.unwrap();
+    let single = SubmitOptions {
+        mode: FlowMode::Single,
+    };
+    let a = rt.submit("flow a", single).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while server.requests().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("flow a ran its first call");
+    let b = rt.submit("flow b", single).await.unwrap();
+    let (a, b) = tokio::join!(a.outcome(), b.outcome());
+    assert_eq!(a.status, FlowStatus::Completed, "{}", a.reason);
+    assert_eq!(b.status, FlowStatus::Completed, "{}", b.reason);
+    let refused = server
+        .requests()
+        .iter()
+        .map(last_tool_text)
+        .find(|t| t.contains("max_sandboxes"))
+        .expect("flow b was told why it got no sandbox");
+    assert!(refused.contains("all 1 sandboxes are in use"), "{refused}");
     rt.shutdown().await;
 }
