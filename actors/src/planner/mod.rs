@@ -168,19 +168,16 @@ impl Actor for Planner {
             manus.cost = tracing::field::Empty,
         );
         let pool: Vec<Arc<AgentSpec>> = spec.pool.into_iter().map(Arc::new).collect();
+        // A flow runs its steps one at a time, so one replica of each agent serves it;
+        // `replicas` bounds concurrency where steps of a kind run at once (a shared pool).
         let mut replicas = HashMap::new();
         for agent in &pool {
-            let mut refs = vec![];
-            for replica in 0..agent.replicas.max(1) {
-                let args = AgentArgs {
-                    spec: agent.clone(),
-                    replica,
-                };
-                let (r, _) =
-                    Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell()).await?;
-                refs.push(r);
-            }
-            replicas.insert(agent.name.clone(), refs);
+            let args = AgentArgs {
+                spec: agent.clone(),
+                replica: 0,
+            };
+            let (r, _) = Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell()).await?;
+            replicas.insert(agent.name.clone(), vec![r]);
         }
         Ok(PlannerState {
             id: spec.id,
@@ -263,7 +260,7 @@ impl Actor for Planner {
             }
             FlowMsg::StepDone { dispatch, outcome } => {
                 if st.running.as_ref().is_some_and(|r| r.dispatch == dispatch) {
-                    step_ended(&myself, st, outcome).await;
+                    step_ended(&myself, st, outcome, false).await;
                 }
             }
             FlowMsg::StepTimedOut { dispatch } => {
@@ -280,7 +277,7 @@ impl Actor for Planner {
                         usage: Usage::default(),
                         rounds: 0,
                     };
-                    step_ended(&myself, st, outcome).await;
+                    step_ended(&myself, st, outcome, true).await;
                 }
             }
             FlowMsg::FlowTimedOut => {
@@ -498,7 +495,7 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         return;
     };
     let agent = st.route(step);
-    let replica = 0; // steps run one at a time; replicas serve concurrent flows of work
+    let replica = 0; // the flow's only replica of this agent: steps run one at a time
     let Some(target) = st
         .replicas
         .get(&agent)
@@ -575,7 +572,13 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
 }
 
 /// Record how a step attempt ended, then retry it, stop the flow, or move on.
-async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: StepOutcome) {
+/// `fresh`: the replica was already replaced (after a timeout), so a retry can use it as is.
+async fn step_ended(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    outcome: StepOutcome,
+    fresh: bool,
+) {
     let Some(mut run) = st.running.take() else {
         return;
     };
@@ -602,10 +605,11 @@ async fn step_ended(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, outcome: 
         summary: outcome.summary,
         usage: outcome.usage,
     });
-    if retry {
+    if retry && !fresh {
         // The replica may hold broken state (a crashed worker, a wedged shell): start clean.
         replace_replica(myself, st, &run.agent, run.replica).await;
-    } else if outcome.status != StepStatus::Completed
+    } else if !retry
+        && outcome.status != StepStatus::Completed
         && st.settings.on_step_failure == OnStepFailure::Stop
     {
         let why = format!(
