@@ -187,6 +187,14 @@ pub enum SandboxOp {
     Read { path: String },
     /// Create or replace a file (an absolute path; parent directories are made).
     Write { path: String, bytes: Vec<u8> },
+    /// Run `command` in the bash session named `session` (one per agent), started on first
+    /// use; `restart` replaces the session first. An empty command only (re)starts it.
+    Shell {
+        session: String,
+        command: String,
+        timeout: Duration,
+        restart: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -194,6 +202,22 @@ pub enum SandboxReply {
     Exec(ExecOutput),
     Read(Vec<u8>),
     Written,
+    /// A shell command's merged output (head and tail kept) and how it ended.
+    Shell {
+        output: String,
+        end: ShellEnd,
+    },
+}
+
+/// How a command in a persistent shell ended, wherever the shell runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShellEnd {
+    /// It finished with this exit status; the shell lives on.
+    Status(i32),
+    /// The shell itself ended (says how); the next command gets a fresh one.
+    ShellEnded(String),
+    /// It ran past its time limit; the shell and everything it started were killed.
+    TimedOut,
 }
 
 /// What a command printed and how it ended.
