@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod llm;
+pub mod mcp;
 pub mod planner;
 pub mod protocol;
 pub mod root;

@@ -131,6 +131,8 @@ pub struct ToolInvocation {
     /// The parsed arguments (the agent rejects malformed JSON before sending).
     pub args: Value,
     pub ctx: ToolCtx,
+    /// Set when the tool is an MCP server's: where the worker sends the call.
+    pub mcp: Option<crate::mcp::McpRoute>,
     /// The calling agent's span, so the tool's span is its child across the actor boundary.
     pub span: tracing::Span,
 }
@@ -228,6 +230,52 @@ pub struct ExecOutput {
     /// None if the command was cut at its timeout.
     pub exit_code: Option<i64>,
     pub timed_out: bool,
+}
+
+// ─── MCP connections ───────────────────────────────────────────────────────────────────
+
+/// Messages to the actor that owns one MCP server's session (`mcp/client.rs`).
+pub enum McpMsg {
+    /// The server's tools, connecting first if there is no session (after a failure, not
+    /// before its backoff has passed).
+    Tools(RpcReplyPort<Result<std::sync::Arc<Vec<McpToolInfo>>, String>>),
+    /// Call one of the server's tools by its own name. `traceparent` carries the caller's
+    /// trace context to the server in the request's `_meta`.
+    Call {
+        tool: String,
+        args: serde_json::Map<String, Value>,
+        traceparent: Option<String>,
+        reply: RpcReplyPort<Result<McpOutput, String>>,
+    },
+    /// From the session: the server announced that its tool list changed.
+    ToolsChanged { generation: u64 },
+    /// From a call: the session broke (the server exited, or hung past the call timeout).
+    Lost { generation: u64, why: String },
+}
+
+/// One tool of an MCP server, as the server describes it.
+#[derive(Debug, Clone)]
+pub struct McpToolInfo {
+    pub name: String,
+    pub description: String,
+    /// The server's JSON schema for the arguments, passed to the model unchanged.
+    pub schema: Value,
+}
+
+/// An MCP tool's result: its text, structured and resource content as text, and its images.
+#[derive(Debug, Clone, Default)]
+pub struct McpOutput {
+    pub text: String,
+    pub images: Vec<ImageData>,
+    /// The server marked the result as an error.
+    pub is_error: bool,
+}
+
+/// An image returned by a tool, base64-encoded as it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageData {
+    pub mime_type: String,
+    pub base64: String,
 }
 
 // ─── Events ────────────────────────────────────────────────────────────────────────────

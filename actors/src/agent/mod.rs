@@ -22,6 +22,7 @@ use crate::protocol::{
     AgentMsg, FlowEvent, FlowMsg, StepOutcome, StepRequest, TerminateStatus, ToolInvocation,
     ToolMsg, ToolResult,
 };
+use crate::mcp::{McpHandle, McpToolset};
 use crate::tools::worker::{ToolWorker, WorkerArgs, specs_for};
 use crate::tools::{ToolCtx, ToolSettings, clip};
 use memory::Memory;
@@ -42,6 +43,8 @@ pub struct AgentSpec {
     pub workspace: PathBuf,
     /// Where code runs when `[sandbox] use_sandbox` is on; the host otherwise.
     pub sandbox: Option<crate::sandbox::SandboxHandle>,
+    /// MCP servers whose tools join this agent's (`[agents.NAME] mcp_servers`).
+    pub mcp: Vec<McpHandle>,
 }
 
 /// Same output this many times in a row means the agent is going in circles.
@@ -177,8 +180,10 @@ struct StepRun<'a> {
     req: &'a StepRequest,
     myself: &'a ActorRef<AgentMsg>,
     memory: Memory,
-    /// The tools as the model sees them.
-    specs: Vec<ToolSpec>,
+    /// The built-in tools as the model sees them.
+    builtin: Vec<ToolSpec>,
+    /// The MCP servers' tools this round, and where their names lead.
+    mcp: McpToolset,
     usage: Usage,
     nudge: Option<&'static str>,
     nudged_for_stuck: bool,
@@ -199,13 +204,14 @@ impl<'a> StepRun<'a> {
             .replace("{agent}", &state.spec.name);
         memory.pin(Message::system(system));
         memory.pin(Message::user(step_prompt(req)));
-        let specs = specs_for(&state.spec.profile.tools, &state.spec.tool_settings);
+        let builtin = specs_for(&state.spec.profile.tools, &state.spec.tool_settings);
         StepRun {
             state,
             req,
             myself,
             memory,
-            specs,
+            builtin,
+            mcp: McpToolset::default(),
             usage: Usage::default(),
             nudge: None,
             nudged_for_stuck: false,
@@ -233,9 +239,16 @@ impl<'a> StepRun<'a> {
                 Some(n) => format!("{n}\n\n{}", self.state.spec.profile.next_step_prompt),
                 None => self.state.spec.profile.next_step_prompt.clone(),
             };
+            if !self.state.spec.mcp.is_empty() {
+                // Servers come and go, and may change their tools between rounds.
+                self.mcp = McpToolset::gather(&self.state.spec.mcp, &self.state.spec.profile.tools).await;
+                for why in &self.mcp.unavailable {
+                    tracing::warn!(agent = %self.state.label, "{why}");
+                }
+            }
             let request = ChatRequest {
                 messages: self.memory.request(Some(prompt)),
-                tools: self.specs.clone(),
+                tools: self.builtin.iter().chain(&self.mcp.specs).cloned().collect(),
                 tool_choice: ToolChoice::Auto,
             };
             let started = Instant::now();
@@ -376,10 +389,17 @@ impl<'a> StepRun<'a> {
             terminate: None,
             elapsed: Duration::ZERO,
         };
-        if !self.state.spec.profile.tools.iter().any(|t| t == name) {
+        let route = self.mcp.routes.get(name).cloned();
+        if route.is_none() && !self.state.spec.profile.tools.iter().any(|t| t == name) {
+            let known: Vec<&str> = self
+                .builtin
+                .iter()
+                .chain(&self.mcp.specs)
+                .map(|s| s.name.as_str())
+                .collect();
             return failed(format!(
                 "there is no tool named `{name}`. The tools you can call are: {}",
-                self.state.spec.profile.tools.join(", ")
+                known.join(", ")
             ));
         }
         let raw = if call.function.arguments.trim().is_empty() {
@@ -407,11 +427,19 @@ impl<'a> StepRun<'a> {
                 sandbox: self.state.spec.sandbox.clone(),
             },
             span: tracing::Span::current(),
+            mcp: route,
         };
         let ts = &self.state.spec.tool_settings;
         // The tools enforce their own limits; this bound only catches a worker that hangs.
-        let limit =
-            ts.python_timeout.max(ts.bash_timeout).max(ts.ask_timeout) + Duration::from_secs(30);
+        let mcp_limit = inv.mcp.as_ref().map_or(Duration::ZERO, |r| {
+            r.handle.call_timeout + r.handle.connect_timeout
+        });
+        let limit = ts
+            .python_timeout
+            .max(ts.bash_timeout)
+            .max(ts.ask_timeout)
+            .max(mcp_limit)
+            + Duration::from_secs(30);
         let worker = match &self.state.worker {
             Some(w) => w.clone(),
             None => match spawn_worker(self.myself, &self.state.spec).await {
