@@ -504,9 +504,14 @@ impl Config {
                                 "{}: no MCP server `{bad}` in the servers file; servers: {}",
                                 key("mcp_servers"),
                                 if mcp_servers.is_empty() {
-                                    "none (add config/mcp.json, or set [mcp] servers_file)".to_string()
+                                    "none (add config/mcp.json, or set [mcp] servers_file)"
+                                        .to_string()
                                 } else {
-                                    mcp_servers.iter().map(|s| s.id.clone()).collect::<Vec<_>>().join(", ")
+                                    mcp_servers
+                                        .iter()
+                                        .map(|s| s.id.clone())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
                                 }
                             ),
                         ));

@@ -106,7 +106,9 @@ pub fn parse(
             }
             (None, Some(url)) => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(fail(format!("`url` = \"{url}\" must start with http:// or https://")));
+                    return Err(fail(format!(
+                        "`url` = \"{url}\" must start with http:// or https://"
+                    )));
                 }
                 let (url, headers) = (url.clone(), s.headers.clone());
                 match s.kind.as_deref() {
@@ -125,7 +127,10 @@ pub fn parse(
         servers.push(McpServerSpec {
             id,
             transport,
-            call_timeout: s.timeout_secs.map(Duration::from_secs).unwrap_or(call_timeout),
+            call_timeout: s
+                .timeout_secs
+                .map(Duration::from_secs)
+                .unwrap_or(call_timeout),
             connect_timeout,
         });
     }
@@ -137,7 +142,12 @@ mod tests {
     use super::*;
 
     fn read(text: &str) -> Result<Vec<McpServerSpec>, ConfigError> {
-        parse(text, "mcp.json", Duration::from_secs(60), Duration::from_secs(10))
+        parse(
+            text,
+            "mcp.json",
+            Duration::from_secs(60),
+            Duration::from_secs(10),
+        )
     }
 
     #[test]
@@ -153,20 +163,28 @@ mod tests {
         .unwrap();
         let ids: Vec<&str> = servers.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["everything", "old", "remote"]);
-        assert!(matches!(&servers[0].transport, McpTransport::Stdio { command, args, env }
-            if command == "npx" && args.len() == 2 && env["A"] == "1"));
+        assert!(
+            matches!(&servers[0].transport, McpTransport::Stdio { command, args, env }
+            if command == "npx" && args.len() == 2 && env["A"] == "1")
+        );
         assert!(matches!(servers[1].transport, McpTransport::Sse { .. }));
         assert_eq!(servers[1].call_timeout, Duration::from_secs(5));
-        assert!(matches!(&servers[2].transport, McpTransport::StreamableHttp { headers, .. }
-            if headers.contains_key("Authorization")));
+        assert!(
+            matches!(&servers[2].transport, McpTransport::StreamableHttp { headers, .. }
+            if headers.contains_key("Authorization"))
+        );
     }
 
     #[test]
     fn errors_name_the_server_and_line() {
-        let e = read("{\"mcpServers\": {\n \"a\": {\"command\": \"x\"},\n \"b\": {\"args\": []}\n}}")
-            .unwrap_err();
+        let e =
+            read("{\"mcpServers\": {\n \"a\": {\"command\": \"x\"},\n \"b\": {\"args\": []}\n}}")
+                .unwrap_err();
         assert_eq!(e.line, Some(3));
-        assert!(e.message.contains("mcpServers.b") && e.message.contains("`command`"), "{e}");
+        assert!(
+            e.message.contains("mcpServers.b") && e.message.contains("`command`"),
+            "{e}"
+        );
         let e = read("{\"mcpServers\": {\"a\": {\"url\": \"ftp://x\"}}}").unwrap_err();
         assert!(e.message.contains("http://"), "{e}");
         let e = read("{\"mcpServers\": {\"a\": {\"url\": \"http://x\", \"type\": \"ws\"}}}")

@@ -17,12 +17,12 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSpec, Usage};
+use crate::mcp::{McpHandle, McpToolset};
 use crate::planner::plan::StepStatus;
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowMsg, StepOutcome, StepRequest, TerminateStatus, ToolInvocation,
     ToolMsg, ToolResult,
 };
-use crate::mcp::{McpHandle, McpToolset};
 use crate::tools::worker::{ToolWorker, WorkerArgs, specs_for};
 use crate::tools::{ToolCtx, ToolSettings, clip};
 use memory::Memory;
@@ -241,14 +241,20 @@ impl<'a> StepRun<'a> {
             };
             if !self.state.spec.mcp.is_empty() {
                 // Servers come and go, and may change their tools between rounds.
-                self.mcp = McpToolset::gather(&self.state.spec.mcp, &self.state.spec.profile.tools).await;
+                self.mcp =
+                    McpToolset::gather(&self.state.spec.mcp, &self.state.spec.profile.tools).await;
                 for why in &self.mcp.unavailable {
                     tracing::warn!(agent = %self.state.label, "{why}");
                 }
             }
             let request = ChatRequest {
                 messages: self.memory.request(Some(prompt)),
-                tools: self.builtin.iter().chain(&self.mcp.specs).cloned().collect(),
+                tools: self
+                    .builtin
+                    .iter()
+                    .chain(&self.mcp.specs)
+                    .cloned()
+                    .collect(),
                 tool_choice: ToolChoice::Auto,
             };
             let started = Instant::now();
@@ -554,6 +560,7 @@ mod tests {
             tool_settings: ToolSettings::default(),
             workspace: workspace.clone(),
             sandbox: None,
+            mcp: vec![],
         };
         let (agent, _) = Actor::spawn(
             None,

@@ -52,7 +52,15 @@ impl McpTransport {
     pub fn describe(&self) -> String {
         match self {
             McpTransport::Stdio { command, args, .. } => {
-                format!("stdio `{}`", [command.clone()].iter().chain(args).cloned().collect::<Vec<_>>().join(" "))
+                format!(
+                    "stdio `{}`",
+                    [command.clone()]
+                        .iter()
+                        .chain(args)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
             }
             McpTransport::StreamableHttp { url, .. } => format!("streamable HTTP {url}"),
             McpTransport::Sse { url, .. } => format!("SSE {url}"),

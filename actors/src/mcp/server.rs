@@ -77,7 +77,11 @@ impl ToolServer {
         };
         let inv = ToolInvocation {
             call: ToolCall {
-                id: format!("{}-{}", self.session, self.calls.fetch_add(1, Ordering::Relaxed)),
+                id: format!(
+                    "{}-{}",
+                    self.session,
+                    self.calls.fetch_add(1, Ordering::Relaxed)
+                ),
                 kind: "function".into(),
                 function: FunctionCall {
                     name: name.to_string(),
@@ -97,14 +101,19 @@ impl ToolServer {
         };
         let s = &self.serve.settings;
         let limit = s.python_timeout.max(s.bash_timeout) + Duration::from_secs(30);
-        match worker.call(|reply| ToolMsg::Call(inv, reply), Some(limit)).await {
+        match worker
+            .call(|reply| ToolMsg::Call(inv, reply), Some(limit))
+            .await
+        {
             Ok(ractor::rpc::CallResult::Success(r)) => Ok((r.ok, r.output)),
             _ => {
                 worker.kill();
                 *slot = None;
                 Ok((
                     false,
-                    format!("the tool `{name}` crashed or hung; it was restarted, so its state (such as the shell session) was reset"),
+                    format!(
+                        "the tool `{name}` crashed or hung; it was restarted, so its state (such as the shell session) was reset"
+                    ),
                 ))
             }
         }
