@@ -251,12 +251,17 @@ fn describe(c: &Config) -> String {
     ));
     for (a, llm) in &c.agents {
         s.push_str(&format!(
-            "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}\n      {}\n",
+            "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}{}\n      {}\n",
             a.name.to_ascii_uppercase(),
             a.profile.id,
             a.replicas,
             a.profile.max_steps,
             a.profile.tools.join(", "),
+            if a.mcp_servers.is_empty() {
+                String::new()
+            } else {
+                format!(", and the tools of MCP server(s) {}", a.mcp_servers.join(", "))
+            },
             a.description
         ));
     }
@@ -288,6 +293,19 @@ fn describe(c: &Config) -> String {
             sb.max_sandboxes
         )),
         None => s.push_str("Sandbox: off — code runs on this machine ([sandbox] use_sandbox = true to change)\n"),
+    }
+    if c.mcp_servers.is_empty() {
+        s.push_str("MCP servers: none (add config/mcp.json or set [mcp] servers_file)\n");
+    } else {
+        s.push_str("MCP servers:\n");
+        for m in &c.mcp_servers {
+            s.push_str(&format!(
+                "  {}: {} (calls time out after {}s)\n",
+                m.id,
+                m.transport.describe(),
+                m.call_timeout.as_secs()
+            ));
+        }
     }
     let budget = |v: Option<String>| v.unwrap_or_else(|| "none".into());
     s.push_str(&format!(
