@@ -260,7 +260,10 @@ fn describe(c: &Config) -> String {
             if a.mcp_servers.is_empty() {
                 String::new()
             } else {
-                format!(", and the tools of MCP server(s) {}", a.mcp_servers.join(", "))
+                format!(
+                    ", and the tools of MCP server(s) {}",
+                    a.mcp_servers.join(", ")
+                )
             },
             a.description
         ));
@@ -543,11 +546,10 @@ async fn mcp_server(config: Config, args: McpServerArgs) -> ExitCode {
                     .local_addr()
                     .map(|a| a.to_string())
                     .unwrap_or(args.bind.clone());
-                eprintln!("manus-rt: serving {offered} over MCP at http://{at}/mcp (Ctrl-C stops)");
-                server::serve_http(serve, listener, async {
-                    let _ = tokio::signal::ctrl_c().await;
-                })
-                .await
+                eprintln!(
+                    "manus-rt: serving {offered} over MCP at http://{at}/mcp (Ctrl-C or SIGTERM stops)"
+                );
+                server::serve_http(serve, listener, stop_signal()).await
             }
             Err(e) => Err(format!("cannot listen on {}: {e}", args.bind)),
         },
@@ -559,6 +561,22 @@ async fn mcp_server(config: Config, args: McpServerArgs) -> ExitCode {
             eprintln!("manus-rt: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM, for servers that stop cleanly either way.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
     }
 }
 

@@ -415,3 +415,61 @@ async fn run_mcp_drives_one_agent_with_one_servers_tools() {
     assert!(first.tool_names().contains(&"mcp_server_echo".to_string()));
     assert_eq!(observation(&server, 0), "Echo: ping");
 }
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_call_carries_the_trace_context_to_the_server() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([Reply::tool("mcp_peer_trace", json!({})), done("traced")]);
+    let otlp = support::otlp::OtlpReceiver::start().await;
+    let dir = Scratch::new("mcp-trace");
+    let file = dir.path().join("mcp.json");
+    std::fs::write(&file, json!({ "mcpServers": python_peer() }).to_string()).unwrap();
+    let config = dir.write_config(&config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            (
+                "mcp.servers_file",
+                &format!("{:?}", file.display().to_string()),
+            ),
+            ("telemetry.otlp_endpoint", &format!("{:?}", otlp.endpoint())),
+        ],
+    ));
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(BIN)
+            .current_dir(dir.path())
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .arg("--config")
+            .arg(&config)
+            .args(["run", "report the trace context"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = observation(&server, 0);
+    let parts: Vec<&str> = seen.split('-').collect();
+    assert!(
+        parts.len() == 4 && parts[0] == "00" && parts[1].len() == 32 && parts[2].len() == 16,
+        "the server got no traceparent: {seen}"
+    );
+    let spans = otlp.spans();
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool mcp_peer_trace")
+        .expect("the MCP call's tool span was exported");
+    assert_eq!(parts[1], hex(&tool.trace_id), "the flow's trace");
+    assert_eq!(parts[2], hex(&tool.span_id), "the tool call's span");
+}
