@@ -87,6 +87,31 @@ impl<W: Write> Board<W> {
                     steps.join("\n")
                 ))
             }
+            FlowEvent::Resumed { plan, rerun, .. } => {
+                let Some(plan) = plan else {
+                    return Some(
+                        "[resumed] the flow was interrupted while planning: planning again".into(),
+                    );
+                };
+                self.step_started = vec![None; plan.steps.len()];
+                let done = plan.count(StepStatus::Completed);
+                let again = match rerun.as_slice() {
+                    [] => String::new(),
+                    steps => format!(
+                        "; step(s) {} were running at the interruption and start over",
+                        steps
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                Some(format!(
+                    "[resumed] {} ({done}/{} steps completed before the interruption{again})",
+                    plan.title,
+                    plan.steps.len()
+                ))
+            }
             FlowEvent::StepStarted {
                 step,
                 agent,
@@ -107,7 +132,7 @@ impl<W: Write> Board<W> {
                 self.activity = format!("{agent}: {}", one_line(text));
                 Some(format!("[step {step}] {agent}: {}", one_line(text)))
             }
-            FlowEvent::LlmCalled { .. } => None,
+            FlowEvent::LlmCalled { .. } | FlowEvent::StepMemory { .. } => None,
             FlowEvent::ToolCalled {
                 step,
                 agent,

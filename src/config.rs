@@ -20,6 +20,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use crate::store::StoreUrl;
 use crate::telemetry::{OtlpProtocol, TelemetrySettings};
 
 /// The example config, as shipped; it runs with no API key (it replays a cassette).
@@ -68,6 +69,23 @@ struct ConfigFile {
     sandbox: SandboxToml,
     #[serde(default)]
     mcp: McpToml,
+    #[serde(default)]
+    store: StoreToml,
+    #[serde(default)]
+    server: ServerToml,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreToml {
+    enabled: Option<bool>,
+    url: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerToml {
+    resume_on_start: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -280,6 +298,16 @@ pub struct Config {
     pub mcp_servers: Vec<McpServerSpec>,
     /// The tools `manus-rt mcp-server` offers (`[mcp] serve_tools`).
     pub mcp_serve_tools: Vec<String>,
+    /// Where runs are recorded (`[store] url`); `None` with `[store] enabled = false`.
+    pub store: Option<StoreUrl>,
+    pub server: ServerSettings,
+}
+
+/// `[server]`: how `manus-rt serve` behaves.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Resume the runs a dead process left running when the service starts.
+    pub resume_on_start: bool,
 }
 
 /// An agent of the pool before it is bound to a flow's LLM client.
@@ -661,7 +689,22 @@ impl Config {
                 ),
             ));
         }
+        let store = match (&file.store.enabled, &file.store.url) {
+            (Some(false), _) => None,
+            (_, None) => Some(StoreUrl::Sqlite(PathBuf::from("runs.db"))),
+            (_, Some(url)) => Some(StoreUrl::parse(url.get_ref()).map_err(|why| {
+                err(
+                    at(url.span()),
+                    format!("[store] url = \"{}\": {why}", url.get_ref()),
+                )
+            })?),
+        };
+        let server = ServerSettings {
+            resume_on_start: file.server.resume_on_start.unwrap_or(true),
+        };
         Ok(Config {
+            store,
+            server,
             sandbox,
             mcp_servers,
             mcp_serve_tools,
@@ -859,6 +902,32 @@ mod tests {
         assert_eq!(parse_bytes("2g"), Some(2 << 30));
         assert_eq!(parse_bytes("512MB"), Some(512 << 20));
         assert_eq!(parse_bytes("0"), None);
+    }
+
+    #[test]
+    fn store_and_server_settings() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(c.store, Some(StoreUrl::Sqlite("runs.db".into())));
+        assert!(c.server.resume_on_start);
+        let c = parse(&format!(
+            "{MINIMAL}\n[store]\nurl = \"postgres://u:p@127.0.0.1:5432/runs\"\n\n[server]\nresume_on_start = false\n"
+        ))
+        .unwrap();
+        assert!(matches!(c.store, Some(StoreUrl::Postgres(_))));
+        assert!(!c.server.resume_on_start);
+        let c = parse(&format!("{MINIMAL}\n[store]\nenabled = false\n")).unwrap();
+        assert_eq!(c.store, None);
+
+        let e = parse(&format!("{MINIMAL}\n[store]\nurl = \"mysql://h/db\"\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(
+            e.message.contains("[store] url = \"mysql://h/db\"") && e.message.contains("sqlite://"),
+            "{e}"
+        );
+        let e = parse(&format!("{MINIMAL}\n[store]\nurl = \"sqlite://\"\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        let e = parse(&format!("{MINIMAL}\n[store]\npath = \"x\"\n")).unwrap_err();
+        assert!(e.message.contains("path"), "{e}");
     }
 
     #[test]

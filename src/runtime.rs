@@ -20,14 +20,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use manus_actors::llm::{self, LlmClient, Recorder};
+use manus_actors::llm::{self, LlmClient, Recorder, ReplayFrom};
 use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::client::McpConnection;
 use manus_actors::mcp::server::ServeSettings;
 use manus_actors::planner::plan::Plan;
 use manus_actors::protocol::SandboxMsg;
 use manus_actors::protocol::{
-    FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, RootMsg,
+    FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, RootMsg,
 };
 use manus_actors::root::Root;
 use manus_actors::sandbox::{SandboxHandle, SandboxSettings, SandboxSupervisor};
@@ -35,6 +35,7 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::config::Config;
+use crate::store::{RunRow, RunStore, StoreError, tap};
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +56,18 @@ pub enum RuntimeError {
     Submit(String),
     #[error("the sandbox is not usable: {0}")]
     Sandbox(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("runs are not stored ([store] enabled = false), so there is nothing to resume")]
+    NoStore,
+    #[error("no run `{0}` in the run store (`manus-rt runs list` shows the runs)")]
+    UnknownRun(String),
+    #[error("run {id} already ended ({status}): there is nothing to resume")]
+    RunEnded { id: String, status: String },
+    #[error(
+        "run {id} is running in another process ({owner}); it can be resumed only once that process is gone"
+    )]
+    RunBusy { id: String, owner: String },
 }
 
 #[derive(Default)]
@@ -153,11 +166,16 @@ impl RuntimeBuilder {
                 )
             })
             .collect();
+        let store = match &config.store {
+            Some(url) => Some(RunStore::open(url).await?),
+            None => None,
+        };
         let (root, _) = Actor::spawn(None, Root, ())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         Ok(Runtime {
             root,
+            store,
             planner_llm,
             pool,
             sandbox: sandbox.map(|(s, _)| s),
@@ -183,6 +201,8 @@ pub struct Runtime {
     /// Where tools work in this runtime, and which ones `mcp-server` offers.
     tools_here: ServeSettings,
     mcp: Vec<McpHandle>,
+    /// Where every flow is recorded (`[store]`), unless that is off.
+    store: Option<RunStore>,
 }
 
 /// Reach the engine, check the image, and start the supervisor that owns them.
@@ -210,6 +230,17 @@ fn new_flow_id() -> String {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
     format!("{ms:x}-{:x}-{n}", std::process::id())
+}
+
+/// A flow about to start: a new one, or an interrupted one to continue.
+struct Run {
+    id: String,
+    task: String,
+    mode: FlowMode,
+    resume: Option<Resume>,
+    /// The number of its next event.
+    seq: u64,
+    created_at: i64,
 }
 
 /// How to run a submitted task.
@@ -241,39 +272,139 @@ impl Runtime {
         self.tools_here.clone()
     }
 
+    /// The run store flows are recorded in, unless `[store] enabled = false`.
+    pub fn store(&self) -> Option<&RunStore> {
+        self.store.as_ref()
+    }
+
     /// Start a flow. Each flow gets its own agents, memories and replay position.
     pub async fn submit(
         &self,
         task: &str,
         options: SubmitOptions,
     ) -> Result<FlowHandle, RuntimeError> {
-        let id = new_flow_id();
-        let mut pool = self.pool.clone();
-        let mut planner_llm = self.planner_llm.clone();
-        llm::rewind(
-            pool.iter_mut()
-                .map(|a| &mut a.llm)
-                .chain(std::iter::once(&mut planner_llm)),
-        );
-        let (tx, rx) = unbounded_channel();
-        let spec = FlowSpec {
-            id: id.clone(),
+        let run = Run {
+            id: new_flow_id(),
             task: task.to_string(),
             mode: options.mode,
+            resume: None,
+            seq: 0,
+            created_at: crate::store::now_ms(),
+        };
+        self.start_flow(run).await
+    }
+
+    /// The ids of runs that were running in a process that has gone (killed, crashed, or
+    /// shut down mid-flow), oldest first: what `resume` can continue.
+    pub async fn interrupted_runs(&self) -> Result<Vec<String>, RuntimeError> {
+        let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
+        Ok(store
+            .interrupted()
+            .await?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    /// Continue an interrupted run from its stored plan: steps that completed are not run
+    /// again, a step that was running starts over, and the usage so far is kept. With a
+    /// replay profile, the cassette is picked up where the run stood.
+    pub async fn resume(&self, run_id: &str) -> Result<FlowHandle, RuntimeError> {
+        let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
+        let run = store
+            .get(run_id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownRun(run_id.to_string()))?;
+        if run.status != "running" {
+            return Err(RuntimeError::RunEnded {
+                id: run.id,
+                status: run.status,
+            });
+        }
+        let busy = || RuntimeError::RunBusy {
+            id: run.id.clone(),
+            owner: run.owner.clone().unwrap_or_default(),
+        };
+        let interrupted = store.interrupted().await?;
+        if !interrupted.iter().any(|(id, _)| id == &run.id) {
+            return Err(busy());
+        }
+        if !store.claim(&run.id, run.owner.clone()).await? {
+            return Err(busy());
+        }
+        let seq = store.next_seq(&run.id).await?;
+        tracing::info!(run = %run.id, "resuming an interrupted run");
+        self.start_flow(Run {
+            id: run.id,
+            task: run.task,
+            mode: run.mode,
+            resume: Some(Resume {
+                plan: run.plan,
+                usage: run.usage,
+                usage_by_agent: run.usage_by_agent,
+                elapsed: std::time::Duration::from_millis(run.elapsed_ms),
+            }),
+            seq,
+            created_at: run.created_at,
+        })
+        .await
+    }
+
+    /// Start the planner of `run`, recording it when there is a store.
+    async fn start_flow(&self, run: Run) -> Result<FlowHandle, RuntimeError> {
+        let mut pool = self.pool.clone();
+        let mut planner_llm = self.planner_llm.clone();
+        let clients = pool
+            .iter_mut()
+            .map(|a| &mut a.llm)
+            .chain(std::iter::once(&mut planner_llm));
+        let from = match run.resume {
+            Some(_) => ReplayFrom::FirstMatch,
+            None => ReplayFrom::Start,
+        };
+        llm::rewind(clients, from);
+        let (tx, planner_events) = unbounded_channel();
+        let events = match &self.store {
+            Some(store) => {
+                let (to_handle, rx) = unbounded_channel();
+                let before = run.resume.clone().unwrap_or_default();
+                let row = RunRow {
+                    id: run.id.clone(),
+                    task: run.task.clone(),
+                    mode: run.mode,
+                    status: "running".into(),
+                    plan: before.plan,
+                    usage: before.usage,
+                    usage_by_agent: before.usage_by_agent,
+                    outcome: None,
+                    owner: store.owner().to_string(),
+                    created_at: run.created_at,
+                    elapsed_ms: before.elapsed.as_millis() as u64,
+                };
+                tap::spawn(store.clone(), row, run.seq, planner_events, to_handle);
+                rx
+            }
+            None => planner_events,
+        };
+        let spec = FlowSpec {
+            id: run.id.clone(),
+            task: run.task.clone(),
+            mode: run.mode,
             settings: self.config.flow.clone(),
             pool,
             planner_llm,
             events: tx,
             sandbox: self.sandbox.clone(),
+            resume: run.resume,
         };
         let planner = ractor::call!(self.root, RootMsg::StartFlow, spec)
             .map_err(|e| RuntimeError::Submit(e.to_string()))?
             .map_err(RuntimeError::Submit)?;
         Ok(FlowHandle {
-            id,
-            task: task.to_string(),
+            id: run.id,
+            task: run.task,
             planner,
-            events: rx,
+            events,
             outcome: None,
         })
     }
@@ -305,6 +436,11 @@ impl Runtime {
                     Some(std::time::Duration::from_secs(60)),
                 )
                 .await;
+        }
+        // Flows stopped mid-way stay `running` in the store, and count as interrupted once
+        // this process has retired: the next start can resume them.
+        if let Some(store) = self.store {
+            store.close().await;
         }
     }
 }

@@ -36,6 +36,10 @@ impl FlowView {
                 self.task = task.clone();
             }
             FlowEvent::PlanCreated { plan } => self.plan = Some(plan.clone()),
+            FlowEvent::Resumed { plan, usage, .. } => {
+                self.plan = plan.clone();
+                self.usage = *usage;
+            }
             FlowEvent::StepStarted {
                 step,
                 agent,
@@ -78,7 +82,8 @@ impl FlowView {
             }
             FlowEvent::Thought { .. }
             | FlowEvent::ToolCalled { .. }
-            | FlowEvent::ToolFinished { .. } => {}
+            | FlowEvent::ToolFinished { .. }
+            | FlowEvent::StepMemory { .. } => {}
         }
     }
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::llm::{ToolCall, Usage};
+use crate::llm::{Message, ToolCall, Usage};
 use crate::planner::plan::{Plan, StepStatus};
 use crate::tools::ToolCtx;
 
@@ -43,6 +43,20 @@ pub struct FlowSpec {
     pub events: UnboundedSender<FlowEvent>,
     /// The sandbox supervisor, told to remove the flow's container when it ends.
     pub sandbox: Option<ActorRef<SandboxMsg>>,
+    /// Set to continue an interrupted flow (same id) instead of starting it afresh.
+    pub resume: Option<Resume>,
+}
+
+/// Where an interrupted flow stood. The planner skips the planning call when there is a
+/// plan, never re-runs a completed step, and runs a step that was in progress from its start.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    /// The plan with each step's status, notes and attempts; `None` if it was still planning.
+    pub plan: Option<Plan>,
+    pub usage: Usage,
+    pub usage_by_agent: BTreeMap<String, Usage>,
+    /// How long the flow had run; it counts toward `flow_timeout` and the outcome's time.
+    pub elapsed: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,6 +303,13 @@ pub enum FlowEvent {
         flow_id: String,
         task: String,
     },
+    /// An interrupted flow continues (right after `FlowStarted`): its plan as it stood, the
+    /// tokens spent before, and the steps that were running then and now start over.
+    Resumed {
+        plan: Option<Plan>,
+        usage: Usage,
+        rerun: Vec<usize>,
+    },
     PlanCreated {
         plan: Plan,
     },
@@ -332,6 +353,13 @@ pub enum FlowEvent {
         status: StepStatus,
         summary: String,
         usage: Usage,
+    },
+    /// An agent's working memory when its step ended (before `StepFinished`), for the run
+    /// store; the next step starts fresh and sees only the plan's notes.
+    StepMemory {
+        step: usize,
+        agent: String,
+        messages: Vec<Message>,
     },
     FlowFinished {
         outcome: FlowOutcome,

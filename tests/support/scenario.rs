@@ -47,7 +47,8 @@ impl Drop for Scratch {
     }
 }
 
-/// A two-agent config against the scripted server; `extra` is appended verbatim.
+/// A two-agent config against the scripted server, recording runs in `runs.db` beside the
+/// workspace; `extra` is appended verbatim.
 pub fn config_text(server: &ScriptedLlm, workspace: &Path, extra: &str) -> String {
     format!(
         r#"[llm]
@@ -60,6 +61,9 @@ timeout_secs = 10
 
 [runtime]
 workspace = "{}"
+
+[store]
+url = "sqlite://{}"
 
 [tools]
 python_timeout_secs = 20
@@ -81,7 +85,8 @@ max_step_retries = 1
 {extra}
 "#,
         server.base_url(),
-        workspace.display()
+        workspace.display(),
+        workspace.with_file_name("runs.db").display()
     )
 }
 

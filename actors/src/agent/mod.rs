@@ -129,10 +129,14 @@ impl Actor for ExecutorAgent {
                     gen_ai.usage.output_tokens = tracing::field::Empty,
                     manus.cost = tracing::field::Empty,
                 );
-                let outcome = StepRun::new(state, &req, &myself)
-                    .run()
-                    .instrument(span.clone())
-                    .await;
+                let mut run = StepRun::new(state, &req, &myself);
+                let outcome = run.run().instrument(span.clone()).await;
+                run.emit(FlowEvent::StepMemory {
+                    step: req.step_index,
+                    agent: run.state.label.clone(),
+                    messages: run.memory.request(None),
+                });
+                drop(run);
                 span.record("manus.step.status", outcome.status.as_str());
                 span.record("manus.agent.rounds", outcome.rounds);
                 span.record("gen_ai.usage.input_tokens", outcome.usage.prompt_tokens);
@@ -232,7 +236,7 @@ impl<'a> StepRun<'a> {
         }
     }
 
-    async fn run(mut self) -> StepOutcome {
+    async fn run(&mut self) -> StepOutcome {
         let max = self.state.spec.profile.max_steps;
         for round in 1..=max {
             let prompt = match self.nudge.take() {
@@ -548,7 +552,7 @@ mod tests {
             reqwest::Client::new(),
             None,
         );
-        crate::llm::rewind([&mut llm]);
+        crate::llm::rewind([&mut llm], crate::llm::ReplayFrom::Start);
         let mut profile = crate::agent::profile::builtin("manus").unwrap();
         profile.tools = vec!["panic_for_test".into(), "bash".into(), "terminate".into()];
         let spec = AgentSpec {

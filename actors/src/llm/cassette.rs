@@ -76,13 +76,23 @@ impl Cassette {
         first_user_text(&self.exchanges.first()?.request)
     }
 
-    /// A fresh cursor at the first exchange. Clients that share it take turns in order.
-    pub fn cursor(self: &Arc<Self>) -> ReplayCursor {
+    /// A fresh cursor, at the first exchange or at the first one `from` asks for. Clients
+    /// that share it take turns in order.
+    pub fn cursor(self: &Arc<Self>, from: ReplayFrom) -> ReplayCursor {
         let (tx, mut rx) = mpsc::unbounded_channel::<ReplayRequest>();
         let cassette = Arc::clone(self);
         tokio::spawn(async move {
             let mut next = 0usize;
+            let mut seeking = from == ReplayFrom::FirstMatch;
             while let Some((request, reply)) = rx.recv().await {
+                if std::mem::take(&mut seeking) {
+                    let wanted = request.as_deref();
+                    next = cassette
+                        .exchanges
+                        .iter()
+                        .position(|ex| first_user_text(&ex.request) == wanted)
+                        .unwrap_or(0);
+                }
                 let answer = cassette.serve(next, request.as_deref());
                 if answer.is_ok() {
                     next += 1;
@@ -140,6 +150,16 @@ fn shorten(s: &str) -> String {
     } else {
         one_line
     }
+}
+
+/// Where a new cursor starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayFrom {
+    /// At the first answer: a run from its beginning.
+    Start,
+    /// At the first answer recorded for the run's first request: a resumed run, which does
+    /// not ask again what was done before its interruption. Strict from there on.
+    FirstMatch,
 }
 
 /// A request's first user message, and where its recorded answer goes.
@@ -216,7 +236,7 @@ mod tests {
         );
         let c = Arc::new(Cassette::parse("t", &text).unwrap());
         assert_eq!(c.task(), Some("a"));
-        let cur = c.cursor();
+        let cur = c.cursor(ReplayFrom::Start);
         assert_eq!(cur.next(Some("a".into())).await.unwrap()["n"], 1);
         let err = cur.next(Some("zzz".into())).await.unwrap_err();
         assert_eq!(err.kind, LlmErrorKind::Replay);
@@ -229,7 +249,17 @@ mod tests {
                 .contains("used up")
         );
         // A second cursor starts over.
-        assert_eq!(c.cursor().next(Some("a".into())).await.unwrap()["n"], 1);
+        assert_eq!(
+            c.cursor(ReplayFrom::Start)
+                .next(Some("a".into()))
+                .await
+                .unwrap()["n"],
+            1
+        );
+        // A resumed run's cursor starts where its first request was recorded.
+        let cur = c.cursor(ReplayFrom::FirstMatch);
+        assert_eq!(cur.next(Some("b".into())).await.unwrap()["n"], 2);
+        assert!(cur.next(Some("b".into())).await.is_err(), "strict after");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde_json::Value;
 use serde_json::json;
 use tracing::Instrument;
 
-use super::cassette::{Recorder, ReplayCursor};
+use super::cassette::{Recorder, ReplayCursor, ReplayFrom};
 use super::retry::RetryPolicy;
 use super::tokens;
 use super::{ChatRequest, ChatResponse, Message, Role, ToolCall, Usage};
@@ -451,8 +451,9 @@ impl LlmClient {
 }
 
 /// Give a flow's clients their own place in their cassettes: one fresh cursor per cassette,
-/// shared by every client that replays it, so the flow replays from the first answer.
-pub fn rewind<'a>(clients: impl IntoIterator<Item = &'a mut LlmClient>) {
+/// shared by every client that replays it, so the flow replays from the first answer (or,
+/// resumed, from its first request's).
+pub fn rewind<'a>(clients: impl IntoIterator<Item = &'a mut LlmClient>, from: ReplayFrom) {
     let mut cursors: Vec<(*const super::Cassette, ReplayCursor)> = vec![];
     for c in clients {
         let Some(cassette) = c.settings.cassette.clone() else {
@@ -462,7 +463,7 @@ pub fn rewind<'a>(clients: impl IntoIterator<Item = &'a mut LlmClient>) {
         let cursor = match cursors.iter().find(|(k, _)| *k == key) {
             Some((_, cur)) => cur.clone(),
             None => {
-                let cur = cassette.cursor();
+                let cur = cassette.cursor(from);
                 cursors.push((key, cur.clone()));
                 cur
             }

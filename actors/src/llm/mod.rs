@@ -11,7 +11,7 @@ mod retry;
 pub mod tokens;
 mod types;
 
-pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor};
+pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor, ReplayFrom};
 pub use client::{ApiType, LlmClient, LlmError, LlmErrorKind, LlmSettings, rewind};
 pub use retry::RetryPolicy;
 pub use types::*;

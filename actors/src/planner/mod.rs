@@ -24,7 +24,7 @@ use tracing::Instrument;
 use crate::agent::{AgentArgs, AgentSpec, ExecutorAgent};
 use crate::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, Usage};
 use crate::protocol::{
-    AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, StepOutcome,
+    AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, StepOutcome,
     StepRequest,
 };
 use crate::tools::planning::{PlanningTool, planning_spec};
@@ -86,6 +86,8 @@ pub struct PlannerState {
     sandbox: Option<ActorRef<crate::protocol::SandboxMsg>>,
     next_question: u64,
     started: Instant,
+    /// An interrupted flow's state, taken on `Begin`.
+    resume: Option<Resume>,
     span: tracing::Span,
 }
 
@@ -179,6 +181,7 @@ impl Actor for Planner {
             let (r, _) = Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell()).await?;
             replicas.insert(agent.name.clone(), vec![r]);
         }
+        let before = spec.resume.clone().unwrap_or_default();
         Ok(PlannerState {
             id: spec.id,
             task: spec.task,
@@ -191,12 +194,15 @@ impl Actor for Planner {
             plan: Plan::default(),
             running: None,
             next_dispatch: 0,
-            usage: Usage::default(),
-            by_agent: BTreeMap::new(),
+            usage: before.usage,
+            by_agent: before.usage_by_agent,
             sandbox: spec.sandbox,
             questions: HashMap::new(),
             next_question: 1,
-            started: Instant::now(),
+            started: Instant::now()
+                .checked_sub(before.elapsed)
+                .unwrap_or_else(Instant::now),
+            resume: spec.resume,
             span,
         })
     }
@@ -213,7 +219,15 @@ impl Actor for Planner {
                     flow_id: st.id.clone(),
                     task: st.task.clone(),
                 });
-                myself.send_after(st.settings.flow_timeout, || FlowMsg::FlowTimedOut);
+                let left = st
+                    .settings
+                    .flow_timeout
+                    .saturating_sub(st.started.elapsed());
+                myself.send_after(left, || FlowMsg::FlowTimedOut);
+                if let Some(plan) = st.resume.take().and_then(|r| r.plan) {
+                    resume(&myself, st, plan).await;
+                    return Ok(());
+                }
                 match st.mode {
                     FlowMode::Single => {
                         let plan = Plan::new("run", "Single agent run", vec![st.task.clone()]);
@@ -571,6 +585,55 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
     });
 }
 
+/// Continue an interrupted flow from `plan`: completed and finally failed steps stand, a
+/// step that was running (or was to be retried) starts over, and the next one is sent.
+async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mut plan: Plan) {
+    let rerun = reopen(&mut plan, st.settings.max_step_retries);
+    st.plan = plan;
+    st.emit(FlowEvent::Resumed {
+        plan: Some(st.plan.clone()),
+        usage: st.usage,
+        rerun,
+    });
+    let failed = st
+        .plan
+        .steps
+        .iter()
+        .position(|s| s.status.is_final() && s.status != StepStatus::Completed);
+    match failed {
+        Some(step) if st.settings.on_step_failure == OnStepFailure::Stop => {
+            let why = format!(
+                "step {step} ended {} and on_step_failure = \"stop\"",
+                st.plan.steps[step].status.as_str()
+            );
+            finish(myself, st, FlowStatus::Failed, why).await;
+        }
+        _ => dispatch_next(myself, st).await,
+    }
+}
+
+/// Put an interrupted plan back as the planner would have left it: a step in progress is
+/// not started (its interrupted attempt is not counted), and a failed or blocked step with
+/// attempts left is not started either, as after `step_ended`. Returns the steps that were
+/// in progress.
+fn reopen(plan: &mut Plan, max_step_retries: u32) -> Vec<usize> {
+    let mut rerun = vec![];
+    for (i, s) in plan.steps.iter_mut().enumerate() {
+        match s.status {
+            StepStatus::InProgress => {
+                s.status = StepStatus::NotStarted;
+                s.attempts = s.attempts.saturating_sub(1);
+                rerun.push(i);
+            }
+            StepStatus::Failed | StepStatus::Blocked if s.attempts <= max_step_retries => {
+                s.status = StepStatus::NotStarted;
+            }
+            _ => {}
+        }
+    }
+    rerun
+}
+
 /// Record how a step attempt ended, then retry it, stop the flow, or move on.
 /// `fresh`: the replica was already replaced (after a timeout), so a retry can use it as is.
 async fn step_ended(
@@ -740,5 +803,45 @@ async fn summarise(st: &mut PlannerState) -> String {
             tracing::warn!(flow = %st.id, "could not summarise the run: {e}");
             String::new()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reopen_restarts_the_running_step_and_steps_with_retries_left() {
+        let mut plan = Plan::new("p", "T", (0..5).map(|i| format!("s{i}")).collect());
+        let set = |plan: &mut Plan, i: usize, status, attempts| {
+            plan.steps[i].status = status;
+            plan.steps[i].attempts = attempts;
+        };
+        set(&mut plan, 0, StepStatus::Completed, 1);
+        set(&mut plan, 1, StepStatus::Failed, 2); // out of retries: stands
+        set(&mut plan, 2, StepStatus::Blocked, 1); // would have been retried
+        set(&mut plan, 3, StepStatus::InProgress, 2); // the interrupted attempt
+        plan.steps[3].notes = "first attempt failed".into();
+        let rerun = reopen(&mut plan, 1);
+        assert_eq!(rerun, [3]);
+        let statuses: Vec<_> = plan.steps.iter().map(|s| s.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                StepStatus::Completed,
+                StepStatus::Failed,
+                StepStatus::NotStarted,
+                StepStatus::NotStarted,
+                StepStatus::NotStarted
+            ]
+        );
+        assert_eq!(
+            plan.steps[3].attempts, 1,
+            "the interrupted attempt is not counted"
+        );
+        assert_eq!(
+            plan.steps[3].notes, "first attempt failed",
+            "notes stay, so the step's prompt is the one it had"
+        );
     }
 }

@@ -1,0 +1,362 @@
+//! `RunStore`: the handle flows and commands use, and the thread that owns the backend.
+//! Writes queue without waiting and are applied in batches, one transaction each; reads
+//! queue behind them, so a read sees every write sent before it. The thread also beats this
+//! process's heartbeat, which tells other processes that its running flows are alive.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use super::sql::{self, Owner, RunRow};
+use super::{Backend, StoreError, StoreUrl, StoredEvent, StoredMemory, StoredRun, now_ms};
+use manus_actors::protocol::FlowEvent;
+
+/// How often this process says it is alive.
+const HEARTBEAT: Duration = Duration::from_secs(10);
+/// At most this many writes go in one transaction.
+const BATCH: usize = 2_000;
+
+/// One thing to write.
+pub(crate) enum Write {
+    Run(Box<RunRow>),
+    Event {
+        run_id: String,
+        seq: u64,
+        at: i64,
+        event: FlowEvent,
+    },
+    Memory {
+        run_id: String,
+        memory: StoredMemory,
+    },
+}
+
+type ReadJob = Box<dyn FnOnce(&mut dyn Backend, &Owner) + Send>;
+
+enum Job {
+    Write(Box<Write>),
+    Read(ReadJob),
+    /// Flush, retire this process's heartbeat, and stop.
+    Close(oneshot::Sender<()>),
+}
+
+/// The run store of one process; cheap to clone.
+#[derive(Clone)]
+pub struct RunStore {
+    jobs: Sender<Job>,
+    owner: Arc<Owner>,
+    url: Arc<String>,
+}
+
+impl RunStore {
+    /// Connect, create the tables if they are missing, and register this process. A store
+    /// that cannot be reached is an error here, not later.
+    pub async fn open(url: &StoreUrl) -> Result<RunStore, StoreError> {
+        let described = url.describe();
+        let owner = Owner::this_process();
+        let (jobs, rx) = mpsc::channel();
+        let (ready_tx, ready) = oneshot::channel();
+        let (url_c, owner_c) = (url.clone(), owner.clone());
+        std::thread::Builder::new()
+            .name("run-store".into())
+            .spawn(move || {
+                let opened = super::connect(&url_c).and_then(|mut db| {
+                    let mut setup: Vec<super::Stmt> = sql::SCHEMA
+                        .iter()
+                        .map(|s| super::Stmt {
+                            sql: s,
+                            params: vec![],
+                        })
+                        .collect();
+                    setup.push(sql::heartbeat(&owner_c, now_ms()));
+                    db.transaction(&setup)?;
+                    Ok(db)
+                });
+                match opened {
+                    Ok(db) => {
+                        let _ = ready_tx.send(Ok(()));
+                        serve(db, &owner_c, &rx);
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            })
+            .map_err(|e| StoreError {
+                url: described.clone(),
+                message: format!("cannot start its thread: {e}"),
+            })?;
+        let message = match ready.await {
+            Ok(Ok(())) => {
+                return Ok(RunStore {
+                    jobs,
+                    owner: Arc::new(owner),
+                    url: Arc::new(described),
+                });
+            }
+            Ok(Err(e)) => e,
+            Err(_) => "its thread stopped while opening it".into(),
+        };
+        Err(StoreError {
+            url: described,
+            message,
+        })
+    }
+
+    /// The store's URL, without a password.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// This process's name in the store (the owner of the runs it runs).
+    pub fn owner(&self) -> &str {
+        &self.owner.id
+    }
+
+    /// Queue a write; never waits, never fails (a write that fails later is logged).
+    pub(crate) fn write(&self, w: Write) {
+        let _ = self.jobs.send(Job::Write(Box::new(w)));
+    }
+
+    /// Run `f` on the store's thread, after every write queued before it.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn Backend, &Owner) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let job: ReadJob = Box::new(move |db, owner| {
+            let _ = tx.send(f(db, owner));
+        });
+        let fail = |message: String| StoreError {
+            url: self.url.to_string(),
+            message,
+        };
+        self.jobs
+            .send(Job::Read(job))
+            .map_err(|_| fail("the store is closed".into()))?;
+        rx.await
+            .map_err(|_| fail("the store's thread stopped".into()))?
+            .map_err(fail)
+    }
+
+    /// The newest runs, at most `limit`.
+    pub async fn list(&self, limit: usize) -> Result<Vec<StoredRun>, StoreError> {
+        self.read(move |db, _| sql::list(db, limit)).await
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<StoredRun>, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::get(db, &id)).await
+    }
+
+    /// A run's events in order.
+    pub async fn events(&self, id: &str) -> Result<Vec<StoredEvent>, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::events(db, &id)).await
+    }
+
+    /// The sequence number a run's next event gets.
+    pub(crate) async fn next_seq(&self, id: &str) -> Result<u64, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::next_seq(db, &id)).await
+    }
+
+    /// A run's agent memories, by step and attempt.
+    pub async fn memories(&self, id: &str) -> Result<Vec<StoredMemory>, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::memories(db, &id)).await
+    }
+
+    /// Runs that were running in a process that is gone, with that process's name.
+    pub async fn interrupted(&self) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        self.read(|db, me| sql::interrupted(db, me, now_ms())).await
+    }
+
+    /// Take run `id` over from `from` (its owner as read): false if someone else did first.
+    pub async fn claim(&self, id: &str, from: Option<String>) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, me| sql::claim(db, &id, from.as_deref(), &me.id))
+            .await
+    }
+
+    /// Write what is queued and stop; this process's running flows count as interrupted
+    /// from now on.
+    pub async fn close(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.jobs.send(Job::Close(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// The store thread's loop: until closed, or until every handle is gone.
+fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>) {
+    let mut beat = Instant::now();
+    let mut next = None;
+    loop {
+        let job = match next.take() {
+            Some(job) => Ok(job),
+            None => jobs.recv_timeout(HEARTBEAT.saturating_sub(beat.elapsed())),
+        };
+        match job {
+            Ok(Job::Write(first)) => {
+                let mut batch = vec![*first];
+                while batch.len() < BATCH {
+                    match jobs.try_recv() {
+                        Ok(Job::Write(w)) => batch.push(*w),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                apply(db.as_mut(), &batch);
+            }
+            Ok(Job::Read(f)) => f(db.as_mut(), owner),
+            Ok(Job::Close(done)) => {
+                retire(db.as_mut(), owner);
+                let _ = done.send(());
+                return;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                retire(db.as_mut(), owner);
+                return;
+            }
+        }
+        if beat.elapsed() >= HEARTBEAT {
+            beat = Instant::now();
+            if let Err(e) = db.transaction(&[sql::heartbeat(owner, now_ms())]) {
+                tracing::warn!("run store: cannot refresh this process's heartbeat: {e}");
+            }
+        }
+    }
+}
+
+fn retire(db: &mut dyn Backend, owner: &Owner) {
+    if let Err(e) = db.transaction(&[sql::retire(owner)]) {
+        tracing::warn!("run store: cannot retire this process: {e}");
+    }
+}
+
+/// Write a batch in one transaction. Only the newest state of each run is written: the
+/// state is a whole snapshot, so older ones in the same batch add nothing.
+fn apply(db: &mut dyn Backend, batch: &[Write]) {
+    let now = now_ms();
+    let mut seen = HashSet::new();
+    let stmts: Vec<super::Stmt> = batch
+        .iter()
+        .rev()
+        .filter_map(|w| match w {
+            Write::Run(r) => seen.insert(r.id.as_str()).then(|| r.upsert(now)),
+            Write::Event {
+                run_id,
+                seq,
+                at,
+                event,
+            } => Some(sql::insert_event(run_id, *seq, *at, event)),
+            Write::Memory { run_id, memory } => Some(sql::upsert_memory(run_id, memory)),
+        })
+        .collect();
+    if let Err(e) = db.transaction(&stmts) {
+        tracing::error!(
+            "run store: {} write(s) lost, the flows go on: {e}",
+            stmts.len()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manus_actors::llm::{Message, Usage};
+    use manus_actors::planner::plan::Plan;
+    use manus_actors::protocol::FlowMode;
+
+    fn row(id: &str, owner: &str) -> RunRow {
+        RunRow {
+            id: id.into(),
+            task: "count".into(),
+            mode: FlowMode::Plan,
+            status: "running".into(),
+            plan: Some(Plan::new("p", "Count", vec!["a".into(), "b".into()])),
+            usage: Usage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                calls: 1,
+                cost: 0.0,
+            },
+            usage_by_agent: Default::default(),
+            outcome: None,
+            owner: owner.into(),
+            created_at: 1,
+            elapsed_ms: 7,
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_are_read_back_in_order_and_runs_are_claimed_once() {
+        let store = RunStore::open(&StoreUrl::Sqlite(":memory:".into()))
+            .await
+            .unwrap();
+        let me = store.owner().to_string();
+        store.write(Write::Run(Box::new(row("r1", &me))));
+        store.write(Write::Run(Box::new(row("r2", "gone:1:1"))));
+        for seq in 0..3 {
+            store.write(Write::Event {
+                run_id: "r1".into(),
+                seq,
+                at: 5,
+                event: FlowEvent::FlowStarted {
+                    flow_id: "r1".into(),
+                    task: format!("t{seq}"),
+                },
+            });
+        }
+        let memory = StoredMemory {
+            step: 1,
+            attempt: 2,
+            agent: "manus".into(),
+            messages: vec![Message::user("hi")],
+        };
+        store.write(Write::Memory {
+            run_id: "r1".into(),
+            memory,
+        });
+        let mut done = row("r1", &me);
+        done.status = "completed".into();
+        store.write(Write::Run(Box::new(done)));
+
+        let r1 = store.get("r1").await.unwrap().unwrap();
+        assert_eq!((r1.status.as_str(), r1.elapsed_ms), ("completed", 7));
+        assert_eq!(r1.progress(), (0, 2));
+        assert_eq!(r1.usage.total(), 15);
+        assert_eq!(store.list(10).await.unwrap().len(), 2);
+        let events = store.events("r1").await.unwrap();
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(store.next_seq("r1").await.unwrap(), 3);
+        assert_eq!(store.next_seq("r2").await.unwrap(), 0);
+        let memories = store.memories("r1").await.unwrap();
+        assert_eq!((memories[0].step, memories[0].attempt), (1, 2));
+        assert_eq!(memories[0].messages[0].text(), "hi");
+        assert!(store.get("nope").await.unwrap().is_none());
+
+        // r2's owner never beat: it is interrupted, and only one claim takes it.
+        let interrupted = store.interrupted().await.unwrap();
+        assert_eq!(
+            interrupted,
+            [("r2".to_string(), Some("gone:1:1".to_string()))]
+        );
+        assert!(store.claim("r2", Some("gone:1:1".into())).await.unwrap());
+        assert!(!store.claim("r2", Some("gone:1:1".into())).await.unwrap());
+        assert!(
+            store.interrupted().await.unwrap().is_empty(),
+            "now it is mine"
+        );
+        store.close().await;
+    }
+}
