@@ -11,8 +11,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use manus_rt::board::{Board, final_report};
 use manus_rt::engine::mcp::{McpServerSpec, McpTransport, server};
 use manus_rt::engine::tools::{KNOWN_TOOLS, ToolSettings, make_tool};
+use manus_rt::store::{RunStore, StoredRun};
 use manus_rt::{
-    Config, FlowEvent, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions, telemetry,
+    Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions,
+    telemetry,
 };
 
 const CODE_ON_HOST: &str = "Where code runs: by default tools run on this machine (the host) with your \
@@ -75,6 +77,49 @@ enum Command {
     /// Offer manus-rt's tools (bash, python_execute, str_replace_editor, terminate by default;
     /// [mcp] serve_tools) to MCP clients, with the workspace and sandbox settings of agents
     McpServer(McpServerArgs),
+    /// The recorded runs ([store] url)
+    Runs {
+        #[command(subcommand)]
+        action: RunsAction,
+    },
+    /// Continue an interrupted run from its last completed step
+    #[command(after_help = RESUME_HELP)]
+    Resume(ResumeArgs),
+}
+
+const RESUME_HELP: &str = "A run is interrupted when the process running it died or stopped mid-flow (`manus-rt runs list` marks it). Completed steps are not run again; a step that was running starts over; the plan, the notes later steps read and the tokens spent so far are kept. With a replay profile ([llm] api_type = \"replay\"), the cassette is picked up at the step the run resumes from.";
+
+#[derive(Subcommand)]
+enum RunsAction {
+    /// The newest runs: id, status, steps done, tokens, age, task
+    List {
+        /// How many runs to show
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print them as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run: its plan with each step's status and notes, usage, memories and outcome
+    Show {
+        /// The run's id (as `runs list` shows it)
+        id: String,
+        /// Print the run, its events and its agents' memories as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(clap::Args)]
+struct ResumeArgs {
+    /// The run's id (as `runs list` shows it)
+    id: String,
+    /// Print the outcome as JSON on stdout (progress stays on stderr)
+    #[arg(long)]
+    json: bool,
+    /// Write the resumed part's model exchanges to this cassette file
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
 }
 
 const RUN_MCP_HELP: &str = "The server is one of config/mcp.json (--server ID), a command \
@@ -184,6 +229,8 @@ async fn main() -> ExitCode {
         } => sandbox_doctor(&config).await,
         Command::RunMcp(args) => run_mcp(config, args).await,
         Command::McpServer(args) => mcp_server(config, args).await,
+        Command::Runs { action } => runs(&config, action).await,
+        Command::Resume(args) => resume(config, args).await,
         Command::Tools {
             action: ToolsAction::List,
         } => {
@@ -375,19 +422,29 @@ async fn start(config: Config, record: Option<&std::path::Path>) -> Option<Runti
             runtime.config().workspace.display()
         ),
     }
+    if let Some(store) = runtime.store() {
+        eprintln!(
+            "note: runs are recorded in {}; if this process dies mid-flow, `manus-rt resume ID` continues the run",
+            store.url()
+        );
+    }
     Some(runtime)
 }
 
 /// Run one task to its end, showing its progress; the outcome, or `None` if it could not
 /// start.
 async fn drive(runtime: &Runtime, task: &str, json: bool, mode: FlowMode) -> Option<FlowOutcome> {
-    let mut flow = match runtime.submit(task, SubmitOptions { mode }).await {
-        Ok(f) => f,
+    match runtime.submit(task, SubmitOptions { mode }).await {
+        Ok(flow) => Some(follow(flow, json).await),
         Err(e) => {
             eprintln!("manus-rt: {e}");
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// Show a flow's progress, answer its questions from stdin, and return how it ended.
+async fn follow(mut flow: FlowHandle, json: bool) -> FlowOutcome {
     let live = std::io::stderr().is_terminal();
     let mut board = Board::new(std::io::stderr(), live);
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
@@ -432,7 +489,7 @@ async fn drive(runtime: &Runtime, task: &str, json: bool, mode: FlowMode) -> Opt
             }
         );
     }
-    Some(outcome)
+    outcome
 }
 
 /// `run-mcp`: the primary agent, with the `mcp` profile and one server's tools.
@@ -591,4 +648,184 @@ async fn read_answer() -> String {
     })
     .await
     .unwrap_or_default()
+}
+
+/// `resume ID`: continue an interrupted run, showing its progress as `run-flow` does.
+async fn resume(config: Config, args: ResumeArgs) -> ExitCode {
+    let Some(runtime) = start(config, args.record.as_deref()).await else {
+        return ExitCode::from(2);
+    };
+    let outcome = match runtime.resume(&args.id).await {
+        Ok(flow) => Some(follow(flow, args.json).await),
+        Err(e) => {
+            eprintln!("manus-rt: {e}");
+            None
+        }
+    };
+    runtime.shutdown().await;
+    match outcome {
+        Some(o) if o.status == FlowStatus::Completed => ExitCode::SUCCESS,
+        Some(_) => ExitCode::from(1),
+        None => ExitCode::from(2),
+    }
+}
+
+/// `runs list` and `runs show ID`, read from the store without starting any flow.
+async fn runs(config: &Config, action: RunsAction) -> ExitCode {
+    let Some(url) = &config.store else {
+        eprintln!(
+            "manus-rt: runs are not stored ([store] enabled = false in {})",
+            config.source
+        );
+        return ExitCode::from(2);
+    };
+    let store = match RunStore::open(url).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("manus-rt: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shown = match action {
+        RunsAction::List { limit, json } => list_runs(&store, limit, json).await,
+        RunsAction::Show { id, json } => show_run(&store, &id, json).await,
+    };
+    store.close().await;
+    match shown {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("manus-rt: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A run's status as `runs` shows it: `interrupted` for a running run whose process is gone.
+fn status_of(run: &StoredRun, interrupted: &[(String, Option<String>)]) -> String {
+    if interrupted.iter().any(|(id, _)| id == &run.id) {
+        "interrupted".into()
+    } else {
+        run.status.clone()
+    }
+}
+
+async fn list_runs(
+    store: &RunStore,
+    limit: usize,
+    json: bool,
+) -> Result<ExitCode, manus_rt::store::StoreError> {
+    let runs = store.list(limit).await?;
+    let interrupted = store.interrupted().await?;
+    if json {
+        let rows: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|r| {
+                let (done, total) = r.progress();
+                serde_json::json!({
+                    "id": r.id, "status": status_of(r, &interrupted), "task": r.task,
+                    "steps_completed": done, "steps": total, "usage": r.usage,
+                    "created_at": r.created_at, "updated_at": r.updated_at,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("no runs in {}", store.url());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = manus_rt::store::now_ms();
+    println!(
+        "{:<28} {:<15} {:>5} {:>9} {:>8}  TASK",
+        "ID", "STATUS", "STEPS", "TOKENS", "AGE"
+    );
+    for r in &runs {
+        let (done, total) = r.progress();
+        println!(
+            "{:<28} {:<15} {:>5} {:>9} {:>8}  {}",
+            r.id,
+            status_of(r, &interrupted),
+            format!("{done}/{total}"),
+            r.usage.total(),
+            age(now - r.created_at),
+            r.task
+                .replace('\n', " ")
+                .chars()
+                .take(60)
+                .collect::<String>()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `42s`, `5m`, `3h`, `2d`.
+fn age(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+async fn show_run(
+    store: &RunStore,
+    id: &str,
+    json: bool,
+) -> Result<ExitCode, manus_rt::store::StoreError> {
+    let Some(run) = store.get(id).await? else {
+        eprintln!(
+            "manus-rt: no run `{id}` in {} (`manus-rt runs list` shows the runs)",
+            store.url()
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let events = store.events(id).await?;
+    let memories = store.memories(id).await?;
+    if json {
+        let all = serde_json::json!({"run": run, "events": events, "memories": memories});
+        println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let status = status_of(&run, &store.interrupted().await?);
+    let (done, total) = run.progress();
+    println!(
+        "run {} · {status} · {done}/{total} steps completed · {} tokens in {} model calls · {}s",
+        run.id,
+        run.usage.total(),
+        run.usage.calls,
+        run.elapsed_ms / 1000
+    );
+    println!("task: {}\n", run.task);
+    match &run.plan {
+        Some(plan) => println!("{}", plan.view()),
+        None => println!("(no plan yet: it was planning)\n"),
+    }
+    if !memories.is_empty() {
+        println!("Agent memories (each step's working memory when it ended):");
+        for m in &memories {
+            println!(
+                "  step {} attempt {} ({}): {} messages",
+                m.step,
+                m.attempt,
+                m.agent,
+                m.messages.len()
+            );
+        }
+    }
+    println!("{} events stored", events.len());
+    if let Some(o) = &run.outcome {
+        println!("\nended {}: {}", status, o.reason);
+        if !o.summary.is_empty() {
+            println!("\n{}", o.summary);
+        }
+    } else if status == "interrupted" {
+        println!("\nmanus-rt resume {} continues it", run.id);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -194,7 +194,7 @@ pub struct StoredMemory {
 }
 
 /// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

@@ -219,6 +219,8 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>) {
             Ok(Job::Read(f)) => f(db.as_mut(), owner),
             Ok(Job::Close(done)) => {
                 retire(db.as_mut(), owner);
+                // Closed before the answer, so SQLite has folded its log into the file.
+                drop(db);
                 let _ = done.send(());
                 return;
             }
