@@ -35,7 +35,7 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::config::Config;
-use crate::store::{RunRow, RunStore, StoreError, tap};
+use crate::store::{RunStore, StoreError, StoredRun, tap};
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
@@ -368,7 +368,7 @@ impl Runtime {
             Some(store) => {
                 let (to_handle, rx) = unbounded_channel();
                 let before = run.resume.clone().unwrap_or_default();
-                let row = RunRow {
+                let row = StoredRun {
                     id: run.id.clone(),
                     task: run.task.clone(),
                     mode: run.mode,
@@ -377,8 +377,9 @@ impl Runtime {
                     usage: before.usage,
                     usage_by_agent: before.usage_by_agent,
                     outcome: None,
-                    owner: store.owner().to_string(),
+                    owner: Some(store.owner().to_string()),
                     created_at: run.created_at,
+                    updated_at: run.created_at,
                     elapsed_ms: before.elapsed.as_millis() as u64,
                 };
                 tap::spawn(store.clone(), row, run.seq, planner_events, to_handle);

@@ -23,7 +23,6 @@ use manus_actors::planner::plan::Plan;
 use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome};
 use serde::Serialize;
 
-pub(crate) use sql::RunRow;
 pub use writer::RunStore;
 
 /// Where runs are stored: `[store] url`.
@@ -141,7 +140,8 @@ fn connect(url: &StoreUrl) -> Result<Box<dyn Backend>, String> {
     }
 }
 
-/// A stored run as `runs show` and `resume` read it.
+/// A run's state: as the tap folds it from the events and writes it, and as `runs show`
+/// and `resume` read it.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoredRun {
     pub id: String,

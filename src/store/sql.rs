@@ -2,11 +2,8 @@
 //! subset of SQLite and PostgreSQL: TEXT and BIGINT columns, JSON kept as text, upserts with
 //! `ON CONFLICT`), and the mapping of rows onto the store's types.
 
-use std::collections::BTreeMap;
-
-use manus_actors::llm::{Message, Usage};
-use manus_actors::planner::plan::Plan;
-use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome};
+use manus_actors::llm::Message;
+use manus_actors::protocol::FlowEvent;
 use serde::Serialize;
 
 use super::{Backend, Stmt, StoredEvent, StoredMemory, StoredRun, Val};
@@ -47,22 +44,6 @@ pub const SCHEMA: [&str; 4] = [
         heartbeat_at BIGINT NOT NULL)",
 ];
 
-/// A run's state as the tap last folded it from its events.
-#[derive(Debug, Clone)]
-pub struct RunRow {
-    pub id: String,
-    pub task: String,
-    pub mode: FlowMode,
-    pub status: String,
-    pub plan: Option<Plan>,
-    pub usage: Usage,
-    pub usage_by_agent: BTreeMap<String, Usage>,
-    pub outcome: Option<FlowOutcome>,
-    pub owner: String,
-    pub created_at: i64,
-    pub elapsed_ms: u64,
-}
-
 fn json(v: &impl Serialize) -> Val {
     Val::Text(serde_json::to_string(v).unwrap_or_default())
 }
@@ -75,8 +56,9 @@ fn text(s: &str) -> Val {
     Val::Text(s.to_string())
 }
 
-impl RunRow {
-    /// Insert the run, or bring its row up to date (its task and creation time stay).
+impl StoredRun {
+    /// Insert the run, or bring its row up to date (its task and creation time stay;
+    /// `updated_at` becomes `now`).
     pub fn upsert(&self, now: i64) -> Stmt {
         Stmt {
             sql: "INSERT INTO manus_runs (id, task, mode, status, plan, usage, usage_by_agent, outcome, owner,
@@ -95,7 +77,7 @@ impl RunRow {
                 json(&self.usage),
                 json(&self.usage_by_agent),
                 json_or_null(self.outcome.as_ref()),
-                text(&self.owner),
+                self.owner.as_deref().map_or(Val::Null, text),
                 Val::Int(self.created_at),
                 Val::Int(now),
                 Val::Int(self.elapsed_ms as i64),

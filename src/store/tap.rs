@@ -8,15 +8,14 @@ use std::time::Instant;
 use manus_actors::protocol::FlowEvent;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use super::sql::RunRow;
 use super::writer::{RunStore, Write};
-use super::{StoredMemory, now_ms};
+use super::{StoredMemory, StoredRun, now_ms};
 use crate::view::FlowView;
 
 /// Follow a flow whose state so far is `row`, numbering its events from `seq`.
 pub(crate) fn spawn(
     store: RunStore,
-    mut row: RunRow,
+    mut row: StoredRun,
     mut seq: u64,
     mut events: UnboundedReceiver<FlowEvent>,
     handle: UnboundedSender<FlowEvent>,

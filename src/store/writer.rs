@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::sql::{self, Owner, RunRow};
+use super::sql::{self, Owner};
 use super::{Backend, StoreError, StoreUrl, StoredEvent, StoredMemory, StoredRun, now_ms};
 use manus_actors::protocol::FlowEvent;
 
@@ -21,7 +21,7 @@ const BATCH: usize = 2_000;
 
 /// One thing to write.
 pub(crate) enum Write {
-    Run(Box<RunRow>),
+    Run(Box<StoredRun>),
     Event {
         run_id: String,
         seq: u64,
@@ -279,8 +279,8 @@ mod tests {
     use manus_actors::planner::plan::Plan;
     use manus_actors::protocol::FlowMode;
 
-    fn row(id: &str, owner: &str) -> RunRow {
-        RunRow {
+    fn row(id: &str, owner: &str) -> StoredRun {
+        StoredRun {
             id: id.into(),
             task: "count".into(),
             mode: FlowMode::Plan,
@@ -294,8 +294,9 @@ mod tests {
             },
             usage_by_agent: Default::default(),
             outcome: None,
-            owner: owner.into(),
+            owner: Some(owner.into()),
             created_at: 1,
+            updated_at: 1,
             elapsed_ms: 7,
         }
     }

@@ -1,0 +1,473 @@
+//! The run store and resume, end to end: the real binary is killed with SIGKILL after step
+//! 2 of 4 and `manus-rt resume` finishes the flow without redoing or losing anything, on
+//! SQLite and on PostgreSQL (a real server: test.sh starts one and sets
+//! MANUS_TEST_POSTGRES_URL); a replayed run resumes reproducibly from its cassette; a
+//! runtime shut down mid-flow leaves its run for `Runtime::interrupted_runs` and `resume`;
+//! and bad input (unknown run, finished run, unreachable store) gets clear errors.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use manus_rt::store::{RunStore, StoreUrl, StoredRun};
+use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, RuntimeError, SubmitOptions};
+use serde_json::{Value, json};
+use support::llm_server::{Recorded, Reply, ScriptedLlm};
+use support::scenario::{Scratch, config_with, done, plan_reply};
+
+const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
+
+/// Generous bound on any wait, so a hang fails the test instead of stalling it.
+const GUARD: Duration = Duration::from_secs(90);
+
+const TASK: &str = "Write four notes, one per step.";
+const STEPS: [&str; 4] = [
+    "[MANUS] Write note one",
+    "[MANUS] Write note two",
+    "[MANUS] Write note three",
+    "[MANUS] Write note four",
+];
+
+/// The binary in `dir` with `--config config` and `args`; stdin closed.
+fn manus(dir: &Scratch, config: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .arg("--config")
+        .arg(config)
+        .args(args);
+    cmd
+}
+
+/// Run the command to its end (within the guard).
+async fn finish(mut cmd: tokio::process::Command) -> Output {
+    tokio::time::timeout(GUARD, cmd.output())
+        .await
+        .expect("manus-rt finished within the guard time")
+        .expect("manus-rt ran")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The first user message of a recorded request: the task or the step it is about.
+fn first_user(r: &Recorded) -> String {
+    r.messages()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Which plan step a request works on, if it is an agent's.
+fn step_of(r: &Recorded) -> Option<usize> {
+    let text = first_user(r);
+    let at = text.find("Your job now is step ")? + "Your job now is step ".len();
+    text[at..].split(' ').next()?.parse().ok()
+}
+
+/// Poll the store until `ready` holds for the only run in it; the run.
+async fn wait_for_run(
+    store: &RunStore,
+    what: &str,
+    ready: impl Fn(&StoredRun) -> bool,
+) -> StoredRun {
+    let deadline = tokio::time::Instant::now() + GUARD;
+    loop {
+        let runs = store.list(10).await.unwrap();
+        if let Some(run) = runs.first().filter(|r| ready(r)) {
+            return run.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store never showed {what}: {runs:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn step_completed(run: &StoredRun, step: usize) -> bool {
+    run.plan.as_ref().is_some_and(|p| {
+        p.steps[step].status == manus_rt::engine::planner::plan::StepStatus::Completed
+    })
+}
+
+/// SIGKILL the child by its pid and reap it.
+async fn kill_hard(child: &mut tokio::process::Child) {
+    let pid = child.id().expect("the child is running") as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let status = child.wait().await.unwrap();
+    assert!(!status.success(), "killed: {status:?}");
+}
+
+/// Run a 4-step flow with `run-flow`, kill it after step 2 (step index 1) completed while
+/// step 3 waits on the model, then `resume` it: check that nothing is redone or lost.
+async fn kill_and_resume(store_url: &str) {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-kill");
+    let config = dir.write_config(&config_with(
+        &server,
+        &dir.workspace(),
+        &[("store.url", &format!("\"{store_url}\""))],
+    ));
+    server.push_all([
+        plan_reply(&STEPS),
+        done("note one written"),
+        done("note two written"),
+        // Step 3's model call never comes back before the kill.
+        done("never heard").delay(600_000),
+    ]);
+    let mut child = manus(&dir, &config, &["run-flow", TASK]).spawn().unwrap();
+    let store = RunStore::open(&StoreUrl::parse(store_url).unwrap())
+        .await
+        .unwrap();
+    let before = wait_for_run(&store, "step 2 completed", |r| step_completed(r, 1)).await;
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while server.request_count() < 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "step 3 never asked the model"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill_hard(&mut child).await;
+    let pre_kill = server.requests();
+    assert_eq!(step_of(&pre_kill[3]), Some(2));
+
+    let interrupted = store.interrupted().await.unwrap();
+    assert_eq!(
+        interrupted
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        [before.id.as_str()],
+        "the killed run is interrupted"
+    );
+    let listed = finish(manus(&dir, &config, &["runs", "list"])).await;
+    assert!(
+        text(&listed.stdout)
+            .lines()
+            .any(|l| l.starts_with(&before.id) && l.contains(" interrupted ")),
+        "{}",
+        text(&listed.stdout)
+    );
+
+    server.push_all([
+        done("note three written"),
+        done("note four written"),
+        Reply::text("Four notes written."),
+    ]);
+    let out = finish(manus(&dir, &config, &["resume", &before.id, "--json"])).await;
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "resume failed:\n{stderr}");
+    assert!(
+        stderr.contains("step(s) 2 were running at the interruption and start over"),
+        "{stderr}"
+    );
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["status"], "completed", "{outcome:#}");
+    assert_eq!(outcome["flow_id"], before.id.as_str());
+    let statuses: Vec<&str> = outcome["plan"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["completed"; 4]);
+    // Three calls before the kill were answered (plan, steps 1 and 2), three after; each
+    // reports 15 tokens. The call cut by the kill reported nothing.
+    assert_eq!(outcome["usage"]["calls"], 6, "{outcome:#}");
+    assert_eq!(outcome["usage"]["prompt_tokens"], 60);
+    assert_eq!(outcome["usage"]["completion_tokens"], 30);
+    assert_eq!(outcome["plan"]["steps"][0]["notes"], "note one written");
+
+    // Nothing done before the kill was asked again: no planning, no step 1 or 2.
+    let after: Vec<Recorded> = server.requests().split_off(pre_kill.len());
+    let steps: Vec<Option<usize>> = after.iter().map(step_of).collect();
+    assert_eq!(
+        steps,
+        [Some(2), Some(3), None],
+        "{:#?}",
+        after.iter().map(first_user).collect::<Vec<_>>()
+    );
+    assert!(
+        first_user(&after[2]).contains("Write four notes"),
+        "the last call is the summary"
+    );
+    assert!(
+        !after
+            .iter()
+            .any(|r| r.tool_names().contains(&"planning".to_string()))
+    );
+    // Step 3 was asked exactly as before the kill: the same plan, statuses and notes.
+    assert_eq!(first_user(&after[0]), first_user(&pre_kill[3]));
+
+    // The record: completed, every event once and in order, memories of every step.
+    let run = store.get(&before.id).await.unwrap().unwrap();
+    assert_eq!(run.status, "completed");
+    let events = store.events(&before.id).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>());
+    let finished: Vec<usize> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            FlowEvent::StepFinished { step, .. } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, [0, 1, 2, 3], "each step finished once");
+    assert!(events.iter().any(|e| matches!(
+        &e.event,
+        FlowEvent::Resumed { rerun, .. } if rerun == &[2]
+    )));
+    let memories = store.memories(&before.id).await.unwrap();
+    assert_eq!(
+        memories
+            .iter()
+            .map(|m| (m.step, m.attempt))
+            .collect::<Vec<_>>(),
+        [(0, 1), (1, 1), (2, 1), (3, 1)]
+    );
+    assert!(
+        memories[3]
+            .messages
+            .iter()
+            .any(|m| m.text() == "note four written")
+    );
+
+    // Finished runs and unknown ids are refused, plainly.
+    let again = finish(manus(&dir, &config, &["resume", &before.id])).await;
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        text(&again.stderr).contains("already ended (completed): there is nothing to resume"),
+        "{}",
+        text(&again.stderr)
+    );
+    let unknown = finish(manus(&dir, &config, &["resume", "no-such-run"])).await;
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        text(&unknown.stderr).contains("no run `no-such-run`"),
+        "{}",
+        text(&unknown.stderr)
+    );
+    let shown = finish(manus(&dir, &config, &["runs", "show", &before.id])).await;
+    let shown = text(&shown.stdout);
+    assert!(shown.contains("completed · 4/4 steps completed"), "{shown}");
+    assert!(shown.contains("step 3 attempt 1 (manus)"), "{shown}");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn sigkill_after_step_two_then_resume_on_sqlite() {
+    let dir = Scratch::new("store-sqlite");
+    let db = dir.path().join("kill.db");
+    kill_and_resume(&format!("sqlite://{}", db.display())).await;
+}
+
+/// A fresh database on the test server (MANUS_TEST_POSTGRES_URL names its maintenance
+/// database and a role that may create databases); its URL.
+fn postgres_database() -> Option<String> {
+    let Ok(base) = std::env::var("MANUS_TEST_POSTGRES_URL") else {
+        eprintln!(
+            "\n!!! MANUS_TEST_POSTGRES_URL is not set: the PostgreSQL store tests are SKIPPED.\n\
+             !!! scripts/test.sh starts a server and sets it; run the suite that way.\n"
+        );
+        return None;
+    };
+    static N: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        "manus_test_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let base_c = base.clone();
+    let create = format!("CREATE DATABASE {name}");
+    // The blocking client runs a runtime of its own: keep it off the test's.
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&base_c, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot reach the test server {base_c}: {e}"));
+        client.batch_execute(&create).unwrap();
+    })
+    .join()
+    .unwrap();
+    let (server, _) = base.rsplit_once('/').expect("a URL ending in /DATABASE");
+    Some(format!("{server}/{name}"))
+}
+
+#[tokio::test]
+async fn sigkill_after_step_two_then_resume_on_postgres() {
+    if let Some(url) = postgres_database() {
+        kill_and_resume(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_store_is_a_clear_error_at_start() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-down");
+    let config = dir.write_config(&config_with(
+        &server,
+        &dir.workspace(),
+        &[("store.url", "\"postgres://manus:secret@127.0.0.1:1/runs\"")],
+    ));
+    let out = finish(manus(&dir, &config, &["run-flow", TASK])).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("run store postgres://manus@127.0.0.1/runs: cannot connect"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("secret"),
+        "no password in messages: {stderr}"
+    );
+    assert_eq!(server.request_count(), 0, "no flow started");
+}
+
+/// Record a full run, replay it and kill the replay while step 3 runs a tool, then resume
+/// the replay: it picks the cassette up at step 3 and ends as the recorded run did.
+#[tokio::test]
+async fn a_replayed_run_resumes_reproducibly_from_its_cassette() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-replay");
+    std::fs::create_dir_all(dir.workspace()).unwrap();
+    let gate = dir.workspace().join("go");
+    std::fs::write(&gate, "").unwrap();
+    let wait_for_gate = json!({"command": "while [ ! -e go ]; do sleep 0.1; done; echo through"});
+    server.push_all([
+        plan_reply(&STEPS),
+        done("note one written"),
+        done("note two written"),
+        Reply::tool("bash", wait_for_gate),
+        done("note three written after the gate"),
+        done("note four written"),
+        Reply::text("Four notes written, one waited for its gate."),
+    ]);
+    let recording = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let cassette = dir.path().join("run.jsonl");
+    let cassette_arg = cassette.display().to_string();
+    let recorded = finish(manus(
+        &dir,
+        &recording,
+        &["run-flow", TASK, "--json", "--record", &cassette_arg],
+    ))
+    .await;
+    assert!(recorded.status.success(), "{}", text(&recorded.stderr));
+    let recorded: Value = serde_json::from_slice(&recorded.stdout).unwrap();
+
+    // The replay, on a store of its own, stopped at the gate and killed there.
+    std::fs::remove_file(&gate).unwrap();
+    let db = dir.path().join("replay.db");
+    let replay = dir.write_config(&config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("llm.api_type", "\"replay\""),
+            ("llm.cassette", &format!("\"{cassette_arg}\"")),
+            ("store.url", &format!("\"sqlite://{}\"", db.display())),
+        ],
+    ));
+    let requests_before = server.request_count();
+    let mut child = manus(&dir, &replay, &["run-flow", TASK]).spawn().unwrap();
+    let store = RunStore::open(&StoreUrl::Sqlite(db.clone())).await.unwrap();
+    let run = wait_for_run(&store, "step 3 calling bash", |r| step_completed(r, 1)).await;
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while !store
+        .events(&run.id)
+        .await
+        .unwrap()
+        .iter()
+        .any(|e| matches!(&e.event, FlowEvent::ToolCalled { step: 2, tool, .. } if tool == "bash"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "step 3 never called bash"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    kill_hard(&mut child).await;
+
+    std::fs::write(&gate, "").unwrap();
+    let out = finish(manus(&dir, &replay, &["resume", &run.id, "--json"])).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let resumed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        server.request_count(),
+        requests_before,
+        "replay asks no model"
+    );
+    assert_eq!(resumed["status"], "completed");
+    assert_eq!(resumed["summary"], recorded["summary"]);
+    for i in 0..4 {
+        assert_eq!(
+            resumed["plan"]["steps"][i]["notes"], recorded["plan"]["steps"][i]["notes"],
+            "step {i}"
+        );
+    }
+    store.close().await;
+}
+
+/// What `manus-rt serve` does on start-up, through the library: a runtime shut down
+/// mid-flow leaves the run interrupted; the next runtime finds it and resumes it.
+#[tokio::test]
+async fn a_runtime_shut_down_mid_flow_leaves_a_run_the_next_one_resumes() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-restart");
+    let config = || {
+        Config::parse(
+            &config_with(&server, &dir.workspace(), &[]),
+            "test.toml",
+            None,
+        )
+        .unwrap()
+    };
+    server.push_all([
+        plan_reply(&STEPS[..2]),
+        done("note one written"),
+        done("cut short").delay(600_000),
+    ]);
+    let first = Runtime::builder().config(config()).start().await.unwrap();
+    let mut flow = first.submit(TASK, SubmitOptions::default()).await.unwrap();
+    let id = flow.id.clone();
+    loop {
+        match tokio::time::timeout(GUARD, flow.next_event())
+            .await
+            .unwrap()
+        {
+            Some(FlowEvent::StepStarted { step: 1, .. }) => break,
+            Some(FlowEvent::FlowFinished { outcome }) => panic!("finished early: {outcome:?}"),
+            _ => {}
+        }
+    }
+    while server.request_count() < 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.shutdown().await;
+
+    server.push_all([done("note two written"), Reply::text("Two notes.")]);
+    let second = Runtime::builder().config(config()).start().await.unwrap();
+    assert_eq!(second.interrupted_runs().await.unwrap(), [id.clone()]);
+    let outcome = second.resume(&id).await.unwrap().outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.plan.steps[1].notes, "note two written");
+    assert!(second.interrupted_runs().await.unwrap().is_empty());
+    assert!(matches!(
+        second.resume(&id).await,
+        Err(RuntimeError::RunEnded { .. })
+    ));
+    assert!(matches!(
+        second.resume("nope").await,
+        Err(RuntimeError::UnknownRun(_))
+    ));
+    second.shutdown().await;
+}
