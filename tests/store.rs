@@ -456,7 +456,7 @@ async fn a_runtime_shut_down_mid_flow_leaves_a_run_the_next_one_resumes() {
 
     server.push_all([done("note two written"), Reply::text("Two notes.")]);
     let second = Runtime::builder().config(config()).start().await.unwrap();
-    assert_eq!(second.interrupted_runs().await.unwrap(), [id.clone()]);
+    assert_eq!(second.interrupted_runs().await.unwrap(), vec![id.clone()]);
     let outcome = second.resume(&id).await.unwrap().outcome().await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
     assert_eq!(outcome.plan.steps[1].notes, "note two written");
