@@ -2,7 +2,8 @@
 # The whole test suite, from a bare machine: installs what the tests need (idempotently),
 # starts a Docker engine of its own for the sandbox tests (own data root and socket, no
 # bridge, no iptables; stopped by PID on exit), builds the test sandbox image if that engine
-# lacks it, then runs every test of the workspace.
+# lacks it, starts a private PostgreSQL server on 127.0.0.1 for the run-store tests (stopped
+# by PID on exit too), then runs every test of the workspace.
 # Usage: scripts/test.sh [extra cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,8 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# The run store's PostgreSQL tests run against Debian's server.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]}" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -79,6 +82,40 @@ docker version >/dev/null || { echo "test.sh: dockerd did not come up:" >&2; tai
 # Containers a killed earlier run left behind.
 stale=$(docker ps -aq --filter label=manus-rt.flow)
 [ -z "$stale" ] || docker rm -f $stale >/dev/null
+
+# PostgreSQL for the run-store tests: a throwaway cluster in /tmp, TCP on 127.0.0.1 only (no
+# Unix socket), on a free port, trusting its one superuser `manus`. The server refuses to run
+# as root, so as root it runs as Debian's `postgres` user.
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+pg_dir=$(mktemp -d /tmp/manus-rt-postgres.XXXXXX)
+pg_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+as_pg=()
+if [ "$(id -u)" -eq 0 ]; then
+  chown postgres "$pg_dir"
+  as_pg=(runuser -u postgres --)
+fi
+"${as_pg[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U manus --auth=trust -E UTF8 >"$pg_dir/initdb.log" 2>&1 ||
+  { echo "test.sh: initdb failed:" >&2; tail -20 "$pg_dir/initdb.log" >&2; exit 1; }
+"${as_pg[@]}" "$pg_bin/postgres" -D "$pg_dir/data" -h 127.0.0.1 -p "$pg_port" -k "" >"$pg_dir/postgres.log" 2>&1 &
+postgres_pid=""
+stop_postgres() {
+  # The postmaster's own PID (runuser stands between it and this shell); SIGINT is its
+  # fast shutdown.
+  if [ -n "$postgres_pid" ] && kill -INT "$postgres_pid" 2>/dev/null; then
+    for _ in $(seq 1 100); do kill -0 "$postgres_pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -rf "$pg_dir"
+}
+trap 'stop_postgres; stop_engine' EXIT
+for _ in $(seq 1 60); do
+  [ -z "$postgres_pid" ] && [ -s "$pg_dir/data/postmaster.pid" ] && postgres_pid=$(head -1 "$pg_dir/data/postmaster.pid")
+  "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" && break
+  sleep 0.5
+done
+"$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" ||
+  { echo "test.sh: PostgreSQL did not come up:" >&2; tail -20 "$pg_dir/postgres.log" >&2; exit 1; }
+[ -n "$postgres_pid" ] || postgres_pid=$(head -1 "$pg_dir/data/postmaster.pid")
+export MANUS_TEST_POSTGRES_URL="postgres://manus@127.0.0.1:$pg_port/postgres"
 
 export MANUS_TEST_DOCKER_HOST="$DOCKER_HOST"
 export MANUS_TEST_SANDBOX_IMAGE="manus-rt-sandbox:test"
