@@ -68,6 +68,15 @@ struct ConfigFile {
     sandbox: SandboxToml,
     #[serde(default)]
     mcp: McpToml,
+    #[serde(default)]
+    server: ServerToml,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerToml {
+    api_tokens: Option<Vec<String>>,
+    max_body_kb: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -280,6 +289,8 @@ pub struct Config {
     pub mcp_servers: Vec<McpServerSpec>,
     /// The tools `manus-rt mcp-server` offers (`[mcp] serve_tools`).
     pub mcp_serve_tools: Vec<String>,
+    /// `[server]`, for `manus-rt serve`; `MANUS_API_TOKENS` (comma-separated) adds tokens.
+    pub server: crate::serve::ServerSettings,
 }
 
 /// An agent of the pool before it is bound to a flow's LLM client.
@@ -661,8 +672,25 @@ impl Config {
                 ),
             ));
         }
+        let mut api_tokens = file.server.api_tokens.clone().unwrap_or_default();
+        if let Ok(env) = std::env::var("MANUS_API_TOKENS") {
+            api_tokens.extend(
+                env.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(String::from),
+            );
+        }
+        if api_tokens.iter().any(|t| t.trim().is_empty()) {
+            return Err(err(None, "[server] api_tokens: a token is empty".into()));
+        }
+        let server = crate::serve::ServerSettings {
+            api_tokens,
+            max_body_bytes: file.server.max_body_kb.unwrap_or(64).max(1) * 1024,
+        };
         Ok(Config {
             sandbox,
+            server,
             mcp_servers,
             mcp_serve_tools,
             telemetry,
