@@ -318,6 +318,7 @@ impl AgentTemplate {
             description: self.description.clone(),
             profile: self.profile.clone(),
             replicas: self.replicas,
+            slots: Arc::new(tokio::sync::Semaphore::new(self.replicas as usize)),
             llm,
             tool_settings: tools.clone(),
             workspace: workspace.to_path_buf(),

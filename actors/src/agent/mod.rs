@@ -36,8 +36,11 @@ pub struct AgentSpec {
     /// What the planner is told this agent is good at.
     pub description: String,
     pub profile: AgentProfile,
-    /// How many of this agent may run steps at once.
+    /// How many of this agent may run steps at once, across all flows of the runtime.
     pub replicas: u32,
+    /// The `replicas` permits, shared by every flow's copy of this spec; a step waits for
+    /// one, in arrival order (tokio's semaphore is fair), so extra work queues fairly.
+    pub slots: std::sync::Arc<tokio::sync::Semaphore>,
     pub llm: LlmClient,
     pub tool_settings: ToolSettings,
     pub workspace: PathBuf,
@@ -129,10 +132,25 @@ impl Actor for ExecutorAgent {
                     gen_ai.usage.output_tokens = tracing::field::Empty,
                     manus.cost = tracing::field::Empty,
                 );
+                let slots = state.spec.slots.clone();
+                let permit = match slots.try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        tracing::debug!(agent = %state.label, "all {} replicas busy; the step waits its turn", state.spec.replicas);
+                        state
+                            .spec
+                            .slots
+                            .clone()
+                            .acquire_owned()
+                            .instrument(span.clone())
+                            .await?
+                    }
+                };
                 let outcome = StepRun::new(state, &req, &myself)
                     .run()
                     .instrument(span.clone())
                     .await;
+                drop(permit);
                 span.record("manus.step.status", outcome.status.as_str());
                 span.record("manus.agent.rounds", outcome.rounds);
                 span.record("gen_ai.usage.input_tokens", outcome.usage.prompt_tokens);
@@ -556,6 +574,7 @@ mod tests {
             description: "d".into(),
             profile,
             replicas: 1,
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
             llm,
             tool_settings: ToolSettings::default(),
             workspace: workspace.clone(),
