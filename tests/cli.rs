@@ -709,7 +709,7 @@ async fn help_says_code_runs_on_the_host() {
             out.stdout
         );
         assert!(
-            text.contains("use_sandbox = true, python_execute runs in a container"),
+            text.contains("use_sandbox = true, python_execute, bash, file edits and the data tools work in a container per flow"),
             "{args:?}:\n{}",
             out.stdout
         );
