@@ -515,7 +515,10 @@ fn parse_response(v: &Value) -> Result<ChatResponse, LlmError> {
         .pointer("/choices/0")
         .ok_or_else(|| bad("has no choices"))?;
     let m = choice.get("message").ok_or_else(|| bad("has no message"))?;
-    let content = m.get("content").and_then(Value::as_str).map(str::to_string);
+    let content = m
+        .get("content")
+        .and_then(Value::as_str)
+        .map(|t| super::Content::Text(t.to_string()));
     let tool_calls: Vec<ToolCall> = match m.get("tool_calls") {
         None | Some(Value::Null) => vec![],
         Some(tc) => serde_json::from_value(tc.clone())
