@@ -13,6 +13,7 @@ pub mod editor;
 pub mod planning;
 pub mod python;
 pub mod terminate;
+pub mod web;
 pub mod worker;
 
 use std::future::Future;
