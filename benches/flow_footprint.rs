@@ -90,6 +90,7 @@ async fn main() {
         &config.tools,
         &dir.workspace(),
         None,
+        None,
     ));
     let n = 2000u32;
     let mut agents = Vec::with_capacity(n as usize);

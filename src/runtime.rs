@@ -20,9 +20,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use manus_actors::browser::{BrowserHandle, BrowserSupervisor};
 use manus_actors::llm::{self, LlmClient, Recorder};
 use manus_actors::planner::plan::Plan;
-use manus_actors::protocol::SandboxMsg;
+use manus_actors::protocol::{BrowserMsg, SandboxMsg};
 use manus_actors::protocol::{
     FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, RootMsg,
 };
@@ -119,10 +120,33 @@ impl RuntimeBuilder {
                 work_dir: settings.work_dir.clone(),
                 memory_limit: settings.memory_limit,
             });
+        // The browser supervisor is a small actor until a flow browses: chromedriver and
+        // Chromium start on first use.
+        let browser = if config.agents.iter().any(|(t, _)| t.uses_browser()) {
+            let settings = std::sync::Arc::new(config.browser.clone());
+            let (supervisor, _) = Actor::spawn(None, BrowserSupervisor, settings.clone())
+                .await
+                .map_err(|e| RuntimeError::Spawn(format!("browser supervisor: {e}")))?;
+            Some(BrowserHandle {
+                supervisor,
+                settings,
+            })
+        } else {
+            None
+        };
         let pool = config
             .agents
             .iter()
-            .map(|(t, llm)| t.bind(client(llm), &config.tools, &workspace, handle.clone()))
+            .map(|(t, llm)| {
+                let browser = browser.clone().filter(|_| t.uses_browser());
+                t.bind(
+                    client(llm),
+                    &config.tools,
+                    &workspace,
+                    handle.clone(),
+                    browser,
+                )
+            })
             .collect();
         let (root, _) = Actor::spawn(None, Root, ())
             .await
@@ -133,6 +157,7 @@ impl RuntimeBuilder {
             planner_llm,
             pool,
             sandbox: sandbox.map(|(s, _)| s),
+            browser: browser.map(|b| b.supervisor),
         })
     }
 }
@@ -144,6 +169,7 @@ pub struct Runtime {
     planner_llm: LlmClient,
     pool: Vec<manus_actors::agent::AgentSpec>,
     sandbox: Option<ActorRef<SandboxMsg>>,
+    browser: Option<ActorRef<BrowserMsg>>,
 }
 
 /// Reach the engine, check the image, and start the supervisor that owns them.
@@ -220,6 +246,7 @@ impl Runtime {
             planner_llm,
             events: tx,
             sandbox: self.sandbox.clone(),
+            browser: self.browser.clone(),
         };
         let planner = ractor::call!(self.root, RootMsg::StartFlow, spec)
             .map_err(|e| RuntimeError::Submit(e.to_string()))?
@@ -242,7 +269,15 @@ impl Runtime {
                 Some(std::time::Duration::from_secs(5)),
             )
             .await;
-        // Last, so the flows' Release messages are handled; it removes what is left.
+        // Last, so the flows' Release messages are handled; they close what is left.
+        if let Some(browser) = self.browser {
+            let _ = browser
+                .stop_and_wait(
+                    Some("shutdown".into()),
+                    Some(std::time::Duration::from_secs(30)),
+                )
+                .await;
+        }
         if let Some(sandbox) = self.sandbox {
             let _ = sandbox
                 .stop_and_wait(

@@ -44,6 +44,8 @@ pub struct FlowSpec {
     pub events: UnboundedSender<FlowEvent>,
     /// The sandbox supervisor, told to remove the flow's container when it ends.
     pub sandbox: Option<ActorRef<SandboxMsg>>,
+    /// The browser supervisor, told to close the flow's browser when it ends.
+    pub browser: Option<ActorRef<BrowserMsg>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -53,6 +53,8 @@ pub struct LlmSettings {
     pub capture_content: Option<usize>,
     /// The recorded exchanges for `ApiType::Replay`.
     pub cassette: Option<Arc<super::Cassette>>,
+    /// The model accepts images (screenshots go to it as image parts).
+    pub vision: bool,
 }
 
 impl LlmSettings {
@@ -74,6 +76,7 @@ impl LlmSettings {
             output_price_per_mtok: 0.0,
             capture_content: None,
             cassette: Some(cassette),
+            vision: false,
         }
     }
 }
