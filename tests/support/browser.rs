@@ -81,8 +81,12 @@ impl Chromedriver {
 
     /// Kill chromedriver and every browser it started, and reap it.
     pub fn kill(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
         let _ = Command::new("kill")
             .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
             .status();
         let _ = self.child.wait();
     }

@@ -249,29 +249,27 @@ impl OwnerState {
     }
 }
 
-/// If the error means the session is gone, why, in words.
+/// If the error means the session is gone, why, in words. Chromedriver reports some of
+/// these in non-standard shapes, so the words are looked at whatever the shape.
 fn lost(e: &CmdError) -> Option<&'static str> {
-    match e {
-        CmdError::Lost(_) | CmdError::Failed(_) | CmdError::FailedC(_) => {
-            Some("the connection to the browser's driver was lost")
-        }
-        CmdError::Standard(w) if w.error == ErrorStatus::InvalidSessionId => {
-            Some("the browser session ended")
-        }
-        CmdError::Standard(w) => {
-            let m = w.message.to_ascii_lowercase();
-            if m.contains("tab crashed") || m.contains("target crashed") {
-                Some("the browser tab crashed")
-            } else if m.contains("chrome not reachable")
-                || m.contains("disconnected")
-                || m.contains("session deleted")
-            {
-                Some("the browser is gone")
-            } else {
-                None
-            }
-        }
-        _ => None,
+    if let CmdError::Lost(_) | CmdError::Failed(_) | CmdError::FailedC(_) = e {
+        return Some("the connection to the browser's driver was lost");
+    }
+    if let CmdError::Standard(w) = e
+        && w.error == ErrorStatus::InvalidSessionId
+    {
+        return Some("the browser session ended");
+    }
+    let m = e.to_string().to_ascii_lowercase();
+    if m.contains("tab crashed") || m.contains("target crashed") {
+        Some("the browser tab crashed")
+    } else if m.contains("chrome not reachable")
+        || m.contains("disconnected")
+        || m.contains("session deleted")
+    {
+        Some("the browser is gone")
+    } else {
+        None
     }
 }
 
