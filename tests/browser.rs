@@ -430,3 +430,315 @@ async fn long_pages_tabs_and_a_page_that_never_loads() {
     assert!(obs(12).contains("not a web address"), "{}", obs(12));
     assert!(obs(13).contains("there is no tab 5"), "{}", obs(13));
 }
+
+// ─── web_search and crawl against local servers ─────────────────────────────────────────
+
+mod engines {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use axum::Router;
+    use axum::extract::{Path, Query, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::{Html, IntoResponse, Response};
+    use axum::routing::{get, post};
+    use serde_json::json;
+
+    /// Local servers speaking SearxNG's JSON API, Brave's API and DuckDuckGo's HTML page,
+    /// plus the result pages. Each engine can be told to fail its next N requests.
+    #[derive(Default)]
+    pub struct Engines {
+        pub log: Mutex<Vec<String>>,
+        pub fail_searxng: AtomicUsize,
+        pub fail_duckduckgo: AtomicUsize,
+    }
+
+    pub async fn start() -> (String, Arc<Engines>, tokio::task::JoinHandle<()>) {
+        let state = Arc::new(Engines::default());
+        let app = Router::new()
+            .route("/searxng/search", get(searxng))
+            .route("/brave", get(brave))
+            .route("/ddg", post(duckduckgo))
+            .route("/page/{n}", get(page))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (base, state, task)
+    }
+
+    fn failing(counter: &AtomicUsize) -> bool {
+        counter
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    async fn searxng(
+        State(s): State<Arc<Engines>>,
+        headers: HeaderMap,
+        Query(q): Query<HashMap<String, String>>,
+    ) -> Response {
+        s.log.lock().unwrap().push(format!("searxng {}", q["q"]));
+        if failing(&s.fail_searxng) || q.get("format").map(String::as_str) != Some("json") {
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+        let host = headers["host"].to_str().unwrap().to_string();
+        axum::Json(json!({"query": q["q"], "results": [
+            {"url": format!("http://{host}/page/1"), "title": "Kites at SearxNG", "content": "A page about kites."},
+            {"url": format!("http://{host}/page/2"), "title": "More kites", "content": "Another one."}
+        ]}))
+        .into_response()
+    }
+
+    async fn brave(
+        State(s): State<Arc<Engines>>,
+        headers: HeaderMap,
+        Query(q): Query<HashMap<String, String>>,
+    ) -> Response {
+        s.log
+            .lock()
+            .unwrap()
+            .push(format!("brave {} count={}", q["q"], q["count"]));
+        if headers
+            .get("x-subscription-token")
+            .and_then(|v| v.to_str().ok())
+            != Some("brave-test-key")
+        {
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
+        axum::Json(json!({"type": "search", "web": {"results": [
+            {"title": "Brave <strong>kites</strong>", "url": "https://kites.test/brave", "description": "Kites via <strong>Brave</strong>."}
+        ]}}))
+        .into_response()
+    }
+
+    async fn duckduckgo(
+        State(s): State<Arc<Engines>>,
+        headers: HeaderMap,
+        body: String,
+    ) -> Response {
+        s.log.lock().unwrap().push(format!("duckduckgo {body}"));
+        if failing(&s.fail_duckduckgo) {
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
+        let host = headers["host"].to_str().unwrap().to_string();
+        let target = format!("http%3A%2F%2F{}%2Fpage%2F1", host.replace(':', "%3A"));
+        Html(format!(
+            "<html><body><div class=\"result results_links result--ad\"><a class=\"result__a\" href=\"https://duckduckgo.com/y.js?ad=1\">An ad</a></div>\
+             <div class=\"result\"><h2 class=\"result__title\"><a rel=\"nofollow\" class=\"result__a\" href=\"//duckduckgo.com/l/?uddg={target}&amp;rut=x\">Kites &amp; <b>more</b></a></h2>\
+             <a class=\"result__snippet\" href=\"#\">Everything about <b>kites</b>.</a></div></body></html>"
+        ))
+        .into_response()
+    }
+
+    async fn page(Path(n): Path<u32>) -> Html<String> {
+        Html(format!(
+            "<html><head><title>Kite page {n}</title></head><body><h1>Kite page {n}</h1>\
+             <p>Delta kites fly in light wind.</p><a href=\"/page/1\">one</a> <a href=\"/page/2\">two</a></body></html>"
+        ))
+    }
+}
+
+mod web_tools {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use manus_rt::engine::tools::web::search::{Engine, SearchSettings};
+    use manus_rt::engine::tools::{ToolCtx, ToolSettings, make_tool};
+    use serde_json::{Value, json};
+
+    use super::engines;
+    use crate::support::scenario::Scratch;
+
+    fn settings(base: &str, engines: Vec<Engine>, max_retries: u32) -> ToolSettings {
+        ToolSettings {
+            search: Arc::new(SearchSettings {
+                engines,
+                searxng_url: Some(format!("{base}/searxng")),
+                brave_url: format!("{base}/brave"),
+                brave_api_key: None,
+                duckduckgo_url: format!("{base}/ddg"),
+                max_retries,
+                retry_delay: Duration::ZERO,
+                lang: "en".into(),
+                country: "us".into(),
+                timeout: Duration::from_secs(10),
+            }),
+            ..ToolSettings::default()
+        }
+    }
+
+    async fn call(tool: &str, settings: &ToolSettings, args: Value) -> Result<String, String> {
+        let dir = Scratch::new("web-tools");
+        let ctx = ToolCtx {
+            flow_id: "web".into(),
+            agent: "manus".into(),
+            workspace: dir.path().to_path_buf(),
+            flow: None,
+            sandbox: None,
+            browser: None,
+            llm: None,
+        };
+        let mut t = make_tool(tool, settings).unwrap();
+        t.call(args, &ctx).await.map(|o| o.text).map_err(|e| e.0)
+    }
+
+    #[tokio::test]
+    async fn each_engine_is_read_in_its_own_format() {
+        let (base, _state, task) = engines::start().await;
+        let searx = call(
+            "web_search",
+            &settings(&base, vec![Engine::Searxng], 0),
+            json!({"query": "kites"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            searx.starts_with("Results for \"kites\" (searxng):"),
+            "{searx}"
+        );
+        assert!(
+            searx.contains("1. Kites at SearxNG\n   http://127.0.0.1")
+                && searx.contains("A page about kites."),
+            "{searx}"
+        );
+
+        let mut brave = settings(&base, vec![Engine::Brave], 0);
+        Arc::get_mut(&mut brave.search).unwrap().brave_api_key = Some("brave-test-key".into());
+        let out = call(
+            "web_search",
+            &brave,
+            json!({"query": "kites", "num_results": 3}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.contains("1. Brave kites\n   https://kites.test/brave\n   Kites via Brave."),
+            "{out}"
+        );
+
+        let ddg = call(
+            "web_search",
+            &settings(&base, vec![Engine::Duckduckgo], 0),
+            json!({"query": "kites", "fetch_content": true}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            ddg.contains("1. Kites & more\n   http://127.0.0.1"),
+            "{ddg}"
+        );
+        assert!(
+            ddg.contains("Everything about kites.") && !ddg.contains("An ad"),
+            "{ddg}"
+        );
+        assert!(
+            ddg.contains("Content:\n# Kite page 1\n\nDelta kites fly in light wind."),
+            "{ddg}"
+        );
+
+        let bad = call(
+            "web_search",
+            &settings(&base, vec![Engine::Searxng], 0),
+            json!({"query": "kites", "num_results": 0}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            bad.contains("`num_results` must be between 1 and 20"),
+            "{bad}"
+        );
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn engines_fall_back_in_order_and_retry_a_bounded_number_of_rounds() {
+        let (base, state, task) = engines::start().await;
+        let order = vec![Engine::Searxng, Engine::Brave, Engine::Duckduckgo];
+        // SearxNG always fails, Brave has no key, DuckDuckGo fails its first request only.
+        state.fail_searxng.store(usize::MAX, Ordering::SeqCst);
+        state.fail_duckduckgo.store(1, Ordering::SeqCst);
+        let out = call(
+            "web_search",
+            &settings(&base, order.clone(), 1),
+            json!({"query": "kites"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.starts_with("Results for \"kites\" (duckduckgo):"),
+            "{out}"
+        );
+        let log = state.log.lock().unwrap().clone();
+        assert_eq!(
+            log,
+            [
+                "searxng kites",
+                "duckduckgo q=kites&kl=us-en",
+                "searxng kites",
+                "duckduckgo q=kites&kl=us-en"
+            ],
+            "each round tries the engines in order; brave is skipped without a key"
+        );
+
+        state.fail_duckduckgo.store(usize::MAX, Ordering::SeqCst);
+        let err = call(
+            "web_search",
+            &settings(&base, order, 0),
+            json!({"query": "kites"}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.contains("every search engine failed (1 round)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("searxng: HTTP 500")
+                && err.contains("brave: no API key")
+                && err.contains("duckduckgo: HTTP 503"),
+            "{err}"
+        );
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn crawl_returns_markdown_with_counts_and_refuses_other_schemes() {
+        let (base, _state, task) = engines::start().await;
+        let s = ToolSettings::default();
+        let out = call(
+            "crawl",
+            &s,
+            json!({"urls": [format!("{base}/page/2"), "file:///etc/passwd", "ftp://127.0.0.1/x"], "timeout": 10}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.contains(&format!("## {base}/page/2 — Kite page 2\nwords: ")),
+            "{out}"
+        );
+        assert!(
+            out.contains("links: 2") && out.contains(&format!("[one]({base}/page/1)")),
+            "{out}"
+        );
+        assert!(out.contains("## file:///etc/passwd\nerror: `file:///etc/passwd` was refused: only http:// and https://"), "{out}");
+        assert!(
+            out.contains("ftp://127.0.0.1/x\nerror:") && !out.contains("root:"),
+            "{out}"
+        );
+        let err = call("crawl", &s, json!({"urls": ["file:///etc/passwd"]}))
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains("no page could be fetched") && err.contains("refused"),
+            "{err}"
+        );
+        let err = call("crawl", &s, json!({"urls": 3})).await.unwrap_err();
+        assert!(err.contains("`urls` must be a list of URLs"), "{err}");
+        task.abort();
+    }
+}
