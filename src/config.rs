@@ -1025,6 +1025,70 @@ mod tests {
     }
 
     #[test]
+    fn browser_and_search_settings_parse_and_bad_keys_are_named() {
+        let c = parse(&format!(
+            "{MINIMAL}\n[browser]\nwebdriver_url = \"http://127.0.0.1:9515/\"\nheadless = false\n\
+             viewport = {{ width = 800, height = 600 }}\n[browser.proxy]\nserver = \"http://127.0.0.1:3128\"\nusername = \"u\"\n\
+             [search]\nengine = \"searxng\"\nfallback_engines = [\"duckduckgo\"]\nsearxng_url = \"http://127.0.0.1:8888\"\n"
+        ))
+        .unwrap();
+        let b = &c.browser;
+        assert_eq!(
+            b.webdriver,
+            WebDriverSource::Url("http://127.0.0.1:9515".into())
+        );
+        assert_eq!((b.headless, b.viewport), (false, (800, 600)));
+        assert_eq!(b.proxy.as_ref().unwrap().username.as_deref(), Some("u"));
+        assert_eq!(
+            c.tools.search.engines,
+            vec![Engine::Searxng, Engine::Duckduckgo]
+        );
+        let d = parse(MINIMAL).unwrap();
+        assert_eq!(
+            d.browser.webdriver,
+            WebDriverSource::Launch("chromedriver".into())
+        );
+        assert!(
+            d.llm["default"].vision == sees_images("m")
+                && sees_images("gpt-4o-mini")
+                && !sees_images("qwen2.5:7b")
+        );
+
+        let bad = |extra: &str| parse(&format!("{MINIMAL}\n{extra}")).unwrap_err();
+        let e = bad("[browser]\nheadles = true\n");
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("headles"), "{e}");
+        let e = bad("[browser]\nwebdriver_url = \"127.0.0.1:9515\"\n");
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("must start with http://"), "{e}");
+        let e =
+            bad("[browser]\nwebdriver_url = \"http://x\"\nchromedriver_path = \"chromedriver\"\n");
+        assert!(e.message.contains("both set"), "{e}");
+        let e = bad("[browser]\npage_load_timeout_secs = 0\n");
+        assert_eq!(e.line, Some(8), "{e}");
+        let e = bad("[browser]\nviewport = { width = 10, height = 600 }\n");
+        assert!(e.message.contains("between 200 and 8000"), "{e}");
+        let e = bad("[browser.proxy]\nuser = \"x\"\nserver = \"http://p\"\n");
+        assert!(e.message.contains("user"), "{e}");
+        let e = bad("[search]\nengine = \"google\"\n");
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(
+            e.message.contains("unknown search engine `google`")
+                && e.message.contains("searxng, brave, duckduckgo"),
+            "{e}"
+        );
+        let e = bad("[search]\nfallback_engines = [\"bing\"]\n");
+        assert!(e.message.contains("`bing`"), "{e}");
+        let e = bad("[search]\nsearxng_url = \"ftp://x\"\n");
+        assert!(e.message.contains("[search] searxng_url"), "{e}");
+        let e = bad("[llm.v]\nvision = \"yes\"\n");
+        assert!(
+            e.message.contains("vision") || e.message.contains("bool"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn named_profiles_merge_over_the_default() {
         let c = parse(&format!("{MINIMAL}\n[llm.fast]\nmodel = \"small\"\n")).unwrap();
         assert_eq!(c.llm["fast"].model, "small");

@@ -229,6 +229,26 @@ fn describe(c: &Config) -> String {
         )),
         None => s.push_str("Sandbox: off — code runs on this machine ([sandbox] use_sandbox = true to change)\n"),
     }
+    let b = &c.browser;
+    let driver = match &b.webdriver {
+        manus_rt::engine::browser::WebDriverSource::Url(u) => format!("WebDriver at {u}"),
+        manus_rt::engine::browser::WebDriverSource::Launch(p) => format!("launches {p}"),
+    };
+    s.push_str(&format!(
+        "Browser: {driver} on first use, {}, {}x{}, page load limit {}s, screenshots {}, search: {}\n",
+        if b.headless { "headless" } else { "with a window" },
+        b.viewport.0,
+        b.viewport.1,
+        b.page_load_timeout.as_secs(),
+        if b.screenshots { "on" } else { "off" },
+        c.tools
+            .search
+            .engines
+            .iter()
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    ));
     let budget = |v: Option<String>| v.unwrap_or_else(|| "none".into());
     s.push_str(&format!(
         "Budgets: max_tokens {}, max_cost {}\n",
