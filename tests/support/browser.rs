@@ -54,12 +54,14 @@ impl Chromedriver {
             .process_group(0)
             .spawn()
             .expect("chromedriver runs (scripts/test.sh installs Debian's chromium-driver)");
+        let driver = Chromedriver { child, port };
         for _ in 0..400 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Chromedriver { child, port };
+                return driver;
             }
             std::thread::sleep(Duration::from_millis(25));
         }
+        drop(driver);
         panic!("chromedriver did not listen on port {port}");
     }
 
@@ -161,7 +163,7 @@ impl TestSite {
             }))
             // Never finishes loading: its image never arrives.
             .route("/slow", get(|| async { page("Slow page", "<p>Loading forever</p><img src=\"/hang\">") }))
-            .route("/hang", get(|| std::future::pending::<Html<String>>()))
+            .route("/hang", get(std::future::pending::<Html<String>>))
             .layer(axum::middleware::from_fn_with_state(hits.clone(), record))
             .with_state(());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
