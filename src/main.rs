@@ -133,7 +133,9 @@ async fn main() -> ExitCode {
                     let spec = tool.spec();
                     println!(
                         "{}\n  {}\n  arguments: {}\n",
-                        spec.name, spec.description, spec.parameters
+                        spec.name,
+                        spec.description.replace('\n', "\n  "),
+                        spec.parameters
                     );
                 }
             }
