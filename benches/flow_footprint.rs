@@ -91,6 +91,7 @@ async fn main() {
         &dir.workspace(),
         None,
         None,
+        vec![],
     ));
     let n = 2000u32;
     let mut agents = Vec::with_capacity(n as usize);

@@ -13,6 +13,7 @@ use std::time::Duration;
 use manus_actors::agent::{AgentProfile, AgentSpec, profile};
 use manus_actors::browser::{BrowserSettings, ProxySettings, WebDriverSource};
 use manus_actors::llm::{ApiType, Cassette, LlmSettings, RetryPolicy};
+use manus_actors::mcp::{McpHandle, McpServerSpec};
 use manus_actors::planner::{FlowSettings, OnStepFailure};
 use manus_actors::sandbox::SandboxSettings;
 use manus_actors::tools::web::search::{Engine, SearchSettings};
@@ -71,6 +72,8 @@ struct ConfigFile {
     browser: BrowserToml,
     #[serde(default)]
     search: SearchToml,
+    #[serde(default)]
+    mcp: McpToml,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -119,6 +122,15 @@ struct SearchToml {
     lang: Option<String>,
     country: Option<String>,
     timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpToml {
+    servers_file: Option<Spanned<String>>,
+    call_timeout_secs: Option<u64>,
+    connect_timeout_secs: Option<u64>,
+    serve_tools: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -284,6 +296,7 @@ struct AgentToml {
     memory_tokens: Option<usize>,
     system_prompt: Option<String>,
     next_step_prompt: Option<String>,
+    mcp_servers: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -320,6 +333,10 @@ pub struct Config {
     pub sandbox: Option<SandboxSettings>,
     /// `[browser]`; a browser starts only when an agent first uses it.
     pub browser: BrowserSettings,
+    /// The MCP servers of the servers file, in id order.
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// The tools `manus-rt mcp-server` offers (`[mcp] serve_tools`).
+    pub mcp_serve_tools: Vec<String>,
 }
 
 /// An agent of the pool before it is bound to a flow's LLM client.
@@ -329,6 +346,8 @@ pub struct AgentTemplate {
     pub description: String,
     pub profile: AgentProfile,
     pub replicas: u32,
+    /// Ids of the MCP servers whose tools this agent gets.
+    pub mcp_servers: Vec<String>,
 }
 
 impl AgentTemplate {
@@ -339,6 +358,7 @@ impl AgentTemplate {
         workspace: &Path,
         sandbox: Option<manus_actors::sandbox::SandboxHandle>,
         browser: Option<manus_actors::browser::BrowserHandle>,
+        mcp: Vec<McpHandle>,
     ) -> AgentSpec {
         AgentSpec {
             name: self.name.clone(),
@@ -350,6 +370,7 @@ impl AgentTemplate {
             workspace: workspace.to_path_buf(),
             sandbox,
             browser,
+            mcp,
         }
     }
 
@@ -463,6 +484,41 @@ impl Config {
             }
         };
 
+        // MCP servers, before the pool, whose agents may name them.
+        let m = &file.mcp;
+        let call_timeout = Duration::from_secs(m.call_timeout_secs.unwrap_or(120).max(1));
+        let connect_timeout = Duration::from_secs(m.connect_timeout_secs.unwrap_or(30).max(1));
+        let base = dir.unwrap_or(Path::new("config"));
+        let mcp_servers = match &m.servers_file {
+            Some(f) => {
+                let path = base.join(f.get_ref());
+                if !path.exists() {
+                    return Err(err(
+                        at(f.span()),
+                        format!(
+                            "[mcp] servers_file = \"{}\": {} does not exist",
+                            f.get_ref(),
+                            path.display()
+                        ),
+                    ));
+                }
+                crate::mcp_servers::load(&path, call_timeout, connect_timeout)?
+            }
+            None if base.join("mcp.json").exists() => {
+                crate::mcp_servers::load(&base.join("mcp.json"), call_timeout, connect_timeout)?
+            }
+            None => vec![],
+        };
+        let mcp_serve_tools = match &m.serve_tools {
+            Some(list) => {
+                known_tools(list, "[mcp] serve_tools").map_err(|msg| err(at(list.span()), msg))?;
+                list.get_ref().clone()
+            }
+            None => ["bash", "python_execute", "str_replace_editor", "terminate"]
+                .map(String::from)
+                .to_vec(),
+        };
+
         // The agent pool.
         if file.agents.is_empty() {
             return Err(err(
@@ -496,22 +552,38 @@ impl Config {
                 )
             })?;
             if let Some(tools) = &a.tools {
-                if let Some(bad) = tools
-                    .get_ref()
-                    .iter()
-                    .find(|t| !KNOWN_TOOLS.contains(&t.as_str()))
-                {
-                    return Err(err(
-                        at(tools.span()),
-                        format!(
-                            "{}: unknown tool `{bad}`; known tools: {}",
-                            key("tools"),
-                            KNOWN_TOOLS.join(", ")
-                        ),
-                    ));
-                }
+                known_tools(tools, &key("tools")).map_err(|msg| err(at(tools.span()), msg))?;
                 prof.tools = tools.get_ref().clone();
             }
+            let mcp_of_agent = match &a.mcp_servers {
+                Some(ids) => {
+                    if let Some(bad) = ids
+                        .get_ref()
+                        .iter()
+                        .find(|id| !mcp_servers.iter().any(|s| &s.id == *id))
+                    {
+                        return Err(err(
+                            at(ids.span()),
+                            format!(
+                                "{}: no MCP server `{bad}` in the servers file; servers: {}",
+                                key("mcp_servers"),
+                                if mcp_servers.is_empty() {
+                                    "none (add config/mcp.json, or set [mcp] servers_file)"
+                                        .to_string()
+                                } else {
+                                    mcp_servers
+                                        .iter()
+                                        .map(|s| s.id.clone())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                }
+                            ),
+                        ));
+                    }
+                    ids.get_ref().clone()
+                }
+                None => mcp_servers.iter().map(|s| s.id.clone()).collect(),
+            };
             if !prof.tools.iter().any(|t| t == "terminate") {
                 prof.tools.push("terminate".into());
             }
@@ -541,6 +613,7 @@ impl Config {
                 description,
                 profile: prof,
                 replicas: a.replicas.unwrap_or(1).max(1),
+                mcp_servers: mcp_of_agent,
             };
             agents.push((template, llm_name));
         }
@@ -657,6 +730,8 @@ impl Config {
         Ok(Config {
             sandbox,
             browser,
+            mcp_servers,
+            mcp_serve_tools,
             telemetry,
             source: source.to_string(),
             llm,
@@ -666,6 +741,21 @@ impl Config {
             agents,
             flow,
         })
+    }
+}
+
+/// Every name in `list` is a tool this build has; the error names `key`.
+fn known_tools(list: &Spanned<Vec<String>>, key: &str) -> Result<(), String> {
+    match list
+        .get_ref()
+        .iter()
+        .find(|t| !KNOWN_TOOLS.contains(&t.as_str()))
+    {
+        Some(bad) => Err(format!(
+            "{key}: unknown tool `{bad}`; known tools: {}",
+            KNOWN_TOOLS.join(", ")
+        )),
+        None => Ok(()),
     }
 }
 

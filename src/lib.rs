@@ -4,6 +4,7 @@
 
 pub mod board;
 pub mod config;
+pub mod mcp_servers;
 pub mod runtime;
 pub mod telemetry;
 

@@ -14,9 +14,10 @@ use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions, 
 
 const CODE_ON_HOST: &str = "Where code runs: by default tools run on this machine (the host) with your \
 user's rights — python_execute and bash execute there, and file edits are confined to the workspace \
-directory. With [sandbox] use_sandbox = true, python_execute runs in a container per flow through the \
-Docker Engine API (no network, capped memory, CPU and processes); bash and file edits still use the \
-host workspace for now. `manus-rt sandbox doctor` checks the engine and image.";
+directory. With [sandbox] use_sandbox = true, python_execute, bash, file edits and the data tools work \
+in a container per flow through the Docker Engine API (no network, capped memory, CPU and processes), \
+on the container's files; the host workspace is untouched unless [sandbox] mount_workspace = true. \
+`manus-rt sandbox doctor` checks the engine and image.";
 
 #[derive(Parser)]
 #[command(
@@ -219,7 +220,7 @@ fn describe(c: &Config) -> String {
     }
     match &c.sandbox {
         Some(sb) => s.push_str(&format!(
-            "Sandbox: python_execute in {} via {} (memory {} MiB, {} CPU, pids {}, network {}, idle {}s, at most {})\n",
+            "Sandbox: tools work in {} via {} (memory {} MiB, {} CPU, pids {}, network {}, idle {}s, at most {})\n",
             sb.image,
             sb.docker_host,
             sb.memory_limit >> 20,
@@ -288,10 +289,14 @@ async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
     }
     match &runtime.config().sandbox {
         Some(s) => eprintln!(
-            "note: python_execute runs in sandbox containers ({} via {}); bash and file edits use {} on this machine",
+            "note: code and files live in a sandbox container per flow ({} via {}, in {}){}",
             s.image,
             s.docker_host,
-            runtime.config().workspace.display()
+            s.work_dir,
+            match &s.mount {
+                Some(host) => format!(", which sees {} on this machine", host.display()),
+                None => String::new(),
+            }
         ),
         None => eprintln!(
             "note: tools run on this machine, in {}",

@@ -22,6 +22,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use manus_actors::browser::{BrowserHandle, BrowserSupervisor};
 use manus_actors::llm::{self, LlmClient, Recorder};
+use manus_actors::mcp::McpHandle;
+use manus_actors::mcp::client::McpConnection;
+use manus_actors::mcp::server::ServeSettings;
 use manus_actors::planner::plan::Plan;
 use manus_actors::protocol::{BrowserMsg, SandboxMsg};
 use manus_actors::protocol::{
@@ -134,17 +137,36 @@ impl RuntimeBuilder {
         } else {
             None
         };
+        // One connection per MCP server, shared by the flows; each connects on first use.
+        let mut mcp = Vec::new();
+        for server in &config.mcp_servers {
+            let (conn, _) = Actor::spawn(None, McpConnection, server.clone())
+                .await
+                .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+            mcp.push(McpHandle {
+                server: server.id.clone(),
+                conn,
+                call_timeout: server.call_timeout,
+                connect_timeout: server.connect_timeout,
+            });
+        }
         let pool = config
             .agents
             .iter()
             .map(|(t, llm)| {
                 let browser = browser.clone().filter(|_| t.uses_browser());
+                let servers = mcp
+                    .iter()
+                    .filter(|h| t.mcp_servers.contains(&h.server))
+                    .cloned()
+                    .collect();
                 t.bind(
                     client(llm),
                     &config.tools,
                     &workspace,
                     handle.clone(),
                     browser,
+                    servers,
                 )
             })
             .collect();
@@ -153,11 +175,18 @@ impl RuntimeBuilder {
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         Ok(Runtime {
             root,
-            config,
             planner_llm,
             pool,
             sandbox: sandbox.map(|(s, _)| s),
             browser: browser.map(|b| b.supervisor),
+            tools_here: ServeSettings {
+                tools: config.mcp_serve_tools.clone(),
+                settings: config.tools.clone(),
+                workspace,
+                sandbox: handle,
+            },
+            config,
+            mcp,
         })
     }
 }
@@ -170,6 +199,9 @@ pub struct Runtime {
     pool: Vec<manus_actors::agent::AgentSpec>,
     sandbox: Option<ActorRef<SandboxMsg>>,
     browser: Option<ActorRef<BrowserMsg>>,
+    /// Where tools work in this runtime, and which ones `mcp-server` offers.
+    tools_here: ServeSettings,
+    mcp: Vec<McpHandle>,
 }
 
 /// Reach the engine, check the image, and start the supervisor that owns them.
@@ -222,6 +254,12 @@ impl Runtime {
         &self.config
     }
 
+    /// The tools `manus-rt mcp-server` offers, working where this runtime's agents do
+    /// (the workspace, or the sandbox).
+    pub fn serve_settings(&self) -> ServeSettings {
+        self.tools_here.clone()
+    }
+
     /// Start a flow. Each flow gets its own agents, memories and replay position.
     pub async fn submit(
         &self,
@@ -269,7 +307,7 @@ impl Runtime {
                 Some(std::time::Duration::from_secs(5)),
             )
             .await;
-        // Last, so the flows' Release messages are handled; they close what is left.
+        // After the flows' Release messages: the browser closes what is left.
         if let Some(browser) = self.browser {
             let _ = browser
                 .stop_and_wait(
@@ -278,6 +316,17 @@ impl Runtime {
                 )
                 .await;
         }
+        // MCP servers are stopped with their connections (a stdio server's process too).
+        for handle in self.mcp {
+            let _ = handle
+                .conn
+                .stop_and_wait(
+                    Some("shutdown".into()),
+                    Some(std::time::Duration::from_secs(10)),
+                )
+                .await;
+        }
+        // Last, so the flows' Release messages are handled; it removes what is left.
         if let Some(sandbox) = self.sandbox {
             let _ = sandbox
                 .stop_and_wait(

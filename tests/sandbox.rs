@@ -1,6 +1,6 @@
 //! The sandbox against a real Docker engine (scripts/test.sh starts one with its own data
-//! root and socket and builds the test image): agent code runs in the flow's container and
-//! not on the host; memory, time, process and network limits hold and are reported to the
+//! root and socket and builds the test image): agent code, shell sessions and file tools work
+//! in the flow's container and not on the host, confined to its workspace; memory, time, process and network limits hold and are reported to the
 //! model; a container killed from outside is re-created; no container outlives the runtime.
 
 mod support;
@@ -51,7 +51,7 @@ fn sandbox_config_with(server: &ScriptedLlm, dir: &Scratch, extra: &[(&str, &str
             ("sandbox.image", &image),
             ("sandbox.memory_limit", "\"96m\""),
             ("sandbox.pids_limit", "64"),
-            ("tools.python_timeout_secs", "3"),
+            ("tools.python_timeout_secs", "6"),
             ("agents.manus.max_steps", "12"),
             ("flow.max_step_retries", "0"),
         ]
@@ -152,7 +152,7 @@ async fn limits_hold_and_are_reported() {
         "the container survives an OOM kill"
     );
     let looped = observation(&server, 2);
-    assert!(looped.contains("timed out after 3 s"), "{looped}");
+    assert!(looped.contains("timed out after 6 s"), "{looped}");
     let forks = observation(&server, 3);
     assert!(
         forks.contains("fork failed after") && forks.contains("BlockingIOError"),
@@ -212,7 +212,7 @@ async fn a_container_killed_from_outside_is_recreated() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mounted_workspace_is_shared_with_the_host_tools() {
+async fn a_mounted_workspace_is_shared_with_the_host() {
     let server = ScriptedLlm::start().await;
     server.push_all([
         python("open('from_container.txt', 'w').write('made inside')"),
@@ -236,7 +236,7 @@ async fn a_mounted_workspace_is_shared_with_the_host_tools() {
     );
     assert!(
         observation(&server, 1).contains("made inside"),
-        "the host-side editor sees it"
+        "the editor sees what Python made"
     );
     rt.shutdown().await;
 }
@@ -317,5 +317,171 @@ async fn sandboxes_beyond_max_sandboxes_are_refused_clearly() {
         .find(|t| t.contains("max_sandboxes"))
         .expect("flow b was told why it got no sandbox");
     assert!(refused.contains("all 1 sandboxes are in use"), "{refused}");
+    rt.shutdown().await;
+}
+
+fn bash(command: &str) -> Reply {
+    Reply::tool("bash", json!({ "command": command }))
+}
+
+fn edit(args: serde_json::Value) -> Reply {
+    Reply::tool("str_replace_editor", args)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_keeps_one_session_in_the_container() {
+    let server = ScriptedLlm::start().await;
+    // Lists the commands running in the container, one per line.
+    let ps = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done";
+    server.push_all([
+        bash("mkdir -p made/deeper && cd made/deeper && export KEPT=42 && echo in > here.txt"),
+        bash("pwd; echo \"kept=$KEPT\"; cat here.txt"),
+        bash("echo begun; sleep 97 | cat"),
+        bash(&format!(
+            "pwd; echo \"[$KEPT]\"; {ps} | grep -c '^sleep 97' || true"
+        )),
+        bash("export AGAIN=1; echo bye; exit 3"),
+        bash("echo \"[$AGAIN]\"; ls /workspace/made/deeper"),
+        done("the shell behaved"),
+    ]);
+    let dir = Scratch::new("sandbox-bash");
+    let (rt, flow) = start_with(
+        sandbox_config_with(&server, &dir, &[("tools.bash_timeout_secs", "2")]),
+        "use the shell",
+    )
+    .await;
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(observation(&server, 0), "(no output)");
+    assert_eq!(
+        observation(&server, 1),
+        "/workspace/made/deeper\nkept=42\nin",
+        "the directory and variables carry over between calls"
+    );
+    let cut = observation(&server, 2);
+    assert!(
+        cut.contains("timed out after 2 s") && cut.contains("begun"),
+        "{cut}"
+    );
+    assert_eq!(
+        observation(&server, 3),
+        "/workspace\n[]\n0",
+        "a fresh shell in the workspace, and the timed-out command was killed"
+    );
+    let ended = observation(&server, 4);
+    assert!(
+        ended.contains("bye") && ended.contains("exited with status 3"),
+        "{ended}"
+    );
+    assert_eq!(observation(&server, 5), "[]\nhere.txt");
+    assert!(
+        !dir.workspace().join("made").exists(),
+        "the host workspace is untouched"
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_works_on_container_files_and_stays_inside_the_workspace() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        edit(json!({"command": "create", "path": "notes/plan.txt", "file_text": "step one\nstep two\n"})),
+        edit(json!({"command": "str_replace", "path": "/workspace/notes/plan.txt",
+                    "old_str": "step two", "new_str": "step 2"})),
+        python("print(open('/workspace/notes/plan.txt').read().strip())"),
+        edit(json!({"command": "view", "path": "."})),
+        edit(json!({"command": "view", "path": "../../etc/passwd"})),
+        edit(json!({"command": "view", "path": "/etc/passwd"})),
+        bash("ln -s /etc /workspace/etc_link && ls -d /workspace/etc_link/"),
+        edit(json!({"command": "view", "path": "etc_link/passwd"})),
+        edit(json!({"command": "create", "path": "notes/plan.txt", "file_text": "again"})),
+        edit(json!({"command": "undo_edit", "path": "notes/plan.txt"})),
+        edit(json!({"command": "view", "path": "notes/plan.txt"})),
+        done("edited"),
+    ]);
+    let dir = Scratch::new("sandbox-editor");
+    let (rt, flow) = start(&server, &dir, "edit files").await;
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert!(
+        observation(&server, 0).contains("Created `notes/plan.txt` (2 lines)"),
+        "{}",
+        observation(&server, 0)
+    );
+    assert!(observation(&server, 1).contains("Replaced the text in `notes/plan.txt`"));
+    assert_eq!(observation(&server, 2), "step one\nstep 2");
+    let listing = observation(&server, 3);
+    assert!(
+        listing.contains("notes/\nnotes/plan.txt\n"),
+        "the container's workspace is listed: {listing}"
+    );
+    for n in [4, 5, 7] {
+        let refused = observation(&server, n);
+        assert!(
+            refused.contains("is outside the workspace `/workspace`")
+                && refused.contains("/etc/passwd")
+                && !refused.contains("root:x:0:0"),
+            "request {n}: {refused}"
+        );
+    }
+    assert!(observation(&server, 8).contains("already exists as a file"));
+    assert!(observation(&server, 9).contains("Restored `notes/plan.txt`"));
+    assert!(
+        observation(&server, 10).contains("step two"),
+        "{}",
+        observation(&server, 10)
+    );
+    assert!(
+        !dir.workspace().join("notes").exists(),
+        "the host workspace is untouched"
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charts_and_reports_are_read_and_written_in_the_container() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        python("open('sales.csv', 'w').write('month,sales\\n2024-01,10\\n2024-02,12\\n2024-03,9\\n')"),
+        Reply::tool(
+            "data_visualization",
+            json!({"data_path": "sales.csv", "chart_type": "bar", "x": "month", "y": "sales",
+                   "title": "Sales by month", "output_path": "charts/sales.png"}),
+        ),
+        Reply::tool(
+            "data_report",
+            json!({"title": "Sales", "output_path": "report/sales.html",
+                   "sections": [{"heading": "Months", "markdown": "March was lowest.",
+                                 "charts": ["charts/sales.png"]}]}),
+        ),
+        python(
+            "import os\nprint(open('charts/sales.png', 'rb').read()[1:4].decode())\n\
+             print(sorted(os.listdir('report')))\nprint('data:image/png;base64,' in open('report/sales.html').read())",
+        ),
+        done("charted"),
+    ]);
+    let dir = Scratch::new("sandbox-charts");
+    let tools = "[\"python_execute\", \"data_visualization\", \"data_report\"]";
+    let (rt, flow) = start_with(
+        sandbox_config_with(&server, &dir, &[("agents.manus.tools", tools)]),
+        "chart the sales",
+    )
+    .await;
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let drawn = observation(&server, 1);
+    assert!(
+        drawn.contains("Wrote `charts/sales.png`") && drawn.contains("2024-03"),
+        "{drawn}"
+    );
+    assert!(observation(&server, 2).contains("Wrote `report/sales.html`"));
+    assert_eq!(
+        observation(&server, 3),
+        "PNG\n['sales.html', 'sales.md']\nTrue"
+    );
+    assert!(
+        !dir.workspace().join("charts").exists() && !dir.workspace().join("report").exists(),
+        "the host workspace is untouched"
+    );
     rt.shutdown().await;
 }

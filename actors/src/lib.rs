@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod browser;
 pub mod llm;
+pub mod mcp;
 pub mod planner;
 pub mod protocol;
 pub mod root;

@@ -134,6 +134,8 @@ pub struct ToolInvocation {
     /// The parsed arguments (the agent rejects malformed JSON before sending).
     pub args: Value,
     pub ctx: ToolCtx,
+    /// Set when the tool is an MCP server's: where the worker sends the call.
+    pub mcp: Option<crate::mcp::McpRoute>,
     /// The calling agent's span, so the tool's span is its child across the actor boundary.
     pub span: tracing::Span,
 }
@@ -190,6 +192,14 @@ pub enum SandboxOp {
     Read { path: String },
     /// Create or replace a file (an absolute path; parent directories are made).
     Write { path: String, bytes: Vec<u8> },
+    /// Run `command` in the bash session named `session` (one per agent), started on first
+    /// use; `restart` replaces the session first. An empty command only (re)starts it.
+    Shell {
+        session: String,
+        command: String,
+        timeout: Duration,
+        restart: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -197,6 +207,22 @@ pub enum SandboxReply {
     Exec(ExecOutput),
     Read(Vec<u8>),
     Written,
+    /// A shell command's merged output (head and tail kept) and how it ended.
+    Shell {
+        output: String,
+        end: ShellEnd,
+    },
+}
+
+/// How a command in a persistent shell ended, wherever the shell runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShellEnd {
+    /// It finished with this exit status; the shell lives on.
+    Status(i32),
+    /// The shell itself ended (says how); the next command gets a fresh one.
+    ShellEnded(String),
+    /// It ran past its time limit; the shell and everything it started were killed.
+    TimedOut,
 }
 
 /// What a command printed and how it ended.
@@ -342,6 +368,52 @@ pub struct BrowserState {
     pub pixels_below: u64,
     /// A PNG of the viewport.
     pub screenshot: Option<Vec<u8>>,
+}
+
+// ─── MCP connections ───────────────────────────────────────────────────────────────────
+
+/// Messages to the actor that owns one MCP server's session (`mcp/client.rs`).
+pub enum McpMsg {
+    /// The server's tools, connecting first if there is no session (after a failure, not
+    /// before its backoff has passed).
+    Tools(RpcReplyPort<Result<std::sync::Arc<Vec<McpToolInfo>>, String>>),
+    /// Call one of the server's tools by its own name. `traceparent` carries the caller's
+    /// trace context to the server in the request's `_meta`.
+    Call {
+        tool: String,
+        args: serde_json::Map<String, Value>,
+        traceparent: Option<String>,
+        reply: RpcReplyPort<Result<McpOutput, String>>,
+    },
+    /// From the session: the server announced that its tool list changed.
+    ToolsChanged { generation: u64 },
+    /// From a call: the session broke (the server exited, or hung past the call timeout).
+    Lost { generation: u64, why: String },
+}
+
+/// One tool of an MCP server, as the server describes it.
+#[derive(Debug, Clone)]
+pub struct McpToolInfo {
+    pub name: String,
+    pub description: String,
+    /// The server's JSON schema for the arguments, passed to the model unchanged.
+    pub schema: Value,
+}
+
+/// An MCP tool's result: its text, structured and resource content as text, and its images.
+#[derive(Debug, Clone, Default)]
+pub struct McpOutput {
+    pub text: String,
+    pub images: Vec<ImageData>,
+    /// The server marked the result as an error.
+    pub is_error: bool,
+}
+
+/// An image returned by a tool, base64-encoded as it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageData {
+    pub mime_type: String,
+    pub base64: String,
 }
 
 // ─── Events ────────────────────────────────────────────────────────────────────────────

@@ -18,6 +18,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSpec, Usage};
+use crate::mcp::{McpHandle, McpToolset};
 use crate::planner::plan::StepStatus;
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowMsg, StepOutcome, StepRequest, TerminateStatus, ToolInvocation,
@@ -45,6 +46,8 @@ pub struct AgentSpec {
     pub sandbox: Option<crate::sandbox::SandboxHandle>,
     /// The runtime's browser; each flow gets its own session in it.
     pub browser: Option<crate::browser::BrowserHandle>,
+    /// MCP servers whose tools join this agent's (`[agents.NAME] mcp_servers`).
+    pub mcp: Vec<McpHandle>,
 }
 
 /// Same output this many times in a row means the agent is going in circles.
@@ -180,8 +183,10 @@ struct StepRun<'a> {
     req: &'a StepRequest,
     myself: &'a ActorRef<AgentMsg>,
     memory: Memory,
-    /// The tools as the model sees them.
-    specs: Vec<ToolSpec>,
+    /// The built-in tools as the model sees them.
+    builtin: Vec<ToolSpec>,
+    /// The MCP servers' tools this round, and where their names lead.
+    mcp: McpToolset,
     usage: Usage,
     nudge: Option<&'static str>,
     nudged_for_stuck: bool,
@@ -204,13 +209,14 @@ impl<'a> StepRun<'a> {
             .replace("{agent}", &state.spec.name);
         memory.pin(Message::system(system));
         memory.pin(Message::user(step_prompt(req)));
-        let specs = specs_for(&state.spec.profile.tools, &state.spec.tool_settings);
+        let builtin = specs_for(&state.spec.profile.tools, &state.spec.tool_settings);
         StepRun {
             state,
             req,
             myself,
             memory,
-            specs,
+            builtin,
+            mcp: McpToolset::default(),
             usage: Usage::default(),
             nudge: None,
             nudged_for_stuck: false,
@@ -239,10 +245,23 @@ impl<'a> StepRun<'a> {
                 Some(n) => format!("{n}\n\n{}", self.state.spec.profile.next_step_prompt),
                 None => self.state.spec.profile.next_step_prompt.clone(),
             };
+            if !self.state.spec.mcp.is_empty() {
+                // Servers come and go, and may change their tools between rounds.
+                self.mcp =
+                    McpToolset::gather(&self.state.spec.mcp, &self.state.spec.profile.tools).await;
+                for why in &self.mcp.unavailable {
+                    tracing::warn!(agent = %self.state.label, "{why}");
+                }
+            }
             let closing = self.closing_prompt(prompt).await;
             let request = ChatRequest {
                 messages: self.memory.request(Some(closing)),
-                tools: self.specs.clone(),
+                tools: self
+                    .builtin
+                    .iter()
+                    .chain(&self.mcp.specs)
+                    .cloned()
+                    .collect(),
                 tool_choice: ToolChoice::Auto,
             };
             let started = Instant::now();
@@ -412,10 +431,17 @@ impl<'a> StepRun<'a> {
             terminate: None,
             elapsed: Duration::ZERO,
         };
-        if !self.state.spec.profile.tools.iter().any(|t| t == name) {
+        let route = self.mcp.routes.get(name).cloned();
+        if route.is_none() && !self.state.spec.profile.tools.iter().any(|t| t == name) {
+            let known: Vec<&str> = self
+                .builtin
+                .iter()
+                .chain(&self.mcp.specs)
+                .map(|s| s.name.as_str())
+                .collect();
             return failed(format!(
                 "there is no tool named `{name}`. The tools you can call are: {}",
-                self.state.spec.profile.tools.join(", ")
+                known.join(", ")
             ));
         }
         let raw = if call.function.arguments.trim().is_empty() {
@@ -445,11 +471,19 @@ impl<'a> StepRun<'a> {
                 llm: Some(self.state.spec.llm.clone()),
             },
             span: tracing::Span::current(),
+            mcp: route,
         };
         let ts = &self.state.spec.tool_settings;
         // The tools enforce their own limits; this bound only catches a worker that hangs.
-        let limit =
-            ts.python_timeout.max(ts.bash_timeout).max(ts.ask_timeout) + Duration::from_secs(30);
+        let mcp_limit = inv.mcp.as_ref().map_or(Duration::ZERO, |r| {
+            r.handle.call_timeout + r.handle.connect_timeout
+        });
+        let limit = ts
+            .python_timeout
+            .max(ts.bash_timeout)
+            .max(ts.ask_timeout)
+            .max(mcp_limit)
+            + Duration::from_secs(30);
         let worker = match &self.state.worker {
             Some(w) => w.clone(),
             None => match spawn_worker(self.myself, &self.state.spec).await {
@@ -597,6 +631,7 @@ mod tests {
             workspace: workspace.clone(),
             sandbox: None,
             browser: None,
+            mcp: vec![],
         };
         let (agent, _) = Actor::spawn(
             None,

@@ -1,7 +1,7 @@
 //! The container actor: owns one flow's Docker container and does its work one operation at
 //! a time (its mailbox is the lock). It creates and starts the container in `pre_start`,
-//! removes it in `post_stop`, and stops itself when the container has died, so the
-//! supervisor makes a fresh one on the next request.
+//! removes it in `post_stop`, and re-creates it on the next operation when it has died.
+//! It also keeps each agent's persistent shell in the container (`shell.rs`).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -17,8 +17,9 @@ use futures_util::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::Instrument;
 
+use super::shell::SandboxShell;
 use super::{SandboxSettings, tar};
-use crate::protocol::{ContainerMsg, ExecOutput, SandboxOp, SandboxReply};
+use crate::protocol::{ContainerMsg, ExecOutput, SandboxOp, SandboxReply, ShellEnd};
 use crate::tools::bash::Capture;
 
 /// Output kept per stream; beyond it the middle is cut and the cut is said.
@@ -40,6 +41,8 @@ pub struct ContainerState {
     generation: u64,
     /// The live container; `None` after it died, until the next operation makes a new one.
     id: Option<String>,
+    /// Each agent's bash session in the live container.
+    shells: HashMap<String, SandboxShell>,
 }
 
 impl Actor for Container {
@@ -58,6 +61,7 @@ impl Actor for Container {
             flow_id: args.flow_id,
             generation: 0,
             id: None,
+            shells: HashMap::new(),
         };
         // Fail here, so the first request learns at once why there is no sandbox.
         state.ensure().await?;
@@ -95,6 +99,12 @@ impl Actor for Container {
                     .write(&path, &bytes)
                     .await
                     .map(|_| SandboxReply::Written),
+                SandboxOp::Shell {
+                    session,
+                    command,
+                    timeout,
+                    restart,
+                } => state.shell(session, &command, timeout, restart).await,
             }
         }
         .instrument(span)
@@ -105,6 +115,7 @@ impl Actor for Container {
                 Some(death) => {
                     state.remove().await;
                     state.id = None;
+                    state.shells.clear();
                     Err(format!(
                         "{death}; a fresh sandbox will be created on the next call"
                     ))
@@ -132,6 +143,50 @@ fn op_name(op: &SandboxOp) -> &'static str {
         SandboxOp::Exec { .. } => "exec",
         SandboxOp::Read { .. } => "read",
         SandboxOp::Write { .. } => "write",
+        SandboxOp::Shell { .. } => "shell",
+    }
+}
+
+/// An exec's output stream, as the engine sends it.
+pub(super) type ExecStream = std::pin::Pin<
+    Box<
+        dyn futures_util::Stream<
+                Item = Result<bollard::container::LogOutput, bollard::errors::Error>,
+            > + Send,
+    >,
+>;
+
+/// Create and start an exec attached to our end: its id, its output and its stdin.
+pub(super) async fn start_attached(
+    docker: &Docker,
+    container: &str,
+    options: CreateExecOptions<String>,
+) -> Result<
+    (
+        String,
+        ExecStream,
+        std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    ),
+    String,
+> {
+    let created = docker
+        .create_exec(container, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let started = docker
+        .start_exec(
+            &created.id,
+            Some(StartExecOptions {
+                detach: false,
+                tty: false,
+                output_capacity: None,
+            }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    match started {
+        StartExecResults::Attached { output, input } => Ok((created.id, output, input)),
+        StartExecResults::Detached => Err("the engine started it detached".into()),
     }
 }
 
@@ -244,35 +299,16 @@ impl ContainerState {
             secs.to_string(),
         ];
         full.extend(cmd);
-        let created = self
-            .docker
-            .create_exec(
-                self.id(),
-                CreateExecOptions::<String> {
-                    cmd: Some(full),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    working_dir: Some(self.settings.work_dir.clone()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| format!("cannot run a command in the sandbox: {e}"))?;
-        let started = self
-            .docker
-            .start_exec(
-                &created.id,
-                Some(StartExecOptions {
-                    detach: false,
-                    tty: false,
-                    output_capacity: None,
-                }),
-            )
-            .await
-            .map_err(|e| format!("cannot run a command in the sandbox: {e}"))?;
-        let StartExecResults::Attached { mut output, .. } = started else {
-            return Err("the sandbox ran the command detached".into());
+        let options = CreateExecOptions::<String> {
+            cmd: Some(full),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            working_dir: Some(self.settings.work_dir.clone()),
+            ..Default::default()
         };
+        let (exec_id, mut output, _) = start_attached(&self.docker, self.id(), options)
+            .await
+            .map_err(|e| format!("cannot run a command in the sandbox: {e}"))?;
         let (mut stdout, mut stderr) = (Capture::new(OUTPUT_LIMIT), Capture::new(OUTPUT_LIMIT));
         // `timeout` inside kills the command; this outer bound only guards a stuck engine.
         let collect = async {
@@ -291,7 +327,7 @@ impl ContainerState {
             .is_err();
         let code = self
             .docker
-            .inspect_exec(&created.id)
+            .inspect_exec(&exec_id)
             .await
             .ok()
             .and_then(|i| i.exit_code);
@@ -303,6 +339,65 @@ impl ContainerState {
             exit_code: if timed_out { None } else { code },
             timed_out,
         })
+    }
+
+    /// Run `command` in the agent's shell, starting one if it has none. A shell whose
+    /// command timed out is killed with its whole process group; one that ended is dropped.
+    async fn shell(
+        &mut self,
+        session: String,
+        command: &str,
+        limit: Duration,
+        restart: bool,
+    ) -> Result<SandboxReply, String> {
+        if restart && let Some(old) = self.shells.remove(&session) {
+            self.kill_group(old.pid).await;
+        }
+        let shell = match self.shells.entry(session) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                SandboxShell::start(
+                    &self.docker,
+                    self.id.as_deref().unwrap_or_default(),
+                    &self.settings.work_dir,
+                )
+                .await?,
+            ),
+        };
+        if command.trim().is_empty() {
+            return Ok(SandboxReply::Shell {
+                output: String::new(),
+                end: ShellEnd::Status(0),
+            });
+        }
+        let (output, end) = shell.run(&self.docker, command, limit).await;
+        let pid = shell.pid;
+        match end {
+            ShellEnd::Status(_) => {}
+            _ => {
+                if end == ShellEnd::TimedOut {
+                    self.kill_group(pid).await;
+                }
+                self.shells.retain(|_, s| s.pid != pid);
+            }
+        }
+        Ok(SandboxReply::Shell { output, end })
+    }
+
+    /// Kill a shell and everything it started (its process group) inside the container.
+    async fn kill_group(&self, pid: u32) {
+        let cmd = [
+            "bash",
+            "-c",
+            "kill -KILL -- -\"$1\"",
+            "kill",
+            &pid.to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        if let Err(e) = self.exec(cmd, Duration::from_secs(30)).await {
+            tracing::warn!(container = %self.id(), "could not kill a sandbox shell: {e}");
+        }
     }
 
     async fn read(&self, path: &str) -> Result<Vec<u8>, String> {

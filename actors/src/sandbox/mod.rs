@@ -1,10 +1,11 @@
 //! The sandbox-supervisor actor: the only owner of a Docker Engine API client. Agent code
-//! (python_execute, and the other tools as they move in) runs in one container per flow,
+//! and files (python_execute, bash, the editor and the data tools) live in one container per flow,
 //! created on first use by a child `Container` actor, removed when the flow ends, when it
 //! has idled past `idle_timeout`, and when the runtime shuts down. `max_sandboxes` bounds
 //! how many exist at once.
 
 mod container;
+mod shell;
 pub mod tar;
 
 use std::collections::HashMap;
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use crate::protocol::{ContainerMsg, ExecOutput, SandboxMsg, SandboxOp, SandboxReply};
+use crate::protocol::{ContainerMsg, ExecOutput, SandboxMsg, SandboxOp, SandboxReply, ShellEnd};
 use container::{Container, ContainerArgs};
 
 /// `[sandbox]`, as data.
@@ -32,8 +33,8 @@ pub struct SandboxSettings {
     pub network_enabled: bool,
     pub idle_timeout: Duration,
     pub max_sandboxes: usize,
-    /// A host directory bound at `work_dir`, so host-side tools and code in the container
-    /// see the same files; `None` keeps the host untouched.
+    /// A host directory bound at `work_dir`, so the host sees what the agents make in the
+    /// container; `None` keeps the host untouched.
     pub mount: Option<std::path::PathBuf>,
 }
 
@@ -152,6 +153,28 @@ impl SandboxHandle {
         {
             SandboxReply::Written => Ok(()),
             other => Err(format!("the sandbox answered {other:?} to a write")),
+        }
+    }
+
+    /// Run `command` in the agent's persistent shell in the flow's container: the output
+    /// and how the command ended.
+    pub async fn shell(
+        &self,
+        flow_id: &str,
+        agent: &str,
+        command: &str,
+        timeout: Duration,
+        restart: bool,
+    ) -> Result<(String, ShellEnd), String> {
+        let op = SandboxOp::Shell {
+            session: agent.into(),
+            command: command.into(),
+            timeout,
+            restart,
+        };
+        match self.run(flow_id, op, timeout).await? {
+            SandboxReply::Shell { output, end } => Ok((output, end)),
+            other => Err(format!("the sandbox answered {other:?} to a shell command")),
         }
     }
 

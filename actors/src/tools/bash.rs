@@ -1,20 +1,26 @@
 //! The `bash` tool: one long-lived shell per agent, so the working directory, variables
-//! and functions set by one command are still there for the next. Also owns the process
-//! helpers the process-running tools share: bounded output capture and process-group kill.
+//! and functions set by one command are still there for the next. On the host the shell is
+//! a child process; with the sandbox on it lives in the flow's container. Both speak the
+//! same end-of-command marker protocol (`ShellIo`). Also owns the process helpers the
+//! process-running tools share: bounded output capture and process-group kill.
 
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
+};
+use tokio::process::{Child, Command};
 
 use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, json_kind, str_arg};
 use crate::llm::ToolSpec;
+use crate::protocol::ShellEnd;
 
 /// Most bytes of command output kept for the model.
-const MAX_OUTPUT: usize = 16_000;
+pub(crate) const MAX_OUTPUT: usize = 16_000;
 /// Longest piece of one output line read at a time, so a huge line never sits in memory.
 const LINE_PIECE: u64 = 8 * 1024;
 
@@ -51,67 +57,91 @@ impl Bash {
             None | Some(Value::Null) if restart => "",
             _ => str_arg(&args, "command", "bash")?,
         };
-        if restart {
-            self.shell = None;
-            if command.trim().is_empty() {
-                self.shell = Some(Shell::start(ctx)?);
-                return Ok(ToolOutput::text(
-                    "Started a fresh shell in the workspace; earlier working directory and \
-                     variables are gone.",
-                ));
-            }
-        }
-        if command.trim().is_empty() {
+        if command.trim().is_empty() && !restart {
             return Err(ToolError::new(
                 "bash: `command` is empty. Send the shell command to run (for example `ls -la`), \
                  or `restart: true` to start a fresh shell.",
             ));
         }
+        let (note, text, end) = match &ctx.sandbox {
+            Some(sandbox) => {
+                let (text, end) = sandbox
+                    .shell(&ctx.flow_id, &ctx.agent, command, self.timeout, restart)
+                    .await
+                    .map_err(|e| ToolError::new(format!("bash: the sandbox failed: {e}")))?;
+                (String::new(), text, end)
+            }
+            None => self.run_on_host(command, restart, ctx).await?,
+        };
+        if restart && command.trim().is_empty() {
+            return Ok(ToolOutput::text(
+                "Started a fresh shell in the workspace; earlier working directory and variables \
+                 are gone.",
+            ));
+        }
+        let note = if restart {
+            "(The shell was restarted before this command.)\n"
+        } else {
+            note.as_str()
+        };
+        let shown = match text.trim_end_matches('\n') {
+            "" => "(no output)",
+            trimmed => trimmed,
+        };
+        match end {
+            ShellEnd::Status(0) => Ok(ToolOutput::text(format!("{note}{shown}"))),
+            ShellEnd::Status(code) => {
+                Err(ToolError::new(format!("{note}{shown}\n[exit code {code}]")))
+            }
+            ShellEnd::ShellEnded(how) => Err(ToolError::new(format!(
+                "{note}{shown}\n[the shell {how} while running the command; a fresh shell will \
+                 start on the next call, in the workspace, without earlier variables]"
+            ))),
+            ShellEnd::TimedOut => Err(ToolError::new(format!(
+                "{note}bash: the command timed out after {} s, so the shell was killed. A fresh \
+                 shell starts on the next call: the working directory is back to the workspace \
+                 and variables are gone. Run long jobs in the background (`cmd > log 2>&1 &`) \
+                 and check on them later.\nOutput so far:\n{shown}",
+                self.timeout.as_secs_f64()
+            ))),
+        }
+    }
+
+    /// Run the command in this tool's host shell: a note for the model, the output, and how
+    /// it ended.
+    async fn run_on_host(
+        &mut self,
+        command: &str,
+        restart: bool,
+        ctx: &ToolCtx,
+    ) -> Result<(String, String, ShellEnd), ToolError> {
         // A call that was abandoned mid-command leaves the shell busy with unread output.
-        let interrupted = self.shell.as_ref().is_some_and(|shell| shell.busy);
-        if interrupted {
+        let interrupted = self.shell.as_ref().is_some_and(|shell| shell.io.busy);
+        if restart || interrupted {
             self.shell = None;
         }
         let shell = match &mut self.shell {
             Some(shell) => shell,
             empty => empty.insert(Shell::start(ctx)?),
         };
-
         let mut output = Capture::new(MAX_OUTPUT);
-        let outcome = tokio::time::timeout(self.timeout, shell.exec(command, &mut output)).await;
-        let note = if restart {
-            "(The shell was restarted before this command.)\n"
-        } else if interrupted {
+        if command.trim().is_empty() {
+            return Ok((String::new(), String::new(), ShellEnd::Status(0)));
+        }
+        let end = match tokio::time::timeout(self.timeout, shell.exec(command, &mut output)).await {
+            Ok(Ok(code)) => ShellEnd::Status(code),
+            Ok(Err(how)) => ShellEnd::ShellEnded(how),
+            Err(_) => ShellEnd::TimedOut,
+        };
+        if !matches!(end, ShellEnd::Status(_)) {
+            self.shell = None;
+        }
+        let note = if interrupted {
             "(The previous command was interrupted, so this ran in a fresh shell.)\n"
         } else {
             ""
         };
-        let text = output.text();
-        let shown = match text.trim_end_matches('\n') {
-            "" => "(no output)",
-            trimmed => trimmed,
-        };
-        match outcome {
-            Ok(Ok(0)) => Ok(ToolOutput::text(format!("{note}{shown}"))),
-            Ok(Ok(code)) => Err(ToolError::new(format!("{note}{shown}\n[exit code {code}]"))),
-            Ok(Err(ended)) => {
-                self.shell = None;
-                Err(ToolError::new(format!(
-                    "{note}{shown}\n[the shell {ended} while running the command; a fresh shell \
-                     will start on the next call, in the workspace, without earlier variables]"
-                )))
-            }
-            Err(_) => {
-                self.shell = None;
-                Err(ToolError::new(format!(
-                    "{note}bash: the command timed out after {} s, so the shell was killed. A \
-                     fresh shell starts on the next call: the working directory is back to the \
-                     workspace and variables are gone. Run long jobs in the background (`cmd > log \
-                     2>&1 &`) and check on them later.\nOutput so far:\n{shown}",
-                    self.timeout.as_secs_f64()
-                )))
-            }
-        }
+        Ok((note.to_string(), output.text(), end))
     }
 }
 
@@ -153,13 +183,11 @@ impl Tool for Bash {
     }
 }
 
-/// One running `bash`, in its own process group so everything it started can be killed.
+/// One running `bash` on the host, in its own process group so everything it started can
+/// be killed.
 struct Shell {
     child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    /// A command was sent and its end marker not yet read.
-    busy: bool,
+    io: ShellIo,
 }
 
 impl Shell {
@@ -184,56 +212,16 @@ impl Shell {
         };
         Ok(Shell {
             child,
-            stdin,
-            stdout: BufReader::new(stdout),
-            busy: false,
+            io: ShellIo::new(Box::pin(stdin), Box::pin(BufReader::new(stdout))),
         })
     }
 
-    /// Run one command, adding its output to `output`, and return its exit status. The
-    /// error says how the shell ended, if it did.
+    /// Run one command; the error says how the shell ended, if it did.
     async fn exec(&mut self, command: &str, output: &mut Capture) -> Result<i32, String> {
-        let token = format!(
-            "__MANUS_{}_{}_{}__",
-            std::process::id(),
-            self.child.id().unwrap_or_default(),
-            MARKER_SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let marker = format!("{token}DONE:");
-        // The command travels as a quoted here-document and runs through `eval`, so even a
-        // syntax error cannot swallow the marker line. Its stdin is /dev/null so it cannot
-        // read the script that follows it.
-        let script = format!(
-            "exec 2>&1\nIFS= read -r -d '' __manus_cmd <<'{token}'\n{command}\n{token}\n\
-             eval \"$__manus_cmd\" < /dev/null\nprintf '\\n%s%d\\n' '{marker}' \"$?\"\n"
-        );
-        self.busy = true;
-        if self.stdin.write_all(script.as_bytes()).await.is_err()
-            || self.stdin.flush().await.is_err()
-        {
-            return Err(self.ended().await);
-        }
-        let mut piece = Vec::new();
-        let mut at_line_start = true;
-        loop {
-            piece.clear();
-            let read = (&mut self.stdout)
-                .take(LINE_PIECE)
-                .read_until(b'\n', &mut piece)
-                .await;
-            if matches!(read, Ok(0) | Err(_)) {
-                return Err(self.ended().await);
-            }
-            if at_line_start && let Some(status) = piece.strip_prefix(marker.as_bytes()) {
-                self.busy = false;
-                let status = String::from_utf8_lossy(status);
-                return status
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("sent a garbled status `{status}`"));
-            }
-            at_line_start = piece.ends_with(b"\n");
-            output.push(&piece);
+        match self.io.exec(command, output).await {
+            Ok(status) => Ok(status),
+            Err(ShellIoError::Closed) => Err(self.ended().await),
+            Err(ShellIoError::Garbled(status)) => Err(format!("sent a garbled status `{status}`")),
         }
     }
 
@@ -245,6 +233,87 @@ impl Shell {
                 None => format!("was killed ({status})"),
             },
             _ => "stopped responding".into(),
+        }
+    }
+}
+
+/// Why a command's end was not read.
+pub(crate) enum ShellIoError {
+    /// The shell's output ended (it exited or was killed).
+    Closed,
+    /// The marker line carried something that is not a status.
+    Garbled(String),
+}
+
+/// The end-of-command marker protocol over a bash's stdin and merged stdout, wherever that
+/// bash runs.
+pub(crate) struct ShellIo {
+    input: Pin<Box<dyn AsyncWrite + Send>>,
+    output: Pin<Box<dyn AsyncBufRead + Send>>,
+    /// A command was sent and its end marker not yet read.
+    pub(crate) busy: bool,
+}
+
+impl ShellIo {
+    pub(crate) fn new(
+        input: Pin<Box<dyn AsyncWrite + Send>>,
+        output: Pin<Box<dyn AsyncBufRead + Send>>,
+    ) -> Self {
+        ShellIo {
+            input,
+            output,
+            busy: false,
+        }
+    }
+
+    /// Run one command, adding its output to `output`, and return its exit status.
+    pub(crate) async fn exec(
+        &mut self,
+        command: &str,
+        output: &mut Capture,
+    ) -> Result<i32, ShellIoError> {
+        let token = format!(
+            "__MANUS_{}_{}__",
+            std::process::id(),
+            MARKER_SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let marker = format!("{token}DONE:");
+        // The command travels as a quoted here-document and runs through `eval`, so even a
+        // syntax error cannot swallow the marker line. Its stdin is /dev/null so it cannot
+        // read the script that follows it.
+        let script = format!(
+            "exec 2>&1\nIFS= read -r -d '' __manus_cmd <<'{token}'\n{command}\n{token}\n\
+             eval \"$__manus_cmd\" < /dev/null\nprintf '\\n%s%d\\n' '{marker}' \"$?\"\n"
+        );
+        self.busy = true;
+        if self.input.write_all(script.as_bytes()).await.is_err()
+            || self.input.flush().await.is_err()
+        {
+            return Err(ShellIoError::Closed);
+        }
+        let mut piece = Vec::new();
+        let mut at_line_start = true;
+        loop {
+            piece.clear();
+            let read = self
+                .output
+                .as_mut()
+                .take(LINE_PIECE)
+                .read_until(b'\n', &mut piece)
+                .await;
+            if matches!(read, Ok(0) | Err(_)) {
+                return Err(ShellIoError::Closed);
+            }
+            if at_line_start && let Some(status) = piece.strip_prefix(marker.as_bytes()) {
+                self.busy = false;
+                let status = String::from_utf8_lossy(status);
+                return status
+                    .trim()
+                    .parse()
+                    .map_err(|_| ShellIoError::Garbled(status.into_owned()));
+            }
+            at_line_start = piece.ends_with(b"\n");
+            output.push(&piece);
         }
     }
 }

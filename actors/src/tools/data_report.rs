@@ -9,7 +9,7 @@ use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use serde_json::{Value, json};
 
 use super::chart::svg::escape;
-use super::editor::Target;
+use super::files::{Files, Kind, Target};
 use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, json_kind, opt_str_arg, str_arg};
 use crate::llm::ToolSpec;
 
@@ -179,28 +179,31 @@ fn image_type(ext: &str) -> Option<&'static str> {
 }
 
 /// Read a workspace file for embedding, with errors that say which file and section.
-async fn read_embed(raw: &str, ctx: &ToolCtx, place: &str) -> Result<(Target, Vec<u8>), ToolError> {
-    let target = Target::resolve_for(NAME, raw.trim(), &ctx.workspace).await?;
-    let meta = tokio::fs::metadata(&target.path).await.map_err(|_| {
-        fail(format!(
-            "{place}: `{}` does not exist; draw it first (data_visualization) or fix the path \
-             (paths are relative to the workspace)",
-            target.shown
-        ))
-    })?;
-    if !meta.is_file() {
-        return Err(fail(format!("{place}: `{}` is not a file", target.shown)));
-    }
-    if meta.len() > MAX_EMBED_BYTES {
+async fn read_embed(
+    files: &Files<'_>,
+    raw: &str,
+    place: &str,
+) -> Result<(Target, Vec<u8>), ToolError> {
+    let target = files.resolve(raw).await?;
+    let size = match target.kind {
+        Kind::Missing => {
+            return Err(fail(format!(
+                "{place}: `{}` does not exist; draw it first (data_visualization) or fix the \
+                 path (paths are relative to the workspace)",
+                target.shown
+            )));
+        }
+        Kind::Dir => return Err(fail(format!("{place}: `{}` is not a file", target.shown))),
+        Kind::File(size) => size,
+    };
+    if size > MAX_EMBED_BYTES {
         return Err(fail(format!(
             "{place}: `{}` is larger than {} MB; draw it smaller",
             target.shown,
             MAX_EMBED_BYTES / (1024 * 1024)
         )));
     }
-    let bytes = tokio::fs::read(&target.path)
-        .await
-        .map_err(|e| fail(format!("{place}: cannot read `{}`: {e}", target.shown)))?;
+    let bytes = files.read(&target).await?;
     Ok((target, bytes))
 }
 
@@ -212,8 +215,8 @@ fn extension(path: &Path) -> String {
 
 /// A chart file as HTML: our SVG inline (from an .svg or .html chart), other images as
 /// data URLs.
-async fn embed(chart: &ChartRef, ctx: &ToolCtx, place: &str) -> Result<Embedded, ToolError> {
-    let (target, bytes) = read_embed(&chart.path, ctx, place).await?;
+async fn embed(files: &Files<'_>, chart: &ChartRef, place: &str) -> Result<Embedded, ToolError> {
+    let (target, bytes) = read_embed(files, &chart.path, place).await?;
     let ext = extension(&target.path);
     let text = || String::from_utf8_lossy(&bytes).into_owned();
     let ours = |t: &str| -> Option<String> {
@@ -462,7 +465,8 @@ impl DataReport {
         }
         let sections = sections(&args)?;
         let html_raw = output_names(opt_str_arg(&args, "output_path", NAME)?, &title);
-        let html_target = Target::resolve_for(NAME, &html_raw, &ctx.workspace).await?;
+        let files = Files::new(NAME, ctx);
+        let html_target = files.resolve(&html_raw).await?;
         let md_path = html_target.path.with_extension("md");
         let md_shown = Path::new(&html_target.shown)
             .with_extension("md")
@@ -479,7 +483,7 @@ impl DataReport {
             let mut images = vec![];
             let mut md_text = section.markdown.trim().to_string();
             for url in local_images(&section.markdown) {
-                let (target, bytes) = read_embed(&url, ctx, &place).await?;
+                let (target, bytes) = read_embed(&files, &url, &place).await?;
                 let mime = image_type(&extension(&target.path)).ok_or_else(|| {
                     fail(format!(
                         "{place}: `{url}` in the markdown is not an image file"
@@ -507,7 +511,7 @@ impl DataReport {
                 markdown.push('\n');
             }
             for chart in &section.charts {
-                let e = embed(chart, ctx, &place).await?;
+                let e = embed(&files, chart, &place).await?;
                 n_charts += 1;
                 let caption = chart
                     .caption
@@ -556,20 +560,13 @@ impl DataReport {
             t = escape(&title),
         );
 
-        if let Some(parent) = html_target.path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| {
-                fail(format!(
-                    "cannot create the folder for `{}`: {e}",
-                    html_target.shown
-                ))
-            })?;
-        }
-        tokio::fs::write(&html_target.path, &html)
-            .await
-            .map_err(|e| fail(format!("cannot write `{}`: {e}", html_target.shown)))?;
-        tokio::fs::write(&md_path, &markdown)
-            .await
-            .map_err(|e| fail(format!("cannot write `{md_shown}`: {e}")))?;
+        files.write(&html_target, html.as_bytes()).await?;
+        let md_target = Target {
+            path: md_path,
+            shown: md_shown.clone(),
+            kind: Kind::Missing,
+        };
+        files.write(&md_target, markdown.as_bytes()).await?;
         Ok(ToolOutput::text(format!(
             "Wrote `{}` ({} sections, {n_charts} {charts_word} embedded, {} KB; opens offline, \
              nothing is fetched) and `{md_shown}` beside it (the same text, charts linked by \

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::chart::{self, Aggregate, ChartType, Output, Request, Sort};
-use super::editor::Target;
+use super::files::{Files, Kind, Target};
 use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, json_kind, opt_str_arg, str_arg};
 use crate::llm::ToolSpec;
 
@@ -157,8 +157,9 @@ impl DataVisualization {
         let output = opt_choice(&args, "output", &["png", "svg", "html"], Output::parse)?;
         let output_path = opt_str_arg(&args, "output_path", NAME)?.map(str::trim);
 
-        let data = Target::resolve_for(NAME, data_path.trim(), &ctx.workspace).await?;
-        let text = read_data(&data).await?;
+        let files = Files::new(NAME, ctx);
+        let data = files.resolve(data_path).await?;
+        let text = read_data(&files, &data).await?;
         let kind =
             data_kind(&data.path, &text).map_err(|e| fail(format!("`{}`: {e}", data.shown)))?;
         let source = data.shown.clone();
@@ -170,54 +171,47 @@ impl DataVisualization {
                 .map_err(fail)?;
 
         let (out_raw, output) = output_target(output_path, output, &plot.title)?;
-        let out = Target::resolve_for(NAME, &out_raw, &ctx.workspace).await?;
-        if let Some(parent) = out.path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| fail(format!("cannot create the folder for `{}`: {e}", out.shown)))?;
-        }
-        let (plot_for_draw, path, source) = (plot.clone(), out.path.clone(), data.shown.clone());
+        let out = files.resolve(&out_raw).await?;
+        let (plot_for_draw, source) = (plot.clone(), data.shown.clone());
         let draw_req = req.clone();
-        tokio::task::spawn_blocking(move || {
-            chart::draw(&plot_for_draw, &draw_req, output, &source, &path)
+        let bytes = tokio::task::spawn_blocking(move || {
+            chart::draw(&plot_for_draw, &draw_req, output, &source)
         })
         .await
         .map_err(|e| fail(format!("drawing the chart failed: {e}")))?
         .map_err(|e| fail(format!("`{}`: {e}", out.shown)))?;
+        files.write(&out, &bytes).await?;
         Ok(ToolOutput::text(report(&plot, &out.shown, output, &req)))
     }
 }
 
-async fn read_data(data: &Target) -> Result<String, ToolError> {
-    let meta = tokio::fs::metadata(&data.path).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            fail(format!(
+async fn read_data(files: &Files<'_>, data: &Target) -> Result<String, ToolError> {
+    let size = match data.kind {
+        Kind::Missing => {
+            return Err(fail(format!(
                 "`{}` does not exist; paths are relative to the workspace (write the data file \
                  first, e.g. with pandas' to_csv)",
                 data.shown
-            ))
-        } else {
-            fail(format!("cannot read `{}`: {e}", data.shown))
+            )));
         }
-    })?;
-    if meta.is_dir() {
-        return Err(fail(format!(
-            "`{}` is a directory, not a data file",
-            data.shown
-        )));
-    }
-    if meta.len() > MAX_DATA_BYTES {
+        Kind::Dir => {
+            return Err(fail(format!(
+                "`{}` is a directory, not a data file",
+                data.shown
+            )));
+        }
+        Kind::File(size) => size,
+    };
+    if size > MAX_DATA_BYTES {
         return Err(fail(format!(
             "`{}` is {} MB, more than the {} MB this tool reads; aggregate it with Python first \
              and chart the result",
             data.shown,
-            meta.len() / (1024 * 1024),
+            size / (1024 * 1024),
             MAX_DATA_BYTES / (1024 * 1024)
         )));
     }
-    let bytes = tokio::fs::read(&data.path)
-        .await
-        .map_err(|e| fail(format!("cannot read `{}`: {e}", data.shown)))?;
+    let bytes = files.read(data).await?;
     // Not UTF-8: read it as Latin-1 (Windows exports), where every byte is a character.
     Ok(String::from_utf8(bytes)
         .unwrap_or_else(|e| e.into_bytes().iter().map(|&b| char::from(b)).collect()))

@@ -1,14 +1,13 @@
 //! The `str_replace_editor` tool: view, create and edit text files inside the workspace,
-//! keeping a per-file history so edits can be undone. Every path is resolved physically
-//! (symbolic links followed) and refused unless it lies inside the workspace.
+//! keeping a per-file history so edits can be undone. Paths are resolved and confined by
+//! `files.rs`, so the same rules hold on the host and in the sandbox.
 
 use std::collections::HashMap;
-use std::io::ErrorKind;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
+use super::files::{Files, Kind, Target};
 use super::{
     Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, clip, json_kind, opt_str_arg, str_arg,
 };
@@ -37,24 +36,30 @@ impl StrReplaceEditor {
                 COMMANDS.join(", ")
             )));
         }
-        let target = Target::resolve(str_arg(&args, "path", NAME)?, &ctx.workspace).await?;
+        let files = Files::new(NAME, ctx);
+        let target = files.resolve(str_arg(&args, "path", NAME)?).await?;
         let text = match command {
-            "view" => view(&target, &args).await?,
-            "create" => create(&target, &args).await?,
-            "str_replace" => self.str_replace(&target, &args).await?,
-            "insert" => self.insert(&target, &args).await?,
-            _ => self.undo(&target).await?,
+            "view" => view(&files, &target, &args).await?,
+            "create" => create(&files, &target, &args).await?,
+            "str_replace" => self.str_replace(&files, &target, &args).await?,
+            "insert" => self.insert(&files, &target, &args).await?,
+            _ => self.undo(&files, &target).await?,
         };
         Ok(ToolOutput::text(text))
     }
 
-    async fn str_replace(&mut self, target: &Target, args: &Value) -> Result<String, ToolError> {
+    async fn str_replace(
+        &mut self,
+        files: &Files<'_>,
+        target: &Target,
+        args: &Value,
+    ) -> Result<String, ToolError> {
         let old = str_arg(args, "old_str", NAME)?;
         if old.is_empty() {
             return Err(fail("`old_str` is empty; give the exact text to replace"));
         }
         let new = opt_str_arg(args, "new_str", NAME)?.unwrap_or("");
-        let text = target.read().await?;
+        let text = read_text(files, target).await?;
         let found = occurrences(&text, old);
         let at = match found.as_slice() {
             [] => {
@@ -82,7 +87,7 @@ impl StrReplaceEditor {
             }
         };
         let updated = format!("{}{new}{}", &text[..at], &text[at + old.len()..]);
-        self.save(target, text, &updated).await?;
+        self.save(files, target, text, &updated).await?;
         let first = line_of(&updated, at);
         let last = first + new.matches('\n').count();
         Ok(format!(
@@ -93,7 +98,12 @@ impl StrReplaceEditor {
         ))
     }
 
-    async fn insert(&mut self, target: &Target, args: &Value) -> Result<String, ToolError> {
+    async fn insert(
+        &mut self,
+        files: &Files<'_>,
+        target: &Target,
+        args: &Value,
+    ) -> Result<String, ToolError> {
         let after = match args.get("insert_line") {
             None | Some(Value::Null) => {
                 return Err(fail("missing required argument `insert_line`"));
@@ -106,7 +116,7 @@ impl StrReplaceEditor {
             })?,
         };
         let new = str_arg(args, "new_str", NAME)?;
-        let text = target.read().await?;
+        let text = read_text(files, target).await?;
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         let after = usize::try_from(after).unwrap_or(usize::MAX);
         if after > lines.len() {
@@ -128,7 +138,7 @@ impl StrReplaceEditor {
             updated.push('\n');
         }
         updated.extend(lines[after..].iter().copied());
-        self.save(target, text, &updated).await?;
+        self.save(files, target, text, &updated).await?;
         let inserted = new.strip_suffix('\n').unwrap_or(new).matches('\n').count() + 1;
         Ok(format!(
             "Inserted {inserted} line(s) after line {after} of `{}`. {}Check the placement and \
@@ -138,7 +148,7 @@ impl StrReplaceEditor {
         ))
     }
 
-    async fn undo(&mut self, target: &Target) -> Result<String, ToolError> {
+    async fn undo(&mut self, files: &Files<'_>, target: &Target) -> Result<String, ToolError> {
         let earlier = self.history.get_mut(&target.path);
         let Some(previous) = earlier.as_ref().and_then(|h| h.last()) else {
             return Err(fail(format!(
@@ -146,7 +156,7 @@ impl StrReplaceEditor {
                 target.shown
             )));
         };
-        target.write(previous).await?;
+        files.write(target, previous.as_bytes()).await?;
         let left = earlier.map_or(0, |h| {
             h.pop();
             h.len()
@@ -159,8 +169,14 @@ impl StrReplaceEditor {
     }
 
     /// Write the new content and remember the old one for `undo_edit`.
-    async fn save(&mut self, target: &Target, old: String, new: &str) -> Result<(), ToolError> {
-        target.write(new).await?;
+    async fn save(
+        &mut self,
+        files: &Files<'_>,
+        target: &Target,
+        old: String,
+        new: &str,
+    ) -> Result<(), ToolError> {
+        files.write(target, new.as_bytes()).await?;
         self.history
             .entry(target.path.clone())
             .or_default()
@@ -230,146 +246,46 @@ impl Tool for StrReplaceEditor {
     }
 }
 
-/// A path that has been checked to lie inside the workspace. The chart and report tools
-/// resolve their paths with `Target::resolve_for` too, so there is one confinement rule.
-pub(crate) struct Target {
-    /// The resolved path, with symbolic links followed as far as the path exists.
-    pub(crate) path: PathBuf,
-    /// How the path is named in messages: relative to the workspace.
-    pub(crate) shown: String,
-}
-
-impl Target {
-    async fn resolve(raw: &str, workspace: &Path) -> Result<Target, ToolError> {
-        Target::resolve_for(NAME, raw, workspace).await
-    }
-
-    /// Resolve `raw` (relative to the workspace, or absolute) and refuse it unless it
-    /// is inside the workspace once `..` and symbolic links are followed. Errors name `tool`.
-    pub(crate) async fn resolve_for(
-        tool: &str,
-        raw: &str,
-        workspace: &Path,
-    ) -> Result<Target, ToolError> {
-        let fail = |msg: String| ToolError::new(format!("{tool}: {msg}"));
-        if raw.trim().is_empty() {
-            return Err(fail(
-                "`path` is empty; give a path relative to the workspace, or absolute inside it"
-                    .into(),
-            ));
-        }
-        let root = tokio::fs::canonicalize(workspace).await.map_err(|e| {
-            fail(format!(
-                "the workspace `{}` cannot be opened: {e}",
-                workspace.display()
-            ))
-        })?;
-        let full = workspace.join(raw);
-        // The deepest ancestor that exists is resolved by the file system; the rest does not
-        // exist yet and is appended name by name.
-        let mut existing = None;
-        for ancestor in full.ancestors() {
-            if let Ok(real) = tokio::fs::canonicalize(ancestor).await {
-                existing = Some((ancestor, real));
-                break;
-            }
-        }
-        let Some((ancestor, mut path)) = existing else {
-            return Err(fail(format!("`{raw}` cannot be resolved")));
-        };
-        for part in full
-            .strip_prefix(ancestor)
-            .unwrap_or(Path::new(""))
-            .components()
-        {
-            match part {
-                Component::Normal(name) => {
-                    path.push(name);
-                    // It exists, yet could not be resolved: a link to nowhere (or a loop).
-                    if tokio::fs::symlink_metadata(&path).await.is_ok() {
-                        return Err(fail(format!(
-                            "`{raw}` goes through a symbolic link whose target is missing or \
-                             loops; refusing to follow it"
-                        )));
-                    }
-                }
-                Component::ParentDir => {
-                    return Err(fail(format!(
-                        "`{raw}` uses `..` after a directory that does not exist ({})",
-                        path.display()
-                    )));
-                }
-                _ => {}
-            }
-        }
-        let Ok(relative) = path.strip_prefix(&root) else {
+/// The file's content as text, with errors that say what to do instead.
+async fn read_text(files: &Files<'_>, target: &Target) -> Result<String, ToolError> {
+    match target.kind {
+        Kind::Dir => {
             return Err(fail(format!(
-                "`{raw}` is outside the workspace `{}` (it resolves to `{}`). Only files inside \
-                 the workspace can be used; give a path relative to it.",
-                workspace.display(),
-                path.display()
+                "`{}` is a directory; this command needs a file",
+                target.shown
             )));
-        };
-        let shown = match relative.to_string_lossy() {
-            rel if rel.is_empty() => ".".to_string(),
-            rel => rel.into_owned(),
-        };
-        Ok(Target { path, shown })
-    }
-
-    /// The file's content, with errors that say what to do instead.
-    async fn read(&self) -> Result<String, ToolError> {
-        match tokio::fs::metadata(&self.path).await {
-            Ok(meta) if meta.is_dir() => {
-                return Err(fail(format!(
-                    "`{}` is a directory; this command needs a file",
-                    self.shown
-                )));
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(fail(format!(
-                    "`{}` does not exist; `create` makes a new file",
-                    self.shown
-                )));
-            }
-            _ => {}
         }
-        let bytes = tokio::fs::read(&self.path)
-            .await
-            .map_err(|e| fail(format!("cannot read `{}`: {e}", self.shown)))?;
-        String::from_utf8(bytes).map_err(|_| {
-            fail(format!(
-                "`{}` is not UTF-8 text; this editor only handles text files",
-                self.shown
-            ))
-        })
+        Kind::Missing => {
+            return Err(fail(format!(
+                "`{}` does not exist; `create` makes a new file",
+                target.shown
+            )));
+        }
+        Kind::File(_) => {}
     }
-
-    async fn write(&self, content: &str) -> Result<(), ToolError> {
-        tokio::fs::write(&self.path, content)
-            .await
-            .map_err(|e| fail(format!("cannot write `{}`: {e}", self.shown)))
-    }
+    String::from_utf8(files.read(target).await?).map_err(|_| {
+        fail(format!(
+            "`{}` is not UTF-8 text; this editor only handles text files",
+            target.shown
+        ))
+    })
 }
 
-async fn view(target: &Target, args: &Value) -> Result<String, ToolError> {
+async fn view(files: &Files<'_>, target: &Target, args: &Value) -> Result<String, ToolError> {
     let range = match args.get("view_range") {
         None | Some(Value::Null) => None,
         Some(v) => Some(v),
     };
-    if tokio::fs::metadata(&target.path)
-        .await
-        .is_ok_and(|m| m.is_dir())
-    {
+    if target.kind == Kind::Dir {
         if range.is_some() {
             return Err(fail(format!(
                 "`{}` is a directory; `view_range` only applies to files",
                 target.shown
             )));
         }
-        return list_dir(target).await;
+        return list_dir(files, target).await;
     }
-    let text = target.read().await?;
+    let text = read_text(files, target).await?;
     let lines: Vec<&str> = text.lines().collect();
     if lines.is_empty() && range.is_none() {
         return Ok(format!("`{}` is empty.", target.shown));
@@ -435,22 +351,19 @@ fn line_range(v: &Value, total: usize) -> Result<(usize, usize), ToolError> {
 }
 
 /// List a directory two levels deep, hidden entries left out.
-async fn list_dir(target: &Target) -> Result<String, ToolError> {
+async fn list_dir(files: &Files<'_>, target: &Target) -> Result<String, ToolError> {
     let mut out = format!(
         "`{}`, two levels deep (hidden entries left out):\n",
         target.shown
     );
     let mut count = 0;
-    for (name, is_dir) in entries(target).await? {
+    for (name, is_dir) in files.entries(&target.path, &target.shown).await? {
         out.push_str(&name);
         count += 1;
         if is_dir {
             out.push_str("/\n");
-            let sub = Target {
-                path: target.path.join(&name),
-                shown: format!("{}/{name}", target.shown),
-            };
-            for (inner, inner_dir) in entries(&sub).await? {
+            let (path, shown) = (target.path.join(&name), format!("{}/{name}", target.shown));
+            for (inner, inner_dir) in files.entries(&path, &shown).await? {
                 out.push_str(&format!(
                     "{name}/{inner}{}\n",
                     if inner_dir { "/" } else { "" }
@@ -467,61 +380,19 @@ async fn list_dir(target: &Target) -> Result<String, ToolError> {
     Ok(clip(&out, MAX_VIEW))
 }
 
-/// Visible entries of a directory, sorted by name, each with whether it is a directory.
-/// Symbolic links are listed but not followed.
-async fn entries(dir: &Target) -> Result<Vec<(String, bool)>, ToolError> {
-    let failed = |e: std::io::Error| fail(format!("cannot list `{}`: {e}", dir.shown));
-    let mut reader = tokio::fs::read_dir(&dir.path).await.map_err(failed)?;
-    let mut found = Vec::new();
-    while let Some(entry) = reader.next_entry().await.map_err(failed)? {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let is_dir = entry.file_type().await.is_ok_and(|t| t.is_dir());
-        found.push((name, is_dir));
-    }
-    found.sort();
-    Ok(found)
-}
-
-async fn create(target: &Target, args: &Value) -> Result<String, ToolError> {
+async fn create(files: &Files<'_>, target: &Target, args: &Value) -> Result<String, ToolError> {
     let text = str_arg(args, "file_text", NAME)?;
-    if let Some(parent) = target.path.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(|e| {
-            fail(format!(
-                "cannot create the directories for `{}`: {e}",
-                target.shown
-            ))
-        })?;
+    if !files.create(target, text.as_bytes()).await? {
+        let what = match target.kind {
+            Kind::Dir => "a directory",
+            _ => "a file",
+        };
+        return Err(fail(format!(
+            "`{}` already exists as {what}; `create` only makes new files. Use `view` to see \
+             it and `str_replace` or `insert` to change it.",
+            target.shown
+        )));
     }
-    let opened = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&target.path)
-        .await;
-    let mut file = match opened {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-            let what = match tokio::fs::metadata(&target.path).await {
-                Ok(m) if m.is_dir() => "a directory",
-                _ => "a file",
-            };
-            return Err(fail(format!(
-                "`{}` already exists as {what}; `create` only makes new files. Use `view` to see \
-                 it and `str_replace` or `insert` to change it.",
-                target.shown
-            )));
-        }
-        Err(e) => return Err(fail(format!("cannot create `{}`: {e}", target.shown))),
-    };
-    let written = async {
-        file.write_all(text.as_bytes()).await?;
-        file.flush().await
-    };
-    written
-        .await
-        .map_err(|e| fail(format!("cannot write `{}`: {e}", target.shown)))?;
     Ok(format!(
         "Created `{}` ({} lines).",
         target.shown,

@@ -12,6 +12,7 @@ pub mod crawl;
 pub mod data_report;
 pub mod data_visualization;
 pub mod editor;
+pub(crate) mod files;
 pub mod planning;
 pub mod python;
 pub mod terminate;

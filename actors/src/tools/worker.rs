@@ -84,6 +84,30 @@ impl Actor for ToolWorker {
                     );
                 }
                 let started = Instant::now();
+                if let Some(route) = &inv.mcp {
+                    let called = route
+                        .call(inv.args, traceparent(&span))
+                        .instrument(span.clone())
+                        .await;
+                    let (ok, output) = match called {
+                        Ok(out) => (!out.is_error, out.text),
+                        Err(e) => (false, e),
+                    };
+                    if !ok {
+                        span.record("error.type", "tool_error");
+                        span.record("otel.status_code", "ERROR");
+                    }
+                    if let Some(max) = state.capture_content {
+                        span.record("gen_ai.tool.call.result", clip(&output, max));
+                    }
+                    let _ = reply.send(ToolResult {
+                        ok,
+                        output,
+                        terminate: None,
+                        elapsed: started.elapsed(),
+                    });
+                    return Ok(());
+                }
                 let Some(tool) = state.tools.get_mut(&name) else {
                     let _ = reply.send(ToolResult {
                         ok: false,
@@ -119,4 +143,20 @@ impl Actor for ToolWorker {
         }
         Ok(())
     }
+}
+
+/// The W3C `traceparent` of `span`, when spans are exported, for an MCP call's `_meta`.
+fn traceparent(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
 }

@@ -19,8 +19,6 @@ pub mod svg;
 pub mod table;
 pub mod values;
 
-use std::path::Path;
-
 pub use prepare::Plot;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,21 +212,13 @@ pub fn plan(text: &str, kind: &str, source: &str, req: &Request) -> Result<Plot,
     prepare::prepare(&table, req, source)
 }
 
-/// Lay the plot out and write it to `path` in the chosen format.
-pub fn draw(
-    plot: &Plot,
-    req: &Request,
-    output: Output,
-    source: &str,
-    path: &Path,
-) -> Result<(), String> {
+/// Lay the plot out and render it in the chosen format: the bytes of the file.
+pub fn draw(plot: &Plot, req: &Request, output: Output, source: &str) -> Result<Vec<u8>, String> {
     let scene = layout::scene(plot, req.width, req.height);
     match output {
-        Output::Png => png::write(&scene, path),
-        Output::Svg => std::fs::write(path, svg::render(&scene, true))
-            .map_err(|e| format!("could not write the SVG file: {e}")),
-        Output::Html => std::fs::write(path, svg::html_page(&scene, source))
-            .map_err(|e| format!("could not write the HTML file: {e}")),
+        Output::Png => png::encode(&scene),
+        Output::Svg => Ok(svg::render(&scene, true).into_bytes()),
+        Output::Html => Ok(svg::html_page(&scene, source).into_bytes()),
     }
 }
 

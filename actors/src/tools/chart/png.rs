@@ -1,9 +1,8 @@
-//! Painting a `Scene` as a PNG file. Shapes are rasterised by plotters' bitmap backend at
+//! Painting a `Scene` as a PNG image. Shapes are rasterised by plotters' bitmap backend at
 //! twice the size and averaged down, which smooths their edges; text is rasterised from
 //! the bundled font (`font.rs`), so no system fonts are involved.
 
-use std::path::Path;
-
+use image::ImageEncoder;
 use plotters::backend::{BitMapBackend, DrawingBackend};
 use plotters::style::{Color, RGBAColor, ShapeStyle};
 
@@ -13,14 +12,14 @@ use super::scene::{Item, Rgb, Scene, Shape};
 /// Drawing happens at this many pixels per output pixel, in each direction.
 const SUPERSAMPLE: u32 = 2;
 
-/// Render the scene and write it to `path` (which must end in `.png`).
-pub fn write(scene: &Scene, path: &Path) -> Result<(), String> {
+/// Render the scene as the bytes of a PNG file.
+pub fn encode(scene: &Scene) -> Result<Vec<u8>, String> {
     let pixels = paint(scene)?;
-    let mut out = BitMapBackend::new(path, (scene.width, scene.height));
-    out.blit_bitmap((0, 0), (scene.width, scene.height), &pixels)
-        .map_err(|e| format!("could not draw the image: {e}"))?;
-    out.present()
-        .map_err(|e| format!("could not write the PNG file: {e}"))
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(&pixels, scene.width, scene.height, image::ColorType::Rgb8)
+        .map_err(|e| format!("could not encode the PNG image: {e}"))?;
+    Ok(png)
 }
 
 /// The scene as RGB pixels at its own size.
@@ -174,7 +173,7 @@ mod tests {
         assert!(dark > 20, "{dark}");
     }
     #[test]
-    fn the_written_file_decodes_at_the_scene_size() {
+    fn the_encoded_image_decodes_at_the_scene_size() {
         let scene = Scene {
             width: 320,
             height: 240,
@@ -182,10 +181,8 @@ mod tests {
             items: vec![Item::rect(0.0, 0.0, 160.0, 240.0).fill(PALETTE[2])],
             table: vec![],
         };
-        let path = std::env::temp_dir().join(format!("manus-chart-{}.png", std::process::id()));
-        write(&scene, &path).unwrap();
-        let img = image::open(&path).unwrap().to_rgb8();
-        let _ = std::fs::remove_file(&path);
+        let png = encode(&scene).unwrap();
+        let img = image::load_from_memory(&png).unwrap().to_rgb8();
         assert_eq!(img.dimensions(), (320, 240));
         assert_eq!(img.get_pixel(10, 10).0, [0x00, 0x9E, 0x73]);
         assert_eq!(img.get_pixel(300, 10).0, [255, 255, 255]);

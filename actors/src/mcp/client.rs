@@ -1,0 +1,388 @@
+//! The connection actor: owns one MCP server's session (rmcp), connects on first use, keeps
+//! the server's tool list until the server says it changed, and runs each tool call in a
+//! task of its own so a slow call never blocks the mailbox. A session that breaks (the
+//! server exits, or a call hangs past its timeout) is dropped and reported; the next use
+//! reconnects, no sooner than an exponential backoff allows.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, RequestMetaObject,
+};
+use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+
+use super::{McpServerSpec, McpTransport, sse};
+use crate::protocol::{ImageData, McpMsg, McpOutput, McpToolInfo};
+
+/// First wait after a failure; it doubles with each further failure.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+pub struct McpConnection;
+
+pub struct ConnState {
+    spec: McpServerSpec,
+    session: Option<RunningService<RoleClient, Listener>>,
+    /// Counts sessions, so news from an old one is ignored.
+    generation: u64,
+    tools: Option<Arc<Vec<McpToolInfo>>>,
+    /// Failures since the last good session, the last one's reason, and when to try again.
+    failures: u32,
+    last_error: String,
+    retry_at: Option<Instant>,
+}
+
+/// Receives the server's notifications for one session.
+pub struct Listener {
+    conn: ActorRef<McpMsg>,
+    generation: u64,
+}
+
+impl ClientHandler for Listener {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.conn.cast(McpMsg::ToolsChanged {
+            generation: self.generation,
+        });
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("manus-rt", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+impl Actor for McpConnection {
+    type Msg = McpMsg;
+    type State = ConnState;
+    type Arguments = McpServerSpec;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<McpMsg>,
+        spec: McpServerSpec,
+    ) -> Result<ConnState, ActorProcessingErr> {
+        Ok(ConnState {
+            spec,
+            session: None,
+            generation: 0,
+            tools: None,
+            failures: 0,
+            last_error: String::new(),
+            retry_at: None,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<McpMsg>,
+        msg: McpMsg,
+        st: &mut ConnState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            McpMsg::Tools(reply) => {
+                let _ = reply.send(st.tools(&myself).await);
+            }
+            McpMsg::Call {
+                tool,
+                args,
+                traceparent,
+                reply,
+            } => {
+                if let Err(e) = st.connect(&myself).await {
+                    let _ = reply.send(Err(e));
+                    return Ok(());
+                }
+                let Some(session) = &st.session else {
+                    return Ok(());
+                };
+                let peer = session.peer().clone();
+                let (generation, limit, server) =
+                    (st.generation, st.spec.call_timeout, st.spec.id.clone());
+                let mut params = CallToolRequestParams::new(tool.clone()).with_arguments(args);
+                if let Some(tp) = traceparent {
+                    let mut meta = RequestMetaObject::new();
+                    meta.set_traceparent(tp);
+                    params.meta = Some(meta);
+                }
+                tokio::spawn(async move {
+                    let result = match tokio::time::timeout(limit, peer.call_tool(params)).await {
+                        Ok(Ok(result)) => Ok(output(&result)),
+                        Ok(Err(ServiceError::McpError(e))) => Err(format!(
+                            "the MCP server `{server}` refused the call to `{tool}`: {}",
+                            e.message
+                        )),
+                        Ok(Err(e)) => {
+                            let why = format!("the connection broke during the call ({e})");
+                            let _ = myself.cast(McpMsg::Lost {
+                                generation,
+                                why: why.clone(),
+                            });
+                            Err(format!(
+                                "the MCP server `{server}` failed: {why}; its tools are unavailable until it reconnects"
+                            ))
+                        }
+                        Err(_) => {
+                            let why = format!("a call to `{tool}` hung for {}s", limit.as_secs());
+                            let _ = myself.cast(McpMsg::Lost {
+                                generation,
+                                why: why.clone(),
+                            });
+                            Err(format!(
+                                "the MCP server `{server}` did not answer `{tool}` within {}s; the connection was reset",
+                                limit.as_secs()
+                            ))
+                        }
+                    };
+                    let _ = reply.send(result);
+                });
+            }
+            McpMsg::ToolsChanged { generation } if generation == st.generation => {
+                tracing::info!(server = %st.spec.id, "the MCP server's tool list changed");
+                st.tools = None;
+            }
+            McpMsg::Lost { generation, why } if generation == st.generation => {
+                tracing::warn!(server = %st.spec.id, "MCP session lost: {why}");
+                st.fail(why);
+            }
+            McpMsg::ToolsChanged { .. } | McpMsg::Lost { .. } => {}
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<McpMsg>,
+        st: &mut ConnState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(mut session) = st.session.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), session.close()).await;
+        }
+        Ok(())
+    }
+}
+
+impl ConnState {
+    /// The tool list, connecting and listing if needed.
+    async fn tools(&mut self, myself: &ActorRef<McpMsg>) -> Result<Arc<Vec<McpToolInfo>>, String> {
+        self.connect(myself).await?;
+        if let Some(tools) = &self.tools {
+            return Ok(tools.clone());
+        }
+        let Some(session) = &self.session else {
+            return Err(self.unavailable());
+        };
+        let listed =
+            tokio::time::timeout(self.spec.connect_timeout, session.peer().list_all_tools()).await;
+        match listed {
+            Ok(Ok(list)) => {
+                let tools: Vec<McpToolInfo> = list
+                    .into_iter()
+                    .map(|t| McpToolInfo {
+                        name: t.name.to_string(),
+                        description: t
+                            .description
+                            .as_deref()
+                            .or(t.title.as_deref())
+                            .unwrap_or("")
+                            .to_string(),
+                        schema: serde_json::Value::Object((*t.input_schema).clone()),
+                    })
+                    .collect();
+                let tools = Arc::new(tools);
+                self.tools = Some(tools.clone());
+                Ok(tools)
+            }
+            Ok(Err(e)) => {
+                self.fail(format!("listing its tools failed ({e})"));
+                Err(self.unavailable())
+            }
+            Err(_) => {
+                self.fail(format!(
+                    "listing its tools took longer than {}s",
+                    self.spec.connect_timeout.as_secs()
+                ));
+                Err(self.unavailable())
+            }
+        }
+    }
+
+    /// Make sure there is a live session, unless the backoff after a failure still runs.
+    async fn connect(&mut self, myself: &ActorRef<McpMsg>) -> Result<(), String> {
+        if self.session.as_ref().is_some_and(|s| s.is_closed()) {
+            self.fail("the server closed the connection".into());
+        }
+        if self.session.is_some() {
+            return Ok(());
+        }
+        if self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return Err(self.unavailable());
+        }
+        self.generation += 1;
+        let listener = Listener {
+            conn: myself.clone(),
+            generation: self.generation,
+        };
+        let started =
+            tokio::time::timeout(self.spec.connect_timeout, start(&self.spec, listener)).await;
+        match started {
+            Ok(Ok(session)) => {
+                tracing::info!(server = %self.spec.id, via = %self.spec.transport.describe(), "MCP server connected");
+                self.session = Some(session);
+                self.tools = None;
+                self.failures = 0;
+                self.retry_at = None;
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                self.fail(e);
+                Err(self.unavailable())
+            }
+            Err(_) => {
+                self.fail(format!(
+                    "connecting took longer than {}s",
+                    self.spec.connect_timeout.as_secs()
+                ));
+                Err(self.unavailable())
+            }
+        }
+    }
+
+    /// Drop the session and set the time of the next attempt.
+    fn fail(&mut self, why: String) {
+        if let Some(mut session) = self.session.take() {
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(5), session.close()).await;
+            });
+        }
+        self.tools = None;
+        self.failures += 1;
+        let backoff = FIRST_BACKOFF
+            .saturating_mul(1 << (self.failures - 1).min(16))
+            .min(MAX_BACKOFF);
+        self.retry_at = Some(Instant::now() + backoff);
+        self.last_error = why;
+    }
+
+    /// Why there is no session, and when the next attempt will be.
+    fn unavailable(&self) -> String {
+        let wait = self
+            .retry_at
+            .map(|at| at.saturating_duration_since(Instant::now()))
+            .unwrap_or_default();
+        format!(
+            "the MCP server `{}` ({}) is unavailable: {}; next connection attempt in {:.1}s",
+            self.spec.id,
+            self.spec.transport.describe(),
+            self.last_error,
+            wait.as_secs_f64()
+        )
+    }
+}
+
+/// Open a session over the server's transport.
+async fn start(
+    spec: &McpServerSpec,
+    listener: Listener,
+) -> Result<RunningService<RoleClient, Listener>, String> {
+    let failed = |e: &dyn std::fmt::Display| format!("could not connect ({e})");
+    match &spec.transport {
+        McpTransport::Stdio { command, args, env } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env);
+            let (child, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("could not start `{command}` ({e})"))?;
+            // The server's own log lines go to ours, not to the terminal.
+            if let Some(stderr) = stderr {
+                let id = spec.id.clone();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(server = %id, "{line}");
+                    }
+                });
+            }
+            listener.serve(child).await.map_err(|e| failed(&e))
+        }
+        McpTransport::StreamableHttp { url, headers } => {
+            let mut custom = std::collections::HashMap::new();
+            for (k, v) in headers {
+                let name = reqwest::header::HeaderName::try_from(k.as_str())
+                    .map_err(|e| format!("header `{k}` is not valid ({e})"))?;
+                let value = reqwest::header::HeaderValue::try_from(v.as_str())
+                    .map_err(|e| format!("the value of header `{k}` is not valid ({e})"))?;
+                custom.insert(name, value);
+            }
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+            let transport =
+                StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+            listener.serve(transport).await.map_err(|e| failed(&e))
+        }
+        McpTransport::Sse { url, headers } => {
+            let transport = sse::connect(url, headers).await?;
+            listener.serve(transport).await.map_err(|e| failed(&e))
+        }
+    }
+}
+
+/// Everything a result holds, as text for the model plus its images.
+fn output(result: &rmcp::model::CallToolResult) -> McpOutput {
+    let mut out = McpOutput {
+        is_error: result.is_error == Some(true),
+        ..Default::default()
+    };
+    let mut parts: Vec<String> = Vec::new();
+    // Content blocks are read through their wire form, which is stable across versions.
+    for block in &result.content {
+        let Ok(v) = serde_json::to_value(block) else {
+            continue;
+        };
+        let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+        match field("type").as_str() {
+            "text" => parts.push(field("text")),
+            "image" => {
+                let image = ImageData {
+                    mime_type: field("mimeType"),
+                    base64: field("data"),
+                };
+                parts.push(format!(
+                    "[image {}: {} bytes, attached]",
+                    image.mime_type,
+                    image.base64.len() / 4 * 3
+                ));
+                out.images.push(image);
+            }
+            "audio" => parts.push(format!("[audio {}: not shown]", field("mimeType"))),
+            "resource" => {
+                let r = v.get("resource").cloned().unwrap_or_default();
+                let uri = r.get("uri").and_then(|u| u.as_str()).unwrap_or("");
+                match r.get("text").and_then(|t| t.as_str()) {
+                    Some(text) => parts.push(format!("[resource {uri}]\n{text}")),
+                    None => parts.push(format!("[resource {uri}: binary, not shown]")),
+                }
+            }
+            "resource_link" => parts.push(format!(
+                "[resource link {} ({})]",
+                field("uri"),
+                field("name")
+            )),
+            other => parts.push(format!("[{other} content]")),
+        }
+    }
+    if let Some(structured) = &result.structured_content {
+        parts.push(format!("structured content: {structured}"));
+    }
+    out.text = parts.join("\n");
+    out
+}

@@ -1,0 +1,307 @@
+//! Where an agent's files live, and the one confinement rule for them. On the host they are
+//! in the workspace directory; with `[sandbox] use_sandbox` they are in the flow's container,
+//! under its work_dir, reached through the sandbox supervisor (archive endpoints for
+//! contents, a short shell command for resolving and listing). The file tools (editor,
+//! charts, report) use only this module, so they behave the same on both sides.
+
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use super::{ToolCtx, ToolError};
+use crate::sandbox::SandboxHandle;
+
+/// What a resolved path names right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Missing,
+    Dir,
+    /// A file (or anything else that is not a directory) of this many bytes.
+    File(u64),
+}
+
+/// A path that has been checked to lie inside the workspace.
+pub(crate) struct Target {
+    /// The resolved path (in the container, with the sandbox on), symbolic links followed
+    /// as far as the path exists.
+    pub(crate) path: PathBuf,
+    /// How the path is named in messages: relative to the workspace.
+    pub(crate) shown: String,
+    pub(crate) kind: Kind,
+}
+
+/// The file side of one tool call: which tool is asking (errors name it) and where.
+pub(crate) struct Files<'a> {
+    tool: &'a str,
+    ctx: &'a ToolCtx,
+}
+
+/// Resolves a path inside the container and says what it is: the workspace root, the path,
+/// then `dir`, `file SIZE` or `missing`. `realpath -m` follows links and `..` even where
+/// the path does not exist yet.
+const RESOLVE_SH: &str = r#"cd -- "$1" || exit 3
+root=$(realpath -m -- "$1") && p=$(realpath -m -- "$2") || exit 3
+printf '%s\n%s\n' "$root" "$p"
+if [ -d "$p" ]; then echo dir; elif [ -e "$p" ]; then stat -c 'file %s' -- "$p"; else echo missing; fi"#;
+
+/// Lists one directory level inside the container: type letter, space, name, NUL.
+const LIST_SH: &str = r#"find "$1" -mindepth 1 -maxdepth 1 ! -name '.*' -printf '%y %f\0'"#;
+
+impl<'a> Files<'a> {
+    pub(crate) fn new(tool: &'a str, ctx: &'a ToolCtx) -> Self {
+        Files { tool, ctx }
+    }
+
+    fn fail(&self, msg: impl std::fmt::Display) -> ToolError {
+        ToolError::new(format!("{}: {msg}", self.tool))
+    }
+
+    /// Resolve `raw` (relative to the workspace, or absolute) and refuse it unless it is
+    /// inside the workspace once `..` and symbolic links are followed.
+    pub(crate) async fn resolve(&self, raw: &str) -> Result<Target, ToolError> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(self.fail(
+                "`path` is empty; give a path relative to the workspace, or absolute inside it",
+            ));
+        }
+        let (root, path, kind, workspace) = match &self.ctx.sandbox {
+            Some(sandbox) => {
+                let (root, path, kind) = self.resolve_in(sandbox, raw).await?;
+                (root, path, kind, sandbox.work_dir.clone())
+            }
+            None => {
+                let (root, path) = self.resolve_on_host(raw).await?;
+                let kind = match tokio::fs::metadata(&path).await {
+                    Ok(m) if m.is_dir() => Kind::Dir,
+                    Ok(m) => Kind::File(m.len()),
+                    Err(_) => Kind::Missing,
+                };
+                (root, path, kind, self.ctx.workspace.display().to_string())
+            }
+        };
+        let Ok(relative) = path.strip_prefix(&root) else {
+            return Err(self.fail(format!(
+                "`{raw}` is outside the workspace `{workspace}` (it resolves to `{}`). Only files \
+                 inside the workspace can be used; give a path relative to it.",
+                path.display()
+            )));
+        };
+        let shown = match relative.to_string_lossy() {
+            rel if rel.is_empty() => ".".to_string(),
+            rel => rel.into_owned(),
+        };
+        Ok(Target { path, shown, kind })
+    }
+
+    /// The workspace root and `raw` resolved by the host's file system.
+    async fn resolve_on_host(&self, raw: &str) -> Result<(PathBuf, PathBuf), ToolError> {
+        let workspace = &self.ctx.workspace;
+        let root = tokio::fs::canonicalize(workspace).await.map_err(|e| {
+            self.fail(format!(
+                "the workspace `{}` cannot be opened: {e}",
+                workspace.display()
+            ))
+        })?;
+        let full = workspace.join(raw);
+        // The deepest ancestor that exists is resolved by the file system; the rest does not
+        // exist yet and is appended name by name.
+        let mut existing = None;
+        for ancestor in full.ancestors() {
+            if let Ok(real) = tokio::fs::canonicalize(ancestor).await {
+                existing = Some((ancestor, real));
+                break;
+            }
+        }
+        let Some((ancestor, mut path)) = existing else {
+            return Err(self.fail(format!("`{raw}` cannot be resolved")));
+        };
+        for part in full
+            .strip_prefix(ancestor)
+            .unwrap_or(Path::new(""))
+            .components()
+        {
+            match part {
+                Component::Normal(name) => {
+                    path.push(name);
+                    // It exists, yet could not be resolved: a link to nowhere (or a loop).
+                    if tokio::fs::symlink_metadata(&path).await.is_ok() {
+                        return Err(self.fail(format!(
+                            "`{raw}` goes through a symbolic link whose target is missing or \
+                             loops; refusing to follow it"
+                        )));
+                    }
+                }
+                Component::ParentDir => {
+                    return Err(self.fail(format!(
+                        "`{raw}` uses `..` after a directory that does not exist ({})",
+                        path.display()
+                    )));
+                }
+                _ => {}
+            }
+        }
+        Ok((root, path))
+    }
+
+    /// The workspace root, `raw` resolved, and its kind, from inside the container.
+    async fn resolve_in(
+        &self,
+        sandbox: &SandboxHandle,
+        raw: &str,
+    ) -> Result<(PathBuf, PathBuf, Kind), ToolError> {
+        let out = self
+            .sh(sandbox, RESOLVE_SH, &[&sandbox.work_dir, raw])
+            .await
+            .map_err(|e| self.fail(format!("cannot resolve `{raw}` in the sandbox: {e}")))?;
+        let mut lines = out.lines();
+        let (Some(root), Some(path), Some(kind)) = (lines.next(), lines.next(), lines.next())
+        else {
+            return Err(self.fail(format!(
+                "cannot resolve `{raw}` in the sandbox: unexpected answer {out:?}"
+            )));
+        };
+        let kind = match kind.split_once(' ') {
+            Some(("file", size)) => Kind::File(size.parse().unwrap_or(0)),
+            _ if kind == "dir" => Kind::Dir,
+            _ => Kind::Missing,
+        };
+        Ok((root.into(), path.into(), kind))
+    }
+
+    /// Run a `bash -c` script in the container with positional arguments; its stdout, or
+    /// its stderr as the error.
+    async fn sh(
+        &self,
+        sandbox: &SandboxHandle,
+        script: &str,
+        args: &[&str],
+    ) -> Result<String, String> {
+        let mut cmd = vec![
+            "bash".to_string(),
+            "-c".into(),
+            script.into(),
+            "manus".into(),
+        ];
+        cmd.extend(args.iter().map(|a| a.to_string()));
+        let out = sandbox
+            .exec(&self.ctx.flow_id, cmd, Duration::from_secs(30))
+            .await?;
+        if out.exit_code == Some(0) {
+            Ok(out.stdout)
+        } else {
+            Err(match out.stderr.trim() {
+                "" => format!("exit code {:?}", out.exit_code),
+                err => err.to_string(),
+            })
+        }
+    }
+
+    /// The target's bytes. Callers check `kind` first, so errors here are unexpected ones.
+    pub(crate) async fn read(&self, target: &Target) -> Result<Vec<u8>, ToolError> {
+        let read = match &self.ctx.sandbox {
+            Some(sandbox) => {
+                sandbox
+                    .read(&self.ctx.flow_id, &target.path.to_string_lossy())
+                    .await
+            }
+            None => tokio::fs::read(&target.path)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        read.map_err(|e| self.fail(format!("cannot read `{}`: {e}", target.shown)))
+    }
+
+    /// Create or replace the target's contents, making its folders first.
+    pub(crate) async fn write(&self, target: &Target, bytes: &[u8]) -> Result<(), ToolError> {
+        let written = match &self.ctx.sandbox {
+            Some(sandbox) => {
+                sandbox
+                    .write(
+                        &self.ctx.flow_id,
+                        &target.path.to_string_lossy(),
+                        bytes.to_vec(),
+                    )
+                    .await
+            }
+            None => async {
+                if let Some(parent) = target.path.parent() {
+                    tokio::fs::create_dir_all(parent).await?;
+                }
+                tokio::fs::write(&target.path, bytes).await
+            }
+            .await
+            .map_err(|e| e.to_string()),
+        };
+        written.map_err(|e| self.fail(format!("cannot write `{}`: {e}", target.shown)))
+    }
+
+    /// Write a new file; `Ok(false)` if something is already there (nothing is changed).
+    pub(crate) async fn create(&self, target: &Target, bytes: &[u8]) -> Result<bool, ToolError> {
+        if target.kind != Kind::Missing {
+            return Ok(false);
+        }
+        if self.ctx.sandbox.is_some() {
+            // The container's mailbox runs one operation at a time, so nothing slips in
+            // between the check above and this write.
+            return self.write(target, bytes).await.map(|_| true);
+        }
+        let failed =
+            |e: std::io::Error| self.fail(format!("cannot create `{}`: {e}", target.shown));
+        if let Some(parent) = target.path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(failed)?;
+        }
+        let opened = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&target.path)
+            .await;
+        let mut file = match opened {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(failed(e)),
+        };
+        use tokio::io::AsyncWriteExt;
+        file.write_all(bytes).await.map_err(failed)?;
+        file.flush().await.map_err(failed)?;
+        Ok(true)
+    }
+
+    /// Visible entries of the directory at `dir`, sorted by name, each with whether it is a
+    /// directory. Symbolic links are listed but not followed.
+    pub(crate) async fn entries(
+        &self,
+        dir: &Path,
+        shown: &str,
+    ) -> Result<Vec<(String, bool)>, ToolError> {
+        let failed = |e: String| self.fail(format!("cannot list `{shown}`: {e}"));
+        let mut found = Vec::new();
+        match &self.ctx.sandbox {
+            Some(sandbox) => {
+                let out = self
+                    .sh(sandbox, LIST_SH, &[&dir.to_string_lossy()])
+                    .await
+                    .map_err(failed)?;
+                for entry in out.split('\0') {
+                    if let Some((kind, name)) = entry.split_once(' ') {
+                        found.push((name.to_string(), kind == "d"));
+                    }
+                }
+            }
+            None => {
+                let io = |e: std::io::Error| failed(e.to_string());
+                let mut reader = tokio::fs::read_dir(dir).await.map_err(io)?;
+                while let Some(entry) = reader.next_entry().await.map_err(io)? {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if name.starts_with('.') {
+                        continue;
+                    }
+                    let is_dir = entry.file_type().await.is_ok_and(|t| t.is_dir());
+                    found.push((name, is_dir));
+                }
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+}

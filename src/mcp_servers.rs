@@ -1,0 +1,196 @@
+//! The MCP servers file (`config/mcp.json`, or `[mcp] servers_file`) in the common
+//! `{"mcpServers": {id: {...}}}` shape: a `command` (with `args`, `env`) for a stdio server,
+//! or a `url` (with `type` "streamable-http" or legacy "sse", and `headers`) for a remote
+//! one. Errors name the file, the line and the server.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use manus_actors::mcp::{McpServerSpec, McpTransport};
+use serde::Deserialize;
+
+use crate::config::ConfigError;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServersFile {
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, ServerJson>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerJson {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    url: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// Per-server override of `[mcp] call_timeout_secs`.
+    timeout_secs: Option<u64>,
+    /// Some clients' files mark servers off; such servers are skipped.
+    #[serde(default)]
+    disabled: bool,
+}
+
+/// Read the servers at `path`. `call_timeout` and `connect_timeout` apply unless a server
+/// sets its own `timeout_secs`.
+pub fn load(
+    path: &Path,
+    call_timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<Vec<McpServerSpec>, ConfigError> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        source: source.clone(),
+        line: None,
+        message: format!("cannot read the MCP servers file: {e}"),
+    })?;
+    parse(&text, &source, call_timeout, connect_timeout)
+}
+
+pub fn parse(
+    text: &str,
+    source: &str,
+    call_timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<Vec<McpServerSpec>, ConfigError> {
+    let file: ServersFile = serde_json::from_str(text).map_err(|e| ConfigError {
+        source: source.to_string(),
+        line: Some(e.line()),
+        message: format!("not a valid MCP servers file ({e}); expected {{\"mcpServers\": {{\"ID\": {{\"command\": ..}} or {{\"url\": ..}}}}}}"),
+    })?;
+    let line_of = |id: &str| {
+        text.find(&format!("\"{id}\""))
+            .map(|at| text[..at].matches('\n').count() + 1)
+    };
+    let mut servers = vec![];
+    for (id, s) in file.mcp_servers {
+        if s.disabled {
+            continue;
+        }
+        let fail = |message: String| ConfigError {
+            source: source.to_string(),
+            line: line_of(&id),
+            message: format!("mcpServers.{id}: {message}"),
+        };
+        let transport = match (&s.command, &s.url) {
+            (Some(_), Some(_)) => {
+                return Err(fail(
+                    "has both `command` and `url`; a server is either a local command or a remote URL".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(fail(
+                    "needs a `command` (stdio server) or a `url` (remote server)".into(),
+                ));
+            }
+            (Some(command), None) => {
+                if s.kind.as_deref().is_some_and(|k| k != "stdio") {
+                    return Err(fail(format!(
+                        "`type` = \"{}\" does not go with `command`; use \"stdio\" or leave it out",
+                        s.kind.as_deref().unwrap_or_default()
+                    )));
+                }
+                McpTransport::Stdio {
+                    command: command.clone(),
+                    args: s.args.clone(),
+                    env: s.env.clone(),
+                }
+            }
+            (None, Some(url)) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(fail(format!(
+                        "`url` = \"{url}\" must start with http:// or https://"
+                    )));
+                }
+                let (url, headers) = (url.clone(), s.headers.clone());
+                match s.kind.as_deref() {
+                    None | Some("streamable-http" | "streamableHttp" | "http") => {
+                        McpTransport::StreamableHttp { url, headers }
+                    }
+                    Some("sse") => McpTransport::Sse { url, headers },
+                    Some(other) => {
+                        return Err(fail(format!(
+                            "`type` = \"{other}\" is not a remote transport; use \"streamable-http\" or \"sse\""
+                        )));
+                    }
+                }
+            }
+        };
+        servers.push(McpServerSpec {
+            id,
+            transport,
+            call_timeout: s
+                .timeout_secs
+                .map(Duration::from_secs)
+                .unwrap_or(call_timeout),
+            connect_timeout,
+        });
+    }
+    Ok(servers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<Vec<McpServerSpec>, ConfigError> {
+        parse(
+            text,
+            "mcp.json",
+            Duration::from_secs(60),
+            Duration::from_secs(10),
+        )
+    }
+
+    #[test]
+    fn both_shapes_are_read() {
+        let servers = read(
+            r#"{"mcpServers": {
+                "everything": {"command": "npx", "args": ["-y", "server"], "env": {"A": "1"}},
+                "remote": {"url": "http://127.0.0.1:3001/mcp", "headers": {"Authorization": "Bearer x"}},
+                "old": {"type": "sse", "url": "http://127.0.0.1:3002/sse", "timeout_secs": 5},
+                "off": {"command": "nothing", "disabled": true}
+            }}"#,
+        )
+        .unwrap();
+        let ids: Vec<&str> = servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["everything", "old", "remote"]);
+        assert!(
+            matches!(&servers[0].transport, McpTransport::Stdio { command, args, env }
+            if command == "npx" && args.len() == 2 && env["A"] == "1")
+        );
+        assert!(matches!(servers[1].transport, McpTransport::Sse { .. }));
+        assert_eq!(servers[1].call_timeout, Duration::from_secs(5));
+        assert!(
+            matches!(&servers[2].transport, McpTransport::StreamableHttp { headers, .. }
+            if headers.contains_key("Authorization"))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_server_and_line() {
+        let e =
+            read("{\"mcpServers\": {\n \"a\": {\"command\": \"x\"},\n \"b\": {\"args\": []}\n}}")
+                .unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(
+            e.message.contains("mcpServers.b") && e.message.contains("`command`"),
+            "{e}"
+        );
+        let e = read("{\"mcpServers\": {\"a\": {\"url\": \"ftp://x\"}}}").unwrap_err();
+        assert!(e.message.contains("http://"), "{e}");
+        let e = read("{\"mcpServers\": {\"a\": {\"url\": \"http://x\", \"type\": \"ws\"}}}")
+            .unwrap_err();
+        assert!(e.message.contains("\"ws\""), "{e}");
+        let e = read("{\"mcpServers\": {\"a\": {\"comand\": \"x\"}}}").unwrap_err();
+        assert!(e.message.contains("comand") && e.line == Some(1), "{e}");
+    }
+}
