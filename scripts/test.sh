@@ -23,6 +23,10 @@ if ! python3 -c "import pandas" >/dev/null 2>&1 &&
   missing+=(python3-pandas)
 fi
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+# node + npm run the reference MCP server; venv holds the Python MCP SDK.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   missing+=(chromium chromium-driver)
@@ -33,6 +37,27 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# MCP peers, project-local and pinned: the reference server from npm, the official Python
+# SDK from PyPI (a client for our server, and the SDK our test server is written with).
+peers="$repo/target/test-peers"
+everything_version="2026.8.31"
+mcp_version="2.3.0"
+everything="$peers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+if ! grep -qs "\"version\": \"$everything_version\"" "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json"; then
+  echo "test.sh: installing @modelcontextprotocol/server-everything@$everything_version" >&2
+  mkdir -p "$peers/npm"
+  npm install --prefix "$peers/npm" --no-audit --no-fund --loglevel=error \
+    "@modelcontextprotocol/server-everything@$everything_version" >&2
+fi
+if ! "$peers/py/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version')" >/dev/null 2>&1; then
+  echo "test.sh: installing the Python MCP SDK (mcp==$mcp_version)" >&2
+  rm -rf "$peers/py"
+  python3 -m venv "$peers/py"
+  "$peers/py/bin/pip" install -q --disable-pip-version-check "mcp==$mcp_version" >&2
+fi
+export MANUS_TEST_MCP_EVERYTHING="$everything"
+export MANUS_TEST_MCP_PYTHON="$peers/py/bin/python"
 
 # The test engine. Its data root lives under target/ so the built image is reused by
 # later runs on this machine; sockets and exec state live in a short /tmp path.

@@ -5,17 +5,17 @@ use std::io::Write;
 use std::time::Instant;
 
 use manus_actors::llm::Usage;
-use manus_actors::planner::plan::{Plan, StepStatus};
+use manus_actors::planner::plan::StepStatus;
 use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
+
+use crate::view::FlowView;
 
 pub struct Board<W: Write> {
     out: W,
     live: bool,
     width: usize,
     started: Instant,
-    flow_id: String,
-    plan: Option<Plan>,
-    usage: Usage,
+    view: FlowView,
     /// When each running step started.
     step_started: Vec<Option<Instant>>,
     activity: String,
@@ -34,9 +34,7 @@ impl<W: Write> Board<W> {
             live,
             width,
             started: Instant::now(),
-            flow_id: String::new(),
-            plan: None,
-            usage: Usage::default(),
+            view: FlowView::default(),
             step_started: vec![],
             activity: String::new(),
             drawn_lines: 0,
@@ -63,7 +61,7 @@ impl<W: Write> Board<W> {
 
     /// Refresh the elapsed times on a live board.
     pub fn tick(&mut self) {
-        if self.live && self.plan.is_some() {
+        if self.live && self.view.plan.is_some() {
             self.redraw();
             let _ = self.out.flush();
         }
@@ -71,14 +69,11 @@ impl<W: Write> Board<W> {
 
     /// Update the state from an event; the plain line for it, if any.
     fn apply(&mut self, e: &FlowEvent) -> Option<String> {
+        self.view.apply(e);
         match e {
-            FlowEvent::FlowStarted { flow_id, task } => {
-                self.flow_id = flow_id.clone();
-                Some(format!("[flow {flow_id}] {task}"))
-            }
+            FlowEvent::FlowStarted { flow_id, task } => Some(format!("[flow {flow_id}] {task}")),
             FlowEvent::PlanCreated { plan } => {
                 self.step_started = vec![None; plan.steps.len()];
-                self.plan = Some(plan.clone());
                 let steps: Vec<String> = plan
                     .steps
                     .iter()
@@ -97,11 +92,6 @@ impl<W: Write> Board<W> {
                 agent,
                 attempt,
             } => {
-                if let Some(p) = self.plan.as_mut().and_then(|p| p.steps.get_mut(*step)) {
-                    p.status = StepStatus::InProgress;
-                    p.agent = Some(agent.clone());
-                    p.attempts = *attempt;
-                }
                 if let Some(s) = self.step_started.get_mut(*step) {
                     *s = Some(Instant::now());
                 }
@@ -117,10 +107,7 @@ impl<W: Write> Board<W> {
                 self.activity = format!("{agent}: {}", one_line(text));
                 Some(format!("[step {step}] {agent}: {}", one_line(text)))
             }
-            FlowEvent::LlmCalled { usage, .. } => {
-                self.usage.add(*usage);
-                None
-            }
+            FlowEvent::LlmCalled { .. } => None,
             FlowEvent::ToolCalled {
                 step,
                 agent,
@@ -154,15 +141,11 @@ impl<W: Write> Board<W> {
                 agent,
                 status,
                 summary,
-                usage,
+                ..
             } => {
-                if let Some(p) = self.plan.as_mut().and_then(|p| p.steps.get_mut(*step)) {
-                    p.status = *status;
-                    p.usage.add(*usage);
-                    p.notes = summary.clone();
-                    if let Some(Some(t)) = self.step_started.get(*step) {
-                        p.elapsed_ms = t.elapsed().as_millis() as u64;
-                    }
+                let started = self.step_started.get(*step).copied().flatten();
+                if let (Some(p), Some(t)) = (self.view.step_mut(*step), started) {
+                    p.elapsed_ms = t.elapsed().as_millis() as u64;
                 }
                 self.activity.clear();
                 Some(format!(
@@ -172,8 +155,6 @@ impl<W: Write> Board<W> {
                 ))
             }
             FlowEvent::FlowFinished { outcome } => {
-                self.plan = Some(outcome.plan.clone());
-                self.usage = outcome.usage;
                 self.activity.clear();
                 Some(final_report(outcome))
             }
@@ -183,13 +164,13 @@ impl<W: Write> Board<W> {
     fn redraw(&mut self) {
         let mut lines = vec![format!(
             "manus-rt · flow {} · {} · {} tokens in {} model calls{}",
-            self.flow_id,
+            self.view.flow_id,
             clock(self.started.elapsed().as_millis() as u64),
-            group(self.usage.total()),
-            self.usage.calls,
-            cost(&self.usage)
+            group(self.view.usage.total()),
+            self.view.usage.calls,
+            cost(&self.view.usage)
         )];
-        if let Some(plan) = &self.plan {
+        if let Some(plan) = &self.view.plan {
             lines.push(format!("Plan: {}", plan.title));
             for (i, s) in plan.steps.iter().enumerate() {
                 let elapsed = match (s.status, self.step_started.get(i)) {

@@ -7,8 +7,9 @@ pub mod config;
 pub mod mcp_servers;
 pub mod runtime;
 pub mod telemetry;
+pub mod view;
 
 pub use config::{Config, ConfigError};
 pub use manus_actors as engine;
 pub use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome, FlowStatus};
-pub use runtime::{FlowHandle, Runtime, RuntimeBuilder, RuntimeError, SubmitOptions};
+pub use runtime::{FlowControl, FlowHandle, Runtime, RuntimeBuilder, RuntimeError, SubmitOptions};

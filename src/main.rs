@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use manus_rt::board::{Board, final_report};
+use manus_rt::engine::mcp::{McpServerSpec, McpTransport, server};
 use manus_rt::engine::tools::{KNOWN_TOOLS, ToolSettings, make_tool};
-use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions, telemetry};
+use manus_rt::{
+    Config, FlowEvent, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions, telemetry,
+};
 
 const CODE_ON_HOST: &str = "Where code runs: by default tools run on this machine (the host) with your \
 user's rights — python_execute and bash execute there, and file edits are confined to the workspace \
@@ -66,6 +69,60 @@ enum Command {
         #[command(subcommand)]
         action: SandboxAction,
     },
+    /// Run one agent whose tools come from one MCP server
+    #[command(after_help = RUN_MCP_HELP)]
+    RunMcp(RunMcpArgs),
+    /// Offer manus-rt's tools (bash, python_execute, str_replace_editor, terminate by default;
+    /// [mcp] serve_tools) to MCP clients, with the workspace and sandbox settings of agents
+    McpServer(McpServerArgs),
+}
+
+const RUN_MCP_HELP: &str = "The server is one of config/mcp.json (--server ID), a command \
+started with stdio (--stdio \"npx -y @modelcontextprotocol/server-everything\"; split on spaces), or a \
+remote URL (--url, streamable HTTP; add --sse for a legacy SSE server). The agent is the config's \
+primary agent with the `mcp` profile: it holds the server's tools and `terminate`. Each prompt is a \
+fresh run; in -i mode, type one request per line, and an empty line or end of input to quit.";
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["server", "stdio", "url"])))]
+struct RunMcpArgs {
+    /// A server of the MCP servers file, by id
+    #[arg(long, value_name = "ID")]
+    server: Option<String>,
+    /// A command that speaks MCP on stdin/stdout
+    #[arg(long, value_name = "COMMAND")]
+    stdio: Option<String>,
+    /// A remote MCP server (streamable HTTP)
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// With --url: the server speaks the legacy HTTP+SSE transport
+    #[arg(long, requires = "url")]
+    sse: bool,
+    /// The request to carry out
+    #[arg(short, long, value_name = "PROMPT", conflicts_with = "interactive")]
+    prompt: Option<String>,
+    /// Read requests from standard input, one per line
+    #[arg(short, long)]
+    interactive: bool,
+    /// Print each outcome as JSON on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct McpServerArgs {
+    /// stdio: one client on stdin/stdout; http: streamable HTTP at /mcp
+    #[arg(long, value_enum, default_value_t = McpTransportArg::Stdio)]
+    transport: McpTransportArg,
+    /// Address for --transport http
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    bind: String,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum McpTransportArg {
+    Stdio,
+    Http,
 }
 
 #[derive(Subcommand)]
@@ -125,6 +182,8 @@ async fn main() -> ExitCode {
         Command::Sandbox {
             action: SandboxAction::Doctor,
         } => sandbox_doctor(&config).await,
+        Command::RunMcp(args) => run_mcp(config, args).await,
+        Command::McpServer(args) => mcp_server(config, args).await,
         Command::Tools {
             action: ToolsAction::List,
         } => {
@@ -194,12 +253,20 @@ fn describe(c: &Config) -> String {
     ));
     for (a, llm) in &c.agents {
         s.push_str(&format!(
-            "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}\n      {}\n",
+            "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}{}\n      {}\n",
             a.name.to_ascii_uppercase(),
             a.profile.id,
             a.replicas,
             a.profile.max_steps,
             a.profile.tools.join(", "),
+            if a.mcp_servers.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", and the tools of MCP server(s) {}",
+                    a.mcp_servers.join(", ")
+                )
+            },
             a.description
         ));
     }
@@ -252,6 +319,19 @@ fn describe(c: &Config) -> String {
             .collect::<Vec<_>>()
             .join(" → ")
     ));
+    if c.mcp_servers.is_empty() {
+        s.push_str("MCP servers: none (add config/mcp.json or set [mcp] servers_file)\n");
+    } else {
+        s.push_str("MCP servers:\n");
+        for m in &c.mcp_servers {
+            s.push_str(&format!(
+                "  {}: {} (calls time out after {}s)\n",
+                m.id,
+                m.transport.describe(),
+                m.call_timeout.as_secs()
+            ));
+        }
+    }
     let budget = |v: Option<String>| v.unwrap_or_else(|| "none".into());
     s.push_str(&format!(
         "Budgets: max_tokens {}, max_cost {}\n",
@@ -270,16 +350,30 @@ fn describe(c: &Config) -> String {
 }
 
 async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
+    let Some(runtime) = start(config, args.record.as_deref()).await else {
+        return ExitCode::from(2);
+    };
+    let outcome = drive(&runtime, &args.task, args.json, mode).await;
+    runtime.shutdown().await;
+    match outcome {
+        Some(o) if o.status == FlowStatus::Completed => ExitCode::SUCCESS,
+        Some(_) => ExitCode::from(1),
+        None => ExitCode::from(2),
+    }
+}
+
+/// Start the runtime and say where the model's answers come from and where tools run.
+async fn start(config: Config, record: Option<&std::path::Path>) -> Option<Runtime> {
     let replaying = config.llm.values().any(|l| l.cassette.is_some());
     let mut builder = Runtime::builder().config(config);
-    if let Some(path) = &args.record {
+    if let Some(path) = record {
         builder = builder.record(path);
     }
     let runtime = match builder.start().await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("manus-rt: {e}");
-            return ExitCode::from(2);
+            return None;
         }
     };
     if replaying {
@@ -303,11 +397,17 @@ async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
             runtime.config().workspace.display()
         ),
     }
-    let mut flow = match runtime.submit(&args.task, SubmitOptions { mode }).await {
+    Some(runtime)
+}
+
+/// Run one task to its end, showing its progress; the outcome, or `None` if it could not
+/// start.
+async fn drive(runtime: &Runtime, task: &str, json: bool, mode: FlowMode) -> Option<FlowOutcome> {
+    let mut flow = match runtime.submit(task, SubmitOptions { mode }).await {
         Ok(f) => f,
         Err(e) => {
             eprintln!("manus-rt: {e}");
-            return ExitCode::from(2);
+            return None;
         }
     };
     let live = std::io::stderr().is_terminal();
@@ -317,7 +417,7 @@ async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
         tokio::select! {
             event = flow.next_event() => match event {
                 Some(FlowEvent::FlowFinished { outcome }) => {
-                    if !args.json {
+                    if !json {
                         board.on_event(&FlowEvent::FlowFinished { outcome: outcome.clone() });
                     }
                     break outcome;
@@ -338,7 +438,7 @@ async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
             }
         }
     };
-    if args.json {
+    if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&outcome).unwrap_or_default()
@@ -354,11 +454,151 @@ async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
             }
         );
     }
-    runtime.shutdown().await;
-    if outcome.status == FlowStatus::Completed {
-        ExitCode::SUCCESS
+    Some(outcome)
+}
+
+/// `run-mcp`: the primary agent, with the `mcp` profile and one server's tools.
+async fn run_mcp(mut config: Config, args: RunMcpArgs) -> ExitCode {
+    let server = if let Some(id) = &args.server {
+        match config.mcp_servers.iter().find(|s| &s.id == id) {
+            Some(s) => s.clone(),
+            None => {
+                let known: Vec<&str> = config.mcp_servers.iter().map(|s| s.id.as_str()).collect();
+                eprintln!(
+                    "manus-rt: no MCP server `{id}` in the servers file; servers: {}",
+                    if known.is_empty() {
+                        "none (add config/mcp.json)".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                );
+                return ExitCode::from(2);
+            }
+        }
     } else {
-        ExitCode::from(1)
+        let transport = match (&args.stdio, &args.url) {
+            (Some(cmd), _) => {
+                let mut words = cmd.split_whitespace().map(String::from);
+                let Some(command) = words.next() else {
+                    eprintln!("manus-rt: --stdio needs a command");
+                    return ExitCode::from(2);
+                };
+                McpTransport::Stdio {
+                    command,
+                    args: words.collect(),
+                    env: Default::default(),
+                }
+            }
+            (None, Some(url)) if args.sse => McpTransport::Sse {
+                url: url.clone(),
+                headers: Default::default(),
+            },
+            (None, Some(url)) => McpTransport::StreamableHttp {
+                url: url.clone(),
+                headers: Default::default(),
+            },
+            (None, None) => unreachable!("clap requires one source"),
+        };
+        McpServerSpec {
+            id: "server".into(),
+            transport,
+            call_timeout: config
+                .mcp_servers
+                .first()
+                .map_or(Duration::from_secs(120), |s| s.call_timeout),
+            connect_timeout: Duration::from_secs(30),
+        }
+    };
+    let primary = config.flow.primary_agent.clone();
+    let Some((agent, _)) = config.agents.iter_mut().find(|(a, _)| a.name == primary) else {
+        eprintln!("manus-rt: the primary agent `{primary}` is not in the pool");
+        return ExitCode::from(2);
+    };
+    agent.profile = manus_rt::engine::agent::profile::builtin("mcp").expect("a built-in profile");
+    agent.mcp_servers = vec![server.id.clone()];
+    config.mcp_servers = vec![server];
+    let Some(runtime) = start(config, None).await else {
+        return ExitCode::from(2);
+    };
+    let mut last = None;
+    if let Some(prompt) = &args.prompt {
+        last = drive(&runtime, prompt, args.json, FlowMode::Single).await;
+    } else if args.interactive {
+        loop {
+            eprint!("mcp> ");
+            let line = read_answer().await;
+            if line.is_empty() || line.starts_with("(no answer") {
+                break;
+            }
+            last = drive(&runtime, &line, args.json, FlowMode::Single).await;
+        }
+    } else {
+        eprintln!("manus-rt: give a request with -p \"...\", or -i to type requests");
+        runtime.shutdown().await;
+        return ExitCode::from(2);
+    }
+    runtime.shutdown().await;
+    match last {
+        Some(o) if o.status == FlowStatus::Completed => ExitCode::SUCCESS,
+        Some(_) => ExitCode::from(1),
+        None if args.interactive => ExitCode::SUCCESS,
+        None => ExitCode::from(2),
+    }
+}
+
+/// `mcp-server`: serve the tools until the client leaves (stdio) or Ctrl-C (HTTP).
+async fn mcp_server(config: Config, args: McpServerArgs) -> ExitCode {
+    let runtime = match Runtime::builder().config(config).start().await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("manus-rt: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let serve = runtime.serve_settings();
+    let offered = serve.tools.join(", ");
+    let served = match args.transport {
+        McpTransportArg::Stdio => {
+            eprintln!("manus-rt: serving {offered} over MCP on stdio");
+            server::serve_stdio(serve).await
+        }
+        McpTransportArg::Http => match tokio::net::TcpListener::bind(&args.bind).await {
+            Ok(listener) => {
+                let at = listener
+                    .local_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or(args.bind.clone());
+                eprintln!(
+                    "manus-rt: serving {offered} over MCP at http://{at}/mcp (Ctrl-C or SIGTERM stops)"
+                );
+                server::serve_http(serve, listener, stop_signal()).await
+            }
+            Err(e) => Err(format!("cannot listen on {}: {e}", args.bind)),
+        },
+    };
+    runtime.shutdown().await;
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("manus-rt: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM, for servers that stop cleanly either way.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
     }
 }
 

@@ -338,6 +338,27 @@ impl Runtime {
     }
 }
 
+/// Answers and cancels a running flow; cheap to clone.
+#[derive(Clone)]
+pub struct FlowControl {
+    planner: ActorRef<FlowMsg>,
+}
+
+impl FlowControl {
+    /// Answer the question of a `FlowEvent::Question`.
+    pub fn answer(&self, question_id: u64, text: impl Into<String>) {
+        let _ = self.planner.send_message(FlowMsg::Answer {
+            question_id,
+            text: text.into(),
+        });
+    }
+
+    /// Stop the flow; its outcome will say it was cancelled.
+    pub fn cancel(&self) {
+        let _ = self.planner.send_message(FlowMsg::Cancel);
+    }
+}
+
 /// A running flow: its events, its questions, and how it ends.
 pub struct FlowHandle {
     pub id: String,
@@ -387,15 +408,20 @@ impl FlowHandle {
 
     /// Answer the question of a `FlowEvent::Question`.
     pub fn answer(&self, question_id: u64, text: impl Into<String>) {
-        let _ = self.planner.send_message(FlowMsg::Answer {
-            question_id,
-            text: text.into(),
-        });
+        self.control().answer(question_id, text)
     }
 
     /// Stop the flow; its outcome will say it was cancelled.
     pub fn cancel(&self) {
-        let _ = self.planner.send_message(FlowMsg::Cancel);
+        self.control().cancel()
+    }
+
+    /// A handle that answers and cancels, for code that does not read the events (the
+    /// event stream stays with this `FlowHandle`).
+    pub fn control(&self) -> FlowControl {
+        FlowControl {
+            planner: self.planner.clone(),
+        }
     }
 
     /// Read the remaining events and return how the flow ended.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use manus_rt::{Config, FlowHandle, FlowMode, FlowStatus, Runtime, SubmitOptions};
 use serde_json::json;
 use support::llm_server::{Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, last_tool_text};
+use support::scenario::{Scratch, config_with, done, last_tool_text, observation, start_single};
 
 /// The engine and image scripts/test.sh prepared.
 fn engine() -> (String, String) {
@@ -68,26 +68,7 @@ fn python(code: &str) -> Reply {
 
 /// A runtime with the sandbox on, running `task` with the primary agent alone.
 async fn start(server: &ScriptedLlm, dir: &Scratch, task: &str) -> (Runtime, FlowHandle) {
-    start_with(sandbox_config(server, dir), task).await
-}
-
-async fn start_with(config: Config, task: &str) -> (Runtime, FlowHandle) {
-    let rt = Runtime::builder().config(config).start().await.unwrap();
-    let flow = rt
-        .submit(
-            task,
-            SubmitOptions {
-                mode: FlowMode::Single,
-            },
-        )
-        .await
-        .unwrap();
-    (rt, flow)
-}
-
-/// The observation the model got after request `n` (0-based) was answered.
-fn observation(server: &ScriptedLlm, n: usize) -> String {
-    last_tool_text(&server.requests()[n + 1])
+    start_single(sandbox_config(server, dir), task).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +204,7 @@ async fn a_mounted_workspace_is_shared_with_the_host() {
         done("shared"),
     ]);
     let dir = Scratch::new("sandbox-mount");
-    let (rt, flow) = start_with(
+    let (rt, flow) = start_single(
         sandbox_config_with(&server, &dir, &[("sandbox.mount_workspace", "true")]),
         "share a file",
     )
@@ -252,7 +233,7 @@ async fn an_idle_sandbox_is_removed_and_made_again_when_needed() {
     ]);
     let dir = Scratch::new("sandbox-idle");
     let config = sandbox_config_with(&server, &dir, &[("sandbox.idle_timeout_secs", "1")]);
-    let (rt, flow) = start_with(config, "idle a while").await;
+    let (rt, flow) = start_single(config, "idle a while").await;
     let filter = format!("label=manus-rt.flow={}", flow.id);
     tokio::time::timeout(Duration::from_secs(60), async {
         while server.requests().len() < 2 {
@@ -345,7 +326,7 @@ async fn bash_keeps_one_session_in_the_container() {
         done("the shell behaved"),
     ]);
     let dir = Scratch::new("sandbox-bash");
-    let (rt, flow) = start_with(
+    let (rt, flow) = start_single(
         sandbox_config_with(&server, &dir, &[("tools.bash_timeout_secs", "2")]),
         "use the shell",
     )
@@ -462,7 +443,7 @@ async fn charts_and_reports_are_read_and_written_in_the_container() {
     ]);
     let dir = Scratch::new("sandbox-charts");
     let tools = "[\"python_execute\", \"data_visualization\", \"data_report\"]";
-    let (rt, flow) = start_with(
+    let (rt, flow) = start_single(
         sandbox_config_with(&server, &dir, &[("agents.manus.tools", tools)]),
         "chart the sales",
     )

@@ -158,6 +158,28 @@ pub fn config_with(server: &ScriptedLlm, workspace: &Path, overrides: &[(&str, &
     toml::to_string(&doc).expect("the config serialises")
 }
 
+/// A runtime on `config`, running `task` with the primary agent alone (no planner).
+pub async fn start_single(
+    config: manus_rt::Config,
+    task: &str,
+) -> (manus_rt::Runtime, manus_rt::FlowHandle) {
+    let rt = manus_rt::Runtime::builder()
+        .config(config)
+        .start()
+        .await
+        .unwrap();
+    let options = manus_rt::SubmitOptions {
+        mode: manus_rt::FlowMode::Single,
+    };
+    let flow = rt.submit(task, options).await.unwrap();
+    (rt, flow)
+}
+
+/// The tool observation the model got after request `n` (0-based) was answered.
+pub fn observation(server: &ScriptedLlm, n: usize) -> String {
+    last_tool_text(&server.requests()[n + 1])
+}
+
 /// The 1-based line of the first line of `text` that contains `needle`.
 pub fn line_of(text: &str, needle: &str) -> usize {
     text.lines()

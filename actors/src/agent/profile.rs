@@ -38,6 +38,13 @@ factual. When the step you were given is done, say in one or two sentences what 
 of it, then call `terminate` with status success. If it cannot be done, say why and call `terminate` \
 with status failure.";
 
+const MCP_SYSTEM: &str = "You are {agent}, an agent whose tools come from an MCP server; their names \
+start with `mcp_`. Use them to do what you are asked: call a tool, read its result, and decide the next \
+call. When a tool reports an error, read it and adjust instead of repeating the call. Files you refer \
+to are relative to {workspace} unless the tool says otherwise. When the request is done, answer it in a \
+few sentences and call `terminate` with status success; if it cannot be done with these tools, say why \
+and call `terminate` with status failure.";
+
 const MANUS_NEXT: &str = "Decide the single most useful next action for your step and take it with a \
 tool call. If the step is complete, summarise the result and call `terminate`.";
 
@@ -112,9 +119,20 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             memory_messages: 100,
             memory_tokens: 48_000,
         },
+        "mcp" => AgentProfile {
+            id: id.into(),
+            system_prompt: MCP_SYSTEM.into(),
+            next_step_prompt: MANUS_NEXT.into(),
+            // Everything else comes from the MCP server it is given.
+            tools: tools(&["terminate"]),
+            max_steps: 20,
+            max_observe: 10_000,
+            memory_messages: 100,
+            memory_tokens: 48_000,
+        },
         _ => return None,
     })
 }
 
 /// The ids of the built-in profiles.
-pub const BUILTIN_PROFILES: &[&str] = &["manus", "data_analysis"];
+pub const BUILTIN_PROFILES: &[&str] = &["manus", "data_analysis", "mcp"];

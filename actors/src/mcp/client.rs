@@ -336,6 +336,22 @@ async fn start(
     }
 }
 
+/// Whether structured content only repeats a text part (servers are asked to send both, and
+/// SDKs wrap a plain return value as `{"result": value}`).
+fn repeats(structured: &serde_json::Value, parts: &[String]) -> bool {
+    let same = |v: &serde_json::Value| {
+        let text = v
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string());
+        parts.iter().any(|p| p.trim() == text.trim())
+    };
+    same(structured)
+        || structured
+            .as_object()
+            .is_some_and(|o| o.len() == 1 && o.values().all(same))
+}
+
 /// Everything a result holds, as text for the model plus its images.
 fn output(result: &rmcp::model::CallToolResult) -> McpOutput {
     let mut out = McpOutput {
@@ -380,7 +396,9 @@ fn output(result: &rmcp::model::CallToolResult) -> McpOutput {
             other => parts.push(format!("[{other} content]")),
         }
     }
-    if let Some(structured) = &result.structured_content {
+    if let Some(structured) = &result.structured_content
+        && !repeats(structured, &parts)
+    {
         parts.push(format!("structured content: {structured}"));
     }
     out.text = parts.join("\n");
