@@ -205,7 +205,9 @@ async fn main() -> ExitCode {
                     let spec = tool.spec();
                     println!(
                         "{}\n  {}\n  arguments: {}\n",
-                        spec.name, spec.description, spec.parameters
+                        spec.name,
+                        spec.description.replace('\n', "\n  "),
+                        spec.parameters
                     );
                 }
             }
@@ -309,6 +311,26 @@ fn describe(c: &Config) -> String {
         )),
         None => s.push_str("Sandbox: off — code runs on this machine ([sandbox] use_sandbox = true to change)\n"),
     }
+    let b = &c.browser;
+    let driver = match &b.webdriver {
+        manus_rt::engine::browser::WebDriverSource::Url(u) => format!("WebDriver at {u}"),
+        manus_rt::engine::browser::WebDriverSource::Launch(p) => format!("launches {p}"),
+    };
+    s.push_str(&format!(
+        "Browser: {driver} on first use, {}, {}x{}, page load limit {}s, screenshots {}, search: {}\n",
+        if b.headless { "headless" } else { "with a window" },
+        b.viewport.0,
+        b.viewport.1,
+        b.page_load_timeout.as_secs(),
+        if b.screenshots { "on" } else { "off" },
+        c.tools
+            .search
+            .engines
+            .iter()
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    ));
     if c.mcp_servers.is_empty() {
         s.push_str("MCP servers: none (add config/mcp.json or set [mcp] servers_file)\n");
     } else {

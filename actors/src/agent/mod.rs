@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 use tracing::Instrument;
@@ -46,6 +47,8 @@ pub struct AgentSpec {
     pub workspace: PathBuf,
     /// Where code runs when `[sandbox] use_sandbox` is on; the host otherwise.
     pub sandbox: Option<crate::sandbox::SandboxHandle>,
+    /// The runtime's browser; each flow gets its own session in it.
+    pub browser: Option<crate::browser::BrowserHandle>,
     /// MCP servers whose tools join this agent's (`[agents.NAME] mcp_servers`).
     pub mcp: Vec<McpHandle>,
 }
@@ -206,6 +209,8 @@ struct StepRun<'a> {
     nudge: Option<&'static str>,
     nudged_for_stuck: bool,
     text_only_replies: u32,
+    /// The last round used the browser: the next prompt shows its state.
+    browsed: bool,
 }
 
 impl<'a> StepRun<'a> {
@@ -234,6 +239,7 @@ impl<'a> StepRun<'a> {
             nudge: None,
             nudged_for_stuck: false,
             text_only_replies: 0,
+            browsed: false,
         }
     }
 
@@ -265,8 +271,9 @@ impl<'a> StepRun<'a> {
                     tracing::warn!(agent = %self.state.label, "{why}");
                 }
             }
+            let closing = self.closing_prompt(prompt).await;
             let request = ChatRequest {
-                messages: self.memory.request(Some(prompt)),
+                messages: self.memory.request(Some(closing)),
                 tools: self
                     .builtin
                     .iter()
@@ -329,6 +336,7 @@ impl<'a> StepRun<'a> {
                 continue;
             }
             self.text_only_replies = 0;
+            self.browsed = calls.iter().any(|c| c.function.name == "browser_use");
             for call in &calls {
                 let result = self.call_tool(call).await;
                 let observation = if result.ok {
@@ -367,6 +375,34 @@ impl<'a> StepRun<'a> {
             format!("ran out of rounds (max_steps = {max}) before finishing the step; last words: {last}"),
             max,
         )
+    }
+
+    /// The round's closing user message: the next-step prompt, and after a round that used
+    /// the browser, the browser's state (with a screenshot for models that see images).
+    async fn closing_prompt(&self, prompt: String) -> Message {
+        let spec = &self.state.spec;
+        let Some(browser) = spec.browser.as_ref().filter(|_| self.browsed) else {
+            return Message::user(prompt);
+        };
+        let screenshot = browser.settings.screenshots && spec.llm.settings().vision;
+        match browser.state(&self.req.flow_id, screenshot).await {
+            Ok(state) => {
+                let text = format!("{}\n\n{prompt}", browser_state_text(&state));
+                match &state.screenshot {
+                    Some(png) => Message::user_with_image(
+                        text,
+                        format!(
+                            "data:image/png;base64,{}",
+                            base64::engine::general_purpose::STANDARD.encode(png)
+                        ),
+                    ),
+                    None => Message::user(text),
+                }
+            }
+            Err(e) => Message::user(format!(
+                "(The browser state could not be read: {e})\n\n{prompt}"
+            )),
+        }
     }
 
     /// The newest assistant text, for a summary.
@@ -449,6 +485,8 @@ impl<'a> StepRun<'a> {
                 workspace: self.state.spec.workspace.clone(),
                 flow: Some(self.req.flow.clone()),
                 sandbox: self.state.spec.sandbox.clone(),
+                browser: self.state.spec.browser.clone(),
+                llm: Some(self.state.spec.llm.clone()),
             },
             span: tracing::Span::current(),
             mcp: route,
@@ -492,6 +530,38 @@ impl<'a> StepRun<'a> {
             }
         }
     }
+}
+
+/// The browser state as the model reads it.
+fn browser_state_text(s: &crate::protocol::BrowserState) -> String {
+    let mut out = format!(
+        "Current browser state\nURL: {}\nTitle: {}\nTabs:",
+        s.url, s.title
+    );
+    for (i, (title, url)) in s.tabs.iter().enumerate() {
+        let current = if i == s.current_tab { " (current)" } else { "" };
+        out += &format!("\n  tab_id {i}: {title} — {url}{current}");
+    }
+    out += &format!(
+        "\nScroll: {} px above the view, {} px below it",
+        s.pixels_above, s.pixels_below
+    );
+    if s.elements.is_empty() {
+        out += "\nInteractive elements: none visible";
+    } else {
+        out += "\nInteractive elements (use the number in brackets as `index`):\n";
+        out += &s.elements.join("\n");
+        if s.elements_omitted > 0 {
+            out += &format!(
+                "\n... and {} more not listed (scroll or use scroll_to_text to reach them)",
+                s.elements_omitted
+            );
+        }
+    }
+    if s.screenshot.is_some() {
+        out += "\nA screenshot of the current view is attached.";
+    }
+    out
 }
 
 /// The opening user message of a step: the task, the plan, and the one step to do now.
@@ -579,6 +649,7 @@ mod tests {
             tool_settings: ToolSettings::default(),
             workspace: workspace.clone(),
             sandbox: None,
+            browser: None,
             mcp: vec![],
         };
         let (agent, _) = Actor::spawn(

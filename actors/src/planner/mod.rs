@@ -84,6 +84,7 @@ pub struct PlannerState {
     by_agent: BTreeMap<String, Usage>,
     questions: HashMap<u64, RpcReplyPort<Result<String, String>>>,
     sandbox: Option<ActorRef<crate::protocol::SandboxMsg>>,
+    browser: Option<ActorRef<crate::protocol::BrowserMsg>>,
     next_question: u64,
     started: Instant,
     span: tracing::Span,
@@ -194,6 +195,7 @@ impl Actor for Planner {
             usage: Usage::default(),
             by_agent: BTreeMap::new(),
             sandbox: spec.sandbox,
+            browser: spec.browser,
             questions: HashMap::new(),
             next_question: 1,
             started: Instant::now(),
@@ -707,6 +709,11 @@ async fn finish(
     };
     if let Some(sandbox) = &st.sandbox {
         let _ = sandbox.send_message(crate::protocol::SandboxMsg::Release {
+            flow_id: st.id.clone(),
+        });
+    }
+    if let Some(browser) = &st.browser {
+        let _ = browser.send_message(crate::protocol::BrowserMsg::Release {
             flow_id: st.id.clone(),
         });
     }
