@@ -90,6 +90,7 @@ async fn main() {
         &config.tools,
         &dir.workspace(),
         None,
+        None,
         vec![],
     ));
     let n = 2000u32;

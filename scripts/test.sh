@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 
 # python3 for python_execute, bash for the bash tool, procps (pgrep) for the tests that
-# check stopped commands are gone, docker.io + debootstrap for the sandbox.
+# check stopped commands are gone, docker.io + debootstrap for the sandbox, chromium +
+# chromium-driver (same version, from the same Debian release) for the browser tests.
 missing=()
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v bash >/dev/null 2>&1 || missing+=(bash)
@@ -30,6 +31,9 @@ python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 # The run store's PostgreSQL tests run against Debian's server.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  missing+=(chromium chromium-driver)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]}" >&2
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -11,10 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manus_actors::agent::{AgentProfile, AgentSpec, profile};
+use manus_actors::browser::{BrowserSettings, ProxySettings, WebDriverSource};
 use manus_actors::llm::{ApiType, Cassette, LlmSettings, RetryPolicy};
 use manus_actors::mcp::{McpHandle, McpServerSpec};
 use manus_actors::planner::{FlowSettings, OnStepFailure};
 use manus_actors::sandbox::SandboxSettings;
+use manus_actors::tools::web::search::{Engine, SearchSettings};
 use manus_actors::tools::{KNOWN_TOOLS, ToolSettings};
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -68,6 +70,10 @@ struct ConfigFile {
     #[serde(default)]
     sandbox: SandboxToml,
     #[serde(default)]
+    browser: BrowserToml,
+    #[serde(default)]
+    search: SearchToml,
+    #[serde(default)]
     mcp: McpToml,
     #[serde(default)]
     store: StoreToml,
@@ -85,7 +91,57 @@ struct StoreToml {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ServerToml {
+    api_tokens: Option<Vec<String>>,
+    max_body_kb: Option<usize>,
     resume_on_start: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BrowserToml {
+    webdriver_url: Option<Spanned<String>>,
+    chromedriver_path: Option<String>,
+    headless: Option<bool>,
+    chromium_path: Option<String>,
+    extra_args: Option<Vec<String>>,
+    proxy: Option<Spanned<ProxyToml>>,
+    max_content_length: Option<Spanned<usize>>,
+    page_load_timeout_secs: Option<Spanned<u64>>,
+    viewport: Option<Spanned<ViewportToml>>,
+    screenshots: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProxyToml {
+    server: String,
+    username: Option<String>,
+    password: Option<String>,
+    /// An environment variable holding the password (wins over `password`).
+    password_env: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewportToml {
+    width: u32,
+    height: u32,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchToml {
+    engine: Option<Spanned<String>>,
+    fallback_engines: Option<Spanned<Vec<String>>>,
+    searxng_url: Option<Spanned<String>>,
+    brave_url: Option<Spanned<String>>,
+    brave_api_key_env: Option<String>,
+    duckduckgo_url: Option<Spanned<String>>,
+    max_retries: Option<u32>,
+    retry_delay_secs: Option<u64>,
+    lang: Option<String>,
+    country: Option<String>,
+    timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -172,6 +228,7 @@ llm_keys! {
     cassette: String,
     input_price_per_mtok: f64,
     output_price_per_mtok: f64,
+    vision: bool,
 }
 
 /// `[llm]`: the default profile's keys, and `[llm.NAME]` tables for named profiles.
@@ -221,7 +278,7 @@ impl<'de> Visitor<'de> for NamedProfile<'_> {
             f,
             "a known [llm] key or a [llm.{}] profile table; `{}` is neither (keys: api_type, base_url, model, \
              api_key, api_key_env, api_version, max_tokens, max_input_tokens, temperature, timeout_secs, \
-             max_retries, cassette)",
+             max_retries, cassette, vision)",
             self.0, self.0
         )
     }
@@ -294,20 +351,16 @@ pub struct Config {
     pub telemetry: TelemetrySettings,
     /// `[sandbox]` when `use_sandbox = true`; code runs on the host otherwise.
     pub sandbox: Option<SandboxSettings>,
+    /// `[browser]`; a browser starts only when an agent first uses it.
+    pub browser: BrowserSettings,
     /// The MCP servers of the servers file, in id order.
     pub mcp_servers: Vec<McpServerSpec>,
     /// The tools `manus-rt mcp-server` offers (`[mcp] serve_tools`).
     pub mcp_serve_tools: Vec<String>,
     /// Where runs are recorded (`[store] url`); `None` with `[store] enabled = false`.
     pub store: Option<StoreUrl>,
-    pub server: ServerSettings,
-}
-
-/// `[server]`: how `manus-rt serve` behaves.
-#[derive(Debug, Clone)]
-pub struct ServerSettings {
-    /// Resume the runs a dead process left running when the service starts.
-    pub resume_on_start: bool,
+    /// `[server]`, for `manus-rt serve`; `MANUS_API_TOKENS` (comma-separated) adds tokens.
+    pub server: crate::serve::ServerSettings,
 }
 
 /// An agent of the pool before it is bound to a flow's LLM client.
@@ -328,6 +381,7 @@ impl AgentTemplate {
         tools: &ToolSettings,
         workspace: &Path,
         sandbox: Option<manus_actors::sandbox::SandboxHandle>,
+        browser: Option<manus_actors::browser::BrowserHandle>,
         mcp: Vec<McpHandle>,
     ) -> AgentSpec {
         AgentSpec {
@@ -335,12 +389,19 @@ impl AgentTemplate {
             description: self.description.clone(),
             profile: self.profile.clone(),
             replicas: self.replicas,
+            slots: Arc::new(tokio::sync::Semaphore::new(self.replicas as usize)),
             llm,
             tool_settings: tools.clone(),
             workspace: workspace.to_path_buf(),
             sandbox,
+            browser,
             mcp,
         }
+    }
+
+    /// Whether this agent holds a tool that needs the browser.
+    pub fn uses_browser(&self) -> bool {
+        self.profile.tools.iter().any(|t| t == "browser_use")
     }
 }
 
@@ -635,7 +696,9 @@ impl Config {
                 .map(Duration::from_secs)
                 .unwrap_or(defaults.ask_timeout),
             capture_content: telemetry.capture_content,
+            search: Arc::new(search_settings(&file.search, &at).map_err(|(l, m)| err(l, m))?),
         };
+        let browser = browser_settings(&file.browser, &at).map_err(|(l, m)| err(l, m))?;
         let workspace = PathBuf::from(
             file.runtime
                 .workspace
@@ -699,13 +762,28 @@ impl Config {
                 )
             })?),
         };
-        let server = ServerSettings {
+        let mut api_tokens = file.server.api_tokens.clone().unwrap_or_default();
+        if let Ok(env) = std::env::var("MANUS_API_TOKENS") {
+            api_tokens.extend(
+                env.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(String::from),
+            );
+        }
+        if api_tokens.iter().any(|t| t.trim().is_empty()) {
+            return Err(err(None, "[server] api_tokens: a token is empty".into()));
+        }
+        let server = crate::serve::ServerSettings {
+            api_tokens,
+            max_body_bytes: file.server.max_body_kb.unwrap_or(64).max(1) * 1024,
             resume_on_start: file.server.resume_on_start.unwrap_or(true),
         };
         Ok(Config {
             store,
-            server,
             sandbox,
+            server,
+            browser,
             mcp_servers,
             mcp_serve_tools,
             telemetry,
@@ -841,7 +919,6 @@ fn llm_settings(name: &str, t: &LlmToml, dir: Option<&Path>) -> Result<LlmSettin
             ApiType::OpenAi
         },
         base_url,
-        model,
         api_key,
         api_version: t.api_version.clone(),
         max_tokens: t.max_tokens.unwrap_or(4096),
@@ -856,6 +933,193 @@ fn llm_settings(name: &str, t: &LlmToml, dir: Option<&Path>) -> Result<LlmSettin
         output_price_per_mtok: t.output_price_per_mtok.unwrap_or(0.0),
         capture_content: None,
         cassette: None,
+        vision: t.vision.unwrap_or_else(|| sees_images(&model)),
+        model,
+    })
+}
+
+/// Whether a model name belongs to a family known to accept images; `[llm] vision` says
+/// so explicitly for any other.
+fn sees_images(model: &str) -> bool {
+    const FAMILIES: &[&str] = &[
+        "gpt-4o",
+        "gpt-4.1",
+        "gpt-4-turbo",
+        "gpt-5",
+        "claude",
+        "gemini",
+        "gemma3",
+        "llava",
+        "pixtral",
+        "vision",
+        "-vl",
+    ];
+    let m = model.to_ascii_lowercase();
+    FAMILIES.iter().any(|f| m.contains(f)) || ["o1", "o3", "o4"].iter().any(|o| m.starts_with(o))
+}
+
+/// Where a config error is: its line (if known) and the message.
+type Located = (Option<usize>, String);
+
+/// `http://` or `https://`, or an error naming the key and its line.
+fn web_url(
+    v: &Spanned<String>,
+    key: &str,
+    at: &dyn Fn(std::ops::Range<usize>) -> Option<usize>,
+) -> Result<String, Located> {
+    let u = v.get_ref();
+    if u.starts_with("http://") || u.starts_with("https://") {
+        Ok(u.trim_end_matches('/').to_string())
+    } else {
+        Err((
+            at(v.span()),
+            format!("{key} = \"{u}\" must start with http:// or https://"),
+        ))
+    }
+}
+
+/// `[browser]` with its defaults, checked.
+fn browser_settings(
+    b: &BrowserToml,
+    at: &dyn Fn(std::ops::Range<usize>) -> Option<usize>,
+) -> Result<BrowserSettings, Located> {
+    let defaults = BrowserSettings::default();
+    let webdriver = match (&b.webdriver_url, &b.chromedriver_path) {
+        (Some(u), Some(_)) => {
+            return Err((
+                at(u.span()),
+                "[browser] webdriver_url and chromedriver_path are both set: attach to a running WebDriver \
+                 (webdriver_url) or launch chromedriver (chromedriver_path), not both"
+                    .into(),
+            ));
+        }
+        (Some(u), None) => WebDriverSource::Url(web_url(u, "[browser] webdriver_url", at)?),
+        (None, Some(p)) => WebDriverSource::Launch(p.clone()),
+        (None, None) => defaults.webdriver,
+    };
+    let positive = |v: &Option<Spanned<u64>>, key: &str, default: u64| match v {
+        Some(n) if *n.get_ref() == 0 => {
+            Err((at(n.span()), format!("[browser] {key} must be at least 1")))
+        }
+        Some(n) => Ok(*n.get_ref()),
+        None => Ok(default),
+    };
+    let max_content_length = positive(
+        &b.max_content_length
+            .as_ref()
+            .map(|v| Spanned::new(v.span(), *v.get_ref() as u64)),
+        "max_content_length",
+        defaults.max_content_length as u64,
+    )? as usize;
+    let page_load = positive(
+        &b.page_load_timeout_secs,
+        "page_load_timeout_secs",
+        defaults.page_load_timeout.as_secs(),
+    )?;
+    let viewport = match &b.viewport {
+        Some(v) => {
+            let ViewportToml { width, height } = *v.get_ref();
+            if !(200..=8000).contains(&width) || !(200..=8000).contains(&height) {
+                return Err((
+                    at(v.span()),
+                    format!(
+                        "[browser] viewport {width}x{height}: width and height must be between 200 and 8000 pixels"
+                    ),
+                ));
+            }
+            (width, height)
+        }
+        None => defaults.viewport,
+    };
+    let proxy = match &b.proxy {
+        Some(p) => {
+            let t = p.get_ref();
+            if t.server.trim().is_empty() {
+                return Err((at(p.span()), "[browser.proxy] server is empty".into()));
+            }
+            let password = t
+                .password_env
+                .as_ref()
+                .and_then(|v| std::env::var(v).ok())
+                .or_else(|| t.password.clone());
+            Some(ProxySettings {
+                server: t.server.clone(),
+                username: t.username.clone(),
+                password,
+            })
+        }
+        None => None,
+    };
+    Ok(BrowserSettings {
+        webdriver,
+        headless: b.headless.unwrap_or(defaults.headless),
+        chromium_path: b.chromium_path.clone(),
+        extra_args: b.extra_args.clone().unwrap_or_default(),
+        proxy,
+        max_content_length,
+        page_load_timeout: Duration::from_secs(page_load),
+        viewport,
+        screenshots: b.screenshots.unwrap_or(defaults.screenshots),
+    })
+}
+
+/// `[search]` with its defaults, checked; the Brave key comes from the environment.
+fn search_settings(
+    t: &SearchToml,
+    at: &dyn Fn(std::ops::Range<usize>) -> Option<usize>,
+) -> Result<SearchSettings, Located> {
+    let defaults = SearchSettings::default();
+    let known = || Engine::ALL.map(Engine::name).join(", ");
+    let engine = |name: &str, line: Option<usize>| {
+        Engine::by_name(name).ok_or_else(|| {
+            (
+                line,
+                format!(
+                    "[search]: unknown search engine `{name}`; known engines: {}",
+                    known()
+                ),
+            )
+        })
+    };
+    let mut engines = vec![];
+    if let Some(e) = &t.engine {
+        engines.push(engine(e.get_ref(), at(e.span()))?);
+    }
+    if let Some(list) = &t.fallback_engines {
+        for name in list.get_ref() {
+            let e = engine(name, at(list.span()))?;
+            if !engines.contains(&e) {
+                engines.push(e);
+            }
+        }
+    }
+    if engines.is_empty() {
+        engines = defaults.engines.clone();
+    }
+    let url = |v: &Option<Spanned<String>>, key: &str| {
+        v.as_ref()
+            .map(|u| web_url(u, &format!("[search] {key}"), at))
+            .transpose()
+    };
+    let key_env = t.brave_api_key_env.as_deref().unwrap_or("BRAVE_API_KEY");
+    Ok(SearchSettings {
+        engines,
+        searxng_url: url(&t.searxng_url, "searxng_url")?,
+        brave_url: url(&t.brave_url, "brave_url")?.unwrap_or(defaults.brave_url),
+        brave_api_key: std::env::var(key_env).ok().filter(|k| !k.is_empty()),
+        duckduckgo_url: url(&t.duckduckgo_url, "duckduckgo_url")?
+            .unwrap_or(defaults.duckduckgo_url),
+        max_retries: t.max_retries.unwrap_or(defaults.max_retries),
+        retry_delay: t
+            .retry_delay_secs
+            .map(Duration::from_secs)
+            .unwrap_or(defaults.retry_delay),
+        lang: t.lang.clone().unwrap_or(defaults.lang),
+        country: t.country.clone().unwrap_or(defaults.country),
+        timeout: t
+            .timeout_secs
+            .map(Duration::from_secs)
+            .unwrap_or(defaults.timeout),
     })
 }
 
@@ -928,6 +1192,70 @@ mod tests {
         assert_eq!(e.line, Some(8), "{e}");
         let e = parse(&format!("{MINIMAL}\n[store]\npath = \"x\"\n")).unwrap_err();
         assert!(e.message.contains("path"), "{e}");
+    }
+
+    #[test]
+    fn browser_and_search_settings_parse_and_bad_keys_are_named() {
+        let c = parse(&format!(
+            "{MINIMAL}\n[browser]\nwebdriver_url = \"http://127.0.0.1:9515/\"\nheadless = false\n\
+             viewport = {{ width = 800, height = 600 }}\n[browser.proxy]\nserver = \"http://127.0.0.1:3128\"\nusername = \"u\"\n\
+             [search]\nengine = \"searxng\"\nfallback_engines = [\"duckduckgo\"]\nsearxng_url = \"http://127.0.0.1:8888\"\n"
+        ))
+        .unwrap();
+        let b = &c.browser;
+        assert_eq!(
+            b.webdriver,
+            WebDriverSource::Url("http://127.0.0.1:9515".into())
+        );
+        assert_eq!((b.headless, b.viewport), (false, (800, 600)));
+        assert_eq!(b.proxy.as_ref().unwrap().username.as_deref(), Some("u"));
+        assert_eq!(
+            c.tools.search.engines,
+            vec![Engine::Searxng, Engine::Duckduckgo]
+        );
+        let d = parse(MINIMAL).unwrap();
+        assert_eq!(
+            d.browser.webdriver,
+            WebDriverSource::Launch("chromedriver".into())
+        );
+        assert!(
+            d.llm["default"].vision == sees_images("m")
+                && sees_images("gpt-4o-mini")
+                && !sees_images("qwen2.5:7b")
+        );
+
+        let bad = |extra: &str| parse(&format!("{MINIMAL}\n{extra}")).unwrap_err();
+        let e = bad("[browser]\nheadles = true\n");
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("headles"), "{e}");
+        let e = bad("[browser]\nwebdriver_url = \"127.0.0.1:9515\"\n");
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("must start with http://"), "{e}");
+        let e =
+            bad("[browser]\nwebdriver_url = \"http://x\"\nchromedriver_path = \"chromedriver\"\n");
+        assert!(e.message.contains("both set"), "{e}");
+        let e = bad("[browser]\npage_load_timeout_secs = 0\n");
+        assert_eq!(e.line, Some(8), "{e}");
+        let e = bad("[browser]\nviewport = { width = 10, height = 600 }\n");
+        assert!(e.message.contains("between 200 and 8000"), "{e}");
+        let e = bad("[browser.proxy]\nuser = \"x\"\nserver = \"http://p\"\n");
+        assert!(e.message.contains("user"), "{e}");
+        let e = bad("[search]\nengine = \"google\"\n");
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(
+            e.message.contains("unknown search engine `google`")
+                && e.message.contains("searxng, brave, duckduckgo"),
+            "{e}"
+        );
+        let e = bad("[search]\nfallback_engines = [\"bing\"]\n");
+        assert!(e.message.contains("`bing`"), "{e}");
+        let e = bad("[search]\nsearxng_url = \"ftp://x\"\n");
+        assert!(e.message.contains("[search] searxng_url"), "{e}");
+        let e = bad("[llm.v]\nvision = \"yes\"\n");
+        assert!(
+            e.message.contains("vision") || e.message.contains("bool"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod board;
 pub mod config;
 pub mod mcp_servers;
 pub mod runtime;
+pub mod serve;
 pub mod store;
 pub mod telemetry;
 pub mod view;

@@ -74,6 +74,17 @@ enum Command {
     /// Run one agent whose tools come from one MCP server
     #[command(after_help = RUN_MCP_HELP)]
     RunMcp(RunMcpArgs),
+    /// Serve the runtime over HTTP: submit flows, stream their events, answer, cancel
+    #[command(
+        after_help = "Routes: POST/GET /v1/flows, GET/DELETE /v1/flows/{id}, GET /v1/flows/{id}/events \
+(Server-Sent Events, resumable with Last-Event-ID), POST /v1/flows/{id}/answers, GET /healthz, GET /metrics, \
+GET /openapi.json. With [server] api_tokens (or MANUS_API_TOKENS) set, /v1 and /metrics need a bearer token."
+    )]
+    Serve {
+        /// Address to listen on
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+        bind: String,
+    },
     /// Offer manus-rt's tools (bash, python_execute, str_replace_editor, terminate by default;
     /// [mcp] serve_tools) to MCP clients, with the workspace and sandbox settings of agents
     McpServer(McpServerArgs),
@@ -228,6 +239,7 @@ async fn main() -> ExitCode {
             action: SandboxAction::Doctor,
         } => sandbox_doctor(&config).await,
         Command::RunMcp(args) => run_mcp(config, args).await,
+        Command::Serve { bind } => serve(config, &bind).await,
         Command::McpServer(args) => mcp_server(config, args).await,
         Command::Runs { action } => runs(&config, action).await,
         Command::Resume(args) => resume(config, args).await,
@@ -240,7 +252,9 @@ async fn main() -> ExitCode {
                     let spec = tool.spec();
                     println!(
                         "{}\n  {}\n  arguments: {}\n",
-                        spec.name, spec.description, spec.parameters
+                        spec.name,
+                        spec.description.replace('\n', "\n  "),
+                        spec.parameters
                     );
                 }
             }
@@ -344,6 +358,26 @@ fn describe(c: &Config) -> String {
         )),
         None => s.push_str("Sandbox: off — code runs on this machine ([sandbox] use_sandbox = true to change)\n"),
     }
+    let b = &c.browser;
+    let driver = match &b.webdriver {
+        manus_rt::engine::browser::WebDriverSource::Url(u) => format!("WebDriver at {u}"),
+        manus_rt::engine::browser::WebDriverSource::Launch(p) => format!("launches {p}"),
+    };
+    s.push_str(&format!(
+        "Browser: {driver} on first use, {}, {}x{}, page load limit {}s, screenshots {}, search: {}\n",
+        if b.headless { "headless" } else { "with a window" },
+        b.viewport.0,
+        b.viewport.1,
+        b.page_load_timeout.as_secs(),
+        if b.screenshots { "on" } else { "off" },
+        c.tools
+            .search
+            .engines
+            .iter()
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    ));
     if c.mcp_servers.is_empty() {
         s.push_str("MCP servers: none (add config/mcp.json or set [mcp] servers_file)\n");
     } else {
@@ -616,6 +650,65 @@ async fn mcp_server(config: Config, args: McpServerArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("manus-rt: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `serve`: the HTTP service until Ctrl-C or SIGTERM.
+async fn serve(config: Config, bind: &str) -> ExitCode {
+    let settings = config.server.clone();
+    let listener = match tokio::net::TcpListener::bind(bind).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("manus-rt: cannot listen on {bind}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match Runtime::builder().config(config).start().await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("manus-rt: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let at = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| bind.to_string());
+    eprintln!(
+        "manus-rt: serving on http://{at} ({}; API described at /openapi.json)",
+        if settings.api_tokens.is_empty() {
+            "no auth: set [server] api_tokens for bearer tokens"
+        } else {
+            "bearer tokens required"
+        }
+    );
+    let app = manus_rt::serve::App::new(runtime, settings);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop_signal().await;
+        let _ = stop.send(true);
+    });
+    let mut graceful = stopped.clone();
+    let server = axum::serve(listener, manus_rt::serve::router(app.clone()))
+        .with_graceful_shutdown(async move {
+            let _ = graceful.wait_for(|s| *s).await;
+        });
+    // Event streams of running flows stay open; give them a moment, then stop anyway.
+    let mut late = stopped;
+    let served = tokio::select! {
+        r = server => r,
+        _ = async move {
+            let _ = late.wait_for(|s| *s).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        } => Ok(()),
+    };
+    app.shutdown().await;
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("manus-rt: the server failed: {e}");
             ExitCode::from(1)
         }
     }

@@ -20,12 +20,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use manus_actors::browser::{BrowserHandle, BrowserSupervisor};
 use manus_actors::llm::{self, LlmClient, Recorder, ReplayFrom};
 use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::client::McpConnection;
 use manus_actors::mcp::server::ServeSettings;
 use manus_actors::planner::plan::Plan;
-use manus_actors::protocol::SandboxMsg;
+use manus_actors::protocol::{BrowserMsg, SandboxMsg};
 use manus_actors::protocol::{
     FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, RootMsg,
 };
@@ -135,6 +136,20 @@ impl RuntimeBuilder {
                 work_dir: settings.work_dir.clone(),
                 memory_limit: settings.memory_limit,
             });
+        // The browser supervisor is a small actor until a flow browses: chromedriver and
+        // Chromium start on first use.
+        let browser = if config.agents.iter().any(|(t, _)| t.uses_browser()) {
+            let settings = std::sync::Arc::new(config.browser.clone());
+            let (supervisor, _) = Actor::spawn(None, BrowserSupervisor, settings.clone())
+                .await
+                .map_err(|e| RuntimeError::Spawn(format!("browser supervisor: {e}")))?;
+            Some(BrowserHandle {
+                supervisor,
+                settings,
+            })
+        } else {
+            None
+        };
         // One connection per MCP server, shared by the flows; each connects on first use.
         let mut mcp = Vec::new();
         for server in &config.mcp_servers {
@@ -152,6 +167,7 @@ impl RuntimeBuilder {
             .agents
             .iter()
             .map(|(t, llm)| {
+                let browser = browser.clone().filter(|_| t.uses_browser());
                 let servers = mcp
                     .iter()
                     .filter(|h| t.mcp_servers.contains(&h.server))
@@ -162,6 +178,7 @@ impl RuntimeBuilder {
                     &config.tools,
                     &workspace,
                     handle.clone(),
+                    browser,
                     servers,
                 )
             })
@@ -179,6 +196,7 @@ impl RuntimeBuilder {
             planner_llm,
             pool,
             sandbox: sandbox.map(|(s, _)| s),
+            browser: browser.map(|b| b.supervisor),
             tools_here: ServeSettings {
                 tools: config.mcp_serve_tools.clone(),
                 settings: config.tools.clone(),
@@ -198,6 +216,7 @@ pub struct Runtime {
     planner_llm: LlmClient,
     pool: Vec<manus_actors::agent::AgentSpec>,
     sandbox: Option<ActorRef<SandboxMsg>>,
+    browser: Option<ActorRef<BrowserMsg>>,
     /// Where tools work in this runtime, and which ones `mcp-server` offers.
     tools_here: ServeSettings,
     mcp: Vec<McpHandle>,
@@ -396,6 +415,7 @@ impl Runtime {
             planner_llm,
             events: tx,
             sandbox: self.sandbox.clone(),
+            browser: self.browser.clone(),
             resume: run.resume,
         };
         let planner = ractor::call!(self.root, RootMsg::StartFlow, spec)
@@ -419,6 +439,15 @@ impl Runtime {
                 Some(std::time::Duration::from_secs(5)),
             )
             .await;
+        // After the flows' Release messages: the browser closes what is left.
+        if let Some(browser) = self.browser {
+            let _ = browser
+                .stop_and_wait(
+                    Some("shutdown".into()),
+                    Some(std::time::Duration::from_secs(30)),
+                )
+                .await;
+        }
         // MCP servers are stopped with their connections (a stdio server's process too).
         for handle in self.mcp {
             let _ = handle

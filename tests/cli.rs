@@ -19,10 +19,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 /// Generous bound so a hung process fails the test instead of hanging it.
 const GUARD: Duration = Duration::from_secs(60);
 
-const MANUS_TOOLS: [&str; 5] = [
+const MANUS_TOOLS: [&str; 8] = [
     "python_execute",
     "bash",
     "str_replace_editor",
+    "browser_use",
+    "web_search",
+    "crawl",
     "ask_human",
     "terminate",
 ];
@@ -683,13 +686,16 @@ async fn tools_list_names_every_tool() {
             "data_report",
             "planning",
             "ask_human",
-            "terminate"
+            "terminate",
+            "browser_use",
+            "web_search",
+            "crawl"
         ]
     );
     // Each comes with its arguments' schema.
     assert_eq!(
         out.stdout.matches("  arguments: {").count(),
-        8,
+        11,
         "{}",
         out.stdout
     );
@@ -709,7 +715,7 @@ async fn help_says_code_runs_on_the_host() {
             out.stdout
         );
         assert!(
-            text.contains("use_sandbox = true, python_execute runs in a container"),
+            text.contains("use_sandbox = true, python_execute, bash, file edits and the data tools work in a container per flow"),
             "{args:?}:\n{}",
             out.stdout
         );

@@ -20,6 +20,8 @@ fn ctx(workspace: &Path) -> ToolCtx {
         workspace: workspace.to_path_buf(),
         flow: None,
         sandbox: None,
+        browser: None,
+        llm: None,
     }
 }
 

@@ -18,10 +18,13 @@ use serde_json::json;
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, plan_reply};
 
-const MANUS_TOOLS: [&str; 5] = [
+const MANUS_TOOLS: [&str; 8] = [
     "python_execute",
     "bash",
     "str_replace_editor",
+    "browser_use",
+    "web_search",
+    "crawl",
     "ask_human",
     "terminate",
 ];

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! Root supervisor ──► Planner (one per flow) ──► executor-agent × replicas ──► tool-worker
-//!                                           (browser-owner, sandbox-supervisor: later issues)
+//! Browser supervisor ──► browser owner (one per flow that browses)
+//! Sandbox supervisor ──► container (one per flow that runs code in the sandbox)
 //! ```
 //!
 //! Requests that need an answer carry an `RpcReplyPort`; everything else is a cast.
@@ -43,6 +44,8 @@ pub struct FlowSpec {
     pub events: UnboundedSender<FlowEvent>,
     /// The sandbox supervisor, told to remove the flow's container when it ends.
     pub sandbox: Option<ActorRef<SandboxMsg>>,
+    /// The browser supervisor, told to close the flow's browser when it ends.
+    pub browser: Option<ActorRef<BrowserMsg>>,
     /// Set to continue an interrupted flow (same id) instead of starting it afresh.
     pub resume: Option<Resume>,
 }
@@ -244,6 +247,141 @@ pub struct ExecOutput {
     /// None if the command was cut at its timeout.
     pub exit_code: Option<i64>,
     pub timed_out: bool,
+}
+
+// ─── Browser supervisor ────────────────────────────────────────────────────────────────
+
+/// Messages to the browser supervisor, which owns the chromedriver it launched (if any) and
+/// one browser-owner actor per flow that browses. A flow's browser session is opened on its
+/// first request and closed when the flow ends.
+pub enum BrowserMsg {
+    /// Do `request` in the flow's browser; the reply is its result or why it failed.
+    Run {
+        flow_id: String,
+        request: BrowserRequest,
+        /// The caller's span (a tool call or an agent's run), so the browser span is its child.
+        span: tracing::Span,
+        reply: RpcReplyPort<Result<BrowserReply, String>>,
+    },
+    /// The flow has ended: close its browser.
+    Release { flow_id: String },
+}
+
+/// Work for one flow's browser owner, done one at a time in its mailbox.
+pub enum BrowserOwnerMsg {
+    Run {
+        /// The WebDriver endpoint to open a session on, if the owner has none.
+        webdriver_url: String,
+        request: BrowserRequest,
+        span: tracing::Span,
+        reply: RpcReplyPort<Result<BrowserReply, String>>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub enum BrowserRequest {
+    Act(BrowserAction),
+    /// Where the browser is: URL, title, tabs, the element menu, scroll position, and a
+    /// screenshot if asked for.
+    State {
+        screenshot: bool,
+    },
+}
+
+/// One browser action, its arguments already checked. Elements are addressed by the index
+/// the element menu shows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BrowserAction {
+    GoToUrl {
+        url: String,
+    },
+    ClickElement {
+        index: u32,
+    },
+    InputText {
+        index: u32,
+        text: String,
+    },
+    /// Scroll by `pixels` (one screen when `None`); negative scrolls up.
+    Scroll {
+        down: bool,
+        pixels: Option<i64>,
+    },
+    ScrollToText {
+        text: String,
+    },
+    SendKeys {
+        keys: String,
+    },
+    GetDropdownOptions {
+        index: u32,
+    },
+    SelectDropdownOption {
+        index: u32,
+        text: String,
+    },
+    GoBack,
+    /// The current page's HTML, for extraction.
+    PageContent,
+    SwitchTab {
+        tab_id: usize,
+    },
+    OpenTab {
+        url: String,
+    },
+    CloseTab,
+}
+
+impl BrowserAction {
+    /// The action's name as the `browser_use` tool spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BrowserAction::GoToUrl { .. } => "go_to_url",
+            BrowserAction::ClickElement { .. } => "click_element",
+            BrowserAction::InputText { .. } => "input_text",
+            BrowserAction::Scroll { down: true, .. } => "scroll_down",
+            BrowserAction::Scroll { down: false, .. } => "scroll_up",
+            BrowserAction::ScrollToText { .. } => "scroll_to_text",
+            BrowserAction::SendKeys { .. } => "send_keys",
+            BrowserAction::GetDropdownOptions { .. } => "get_dropdown_options",
+            BrowserAction::SelectDropdownOption { .. } => "select_dropdown_option",
+            BrowserAction::GoBack => "go_back",
+            BrowserAction::PageContent => "page_content",
+            BrowserAction::SwitchTab { .. } => "switch_tab",
+            BrowserAction::OpenTab { .. } => "open_tab",
+            BrowserAction::CloseTab => "close_tab",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum BrowserReply {
+    /// What the action did, in a sentence or a short list for the model.
+    Done(String),
+    Page {
+        url: String,
+        title: String,
+        html: String,
+    },
+    State(BrowserState),
+}
+
+/// The browser as the agent's next prompt describes it.
+#[derive(Debug, Clone, Default)]
+pub struct BrowserState {
+    pub url: String,
+    pub title: String,
+    /// Each tab's title and URL (as last seen), in tab_id order.
+    pub tabs: Vec<(String, String)>,
+    pub current_tab: usize,
+    /// One line per visible interactive element: `[3] <button> Sign in`.
+    pub elements: Vec<String>,
+    /// Elements left out of `elements` to keep the menu short.
+    pub elements_omitted: usize,
+    pub pixels_above: u64,
+    pub pixels_below: u64,
+    /// A PNG of the viewport.
+    pub screenshot: Option<Vec<u8>>,
 }
 
 // ─── MCP connections ───────────────────────────────────────────────────────────────────

@@ -8,7 +8,8 @@
 //!   use [`ScriptedLlm::root_url`]).
 //!
 //! Every request is recorded (including ones answered with errors, and requests to unknown
-//! paths, which get a 404). Replies are served FIFO from a queue; when the queue is empty the
+//! paths, which get a 404). Replies are served FIFO from a queue (or from a queue kept for
+//! requests whose first user message holds a key, see `push_for`); when the queue is empty the
 //! fallback reply is served, or, without one, HTTP 500 `script exhausted`.
 
 use std::collections::VecDeque;
@@ -36,6 +37,8 @@ pub struct ScriptedLlm {
 #[derive(Default)]
 struct Shared {
     queue: Mutex<VecDeque<Reply>>,
+    /// Queues served to requests whose first user message contains the key.
+    keyed: Mutex<Vec<(String, VecDeque<Reply>)>>,
     fallback: Mutex<Option<Reply>>,
     requests: Mutex<Vec<Recorded>>,
     next_call_id: AtomicU64,
@@ -92,6 +95,16 @@ impl ScriptedLlm {
     /// Queues several replies, in order.
     pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) {
         self.shared.queue.lock().unwrap().extend(replies);
+    }
+
+    /// Queues replies for the requests whose first user message contains `needle` (the
+    /// task, say), so concurrent flows each get their own script.
+    pub fn push_for(&self, needle: &str, replies: impl IntoIterator<Item = Reply>) {
+        self.shared
+            .keyed
+            .lock()
+            .unwrap()
+            .push((needle.to_owned(), replies.into_iter().collect()));
     }
 
     /// Every request received so far, in arrival order (including ones answered with errors).
@@ -398,7 +411,23 @@ async fn chat_completions(
         );
     }
 
-    let reply = shared.queue.lock().unwrap().pop_front();
+    let first_user = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|ms| {
+            ms.iter()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        })
+        .and_then(content_text)
+        .unwrap_or_default();
+    let keyed = shared
+        .keyed
+        .lock()
+        .unwrap()
+        .iter_mut()
+        .find(|(needle, _)| first_user.contains(needle.as_str()))
+        .and_then(|(_, queue)| queue.pop_front());
+    let reply = keyed.or_else(|| shared.queue.lock().unwrap().pop_front());
     let reply = match reply.or_else(|| shared.fallback.lock().unwrap().clone()) {
         Some(reply) => reply,
         None => return error_response(500, "script exhausted", None),

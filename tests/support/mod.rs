@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests and benchmarks; owns nothing but the module list.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod llm_server;
 pub mod otlp;
 pub mod scenario;

@@ -107,10 +107,10 @@ impl Memory {
         self.entries.is_empty()
     }
 
-    /// The messages to send, followed by `prompt` as a closing user message.
-    pub fn request(&self, prompt: Option<String>) -> Vec<Message> {
+    /// The messages to send, followed by `closing` (the next-step prompt), which is not kept.
+    pub fn request(&self, closing: Option<Message>) -> Vec<Message> {
         let mut out: Vec<Message> = self.entries.iter().map(|e| e.message.clone()).collect();
-        out.extend(prompt.map(Message::user));
+        out.extend(closing);
         out
     }
 

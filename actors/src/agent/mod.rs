@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 use tracing::Instrument;
@@ -36,13 +37,18 @@ pub struct AgentSpec {
     /// What the planner is told this agent is good at.
     pub description: String,
     pub profile: AgentProfile,
-    /// How many of this agent may run steps at once.
+    /// How many of this agent may run steps at once, across all flows of the runtime.
     pub replicas: u32,
+    /// The `replicas` permits, shared by every flow's copy of this spec; a step waits for
+    /// one, in arrival order (tokio's semaphore is fair), so extra work queues fairly.
+    pub slots: std::sync::Arc<tokio::sync::Semaphore>,
     pub llm: LlmClient,
     pub tool_settings: ToolSettings,
     pub workspace: PathBuf,
     /// Where code runs when `[sandbox] use_sandbox` is on; the host otherwise.
     pub sandbox: Option<crate::sandbox::SandboxHandle>,
+    /// The runtime's browser; each flow gets its own session in it.
+    pub browser: Option<crate::browser::BrowserHandle>,
     /// MCP servers whose tools join this agent's (`[agents.NAME] mcp_servers`).
     pub mcp: Vec<McpHandle>,
 }
@@ -129,8 +135,23 @@ impl Actor for ExecutorAgent {
                     gen_ai.usage.output_tokens = tracing::field::Empty,
                     manus.cost = tracing::field::Empty,
                 );
+                let slots = state.spec.slots.clone();
+                let permit = match slots.try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        tracing::debug!(agent = %state.label, "all {} replicas busy; the step waits its turn", state.spec.replicas);
+                        state
+                            .spec
+                            .slots
+                            .clone()
+                            .acquire_owned()
+                            .instrument(span.clone())
+                            .await?
+                    }
+                };
                 let mut run = StepRun::new(state, &req, &myself);
                 let outcome = run.run().instrument(span.clone()).await;
+                drop(permit);
                 run.emit(FlowEvent::StepMemory {
                     step: req.step_index,
                     agent: run.state.label.clone(),
@@ -192,6 +213,8 @@ struct StepRun<'a> {
     nudge: Option<&'static str>,
     nudged_for_stuck: bool,
     text_only_replies: u32,
+    /// The last round used the browser: the next prompt shows its state.
+    browsed: bool,
 }
 
 impl<'a> StepRun<'a> {
@@ -220,6 +243,7 @@ impl<'a> StepRun<'a> {
             nudge: None,
             nudged_for_stuck: false,
             text_only_replies: 0,
+            browsed: false,
         }
     }
 
@@ -251,8 +275,9 @@ impl<'a> StepRun<'a> {
                     tracing::warn!(agent = %self.state.label, "{why}");
                 }
             }
+            let closing = self.closing_prompt(prompt).await;
             let request = ChatRequest {
-                messages: self.memory.request(Some(prompt)),
+                messages: self.memory.request(Some(closing)),
                 tools: self
                     .builtin
                     .iter()
@@ -315,6 +340,7 @@ impl<'a> StepRun<'a> {
                 continue;
             }
             self.text_only_replies = 0;
+            self.browsed = calls.iter().any(|c| c.function.name == "browser_use");
             for call in &calls {
                 let result = self.call_tool(call).await;
                 let observation = if result.ok {
@@ -353,6 +379,34 @@ impl<'a> StepRun<'a> {
             format!("ran out of rounds (max_steps = {max}) before finishing the step; last words: {last}"),
             max,
         )
+    }
+
+    /// The round's closing user message: the next-step prompt, and after a round that used
+    /// the browser, the browser's state (with a screenshot for models that see images).
+    async fn closing_prompt(&self, prompt: String) -> Message {
+        let spec = &self.state.spec;
+        let Some(browser) = spec.browser.as_ref().filter(|_| self.browsed) else {
+            return Message::user(prompt);
+        };
+        let screenshot = browser.settings.screenshots && spec.llm.settings().vision;
+        match browser.state(&self.req.flow_id, screenshot).await {
+            Ok(state) => {
+                let text = format!("{}\n\n{prompt}", browser_state_text(&state));
+                match &state.screenshot {
+                    Some(png) => Message::user_with_image(
+                        text,
+                        format!(
+                            "data:image/png;base64,{}",
+                            base64::engine::general_purpose::STANDARD.encode(png)
+                        ),
+                    ),
+                    None => Message::user(text),
+                }
+            }
+            Err(e) => Message::user(format!(
+                "(The browser state could not be read: {e})\n\n{prompt}"
+            )),
+        }
     }
 
     /// The newest assistant text, for a summary.
@@ -435,6 +489,8 @@ impl<'a> StepRun<'a> {
                 workspace: self.state.spec.workspace.clone(),
                 flow: Some(self.req.flow.clone()),
                 sandbox: self.state.spec.sandbox.clone(),
+                browser: self.state.spec.browser.clone(),
+                llm: Some(self.state.spec.llm.clone()),
             },
             span: tracing::Span::current(),
             mcp: route,
@@ -478,6 +534,38 @@ impl<'a> StepRun<'a> {
             }
         }
     }
+}
+
+/// The browser state as the model reads it.
+fn browser_state_text(s: &crate::protocol::BrowserState) -> String {
+    let mut out = format!(
+        "Current browser state\nURL: {}\nTitle: {}\nTabs:",
+        s.url, s.title
+    );
+    for (i, (title, url)) in s.tabs.iter().enumerate() {
+        let current = if i == s.current_tab { " (current)" } else { "" };
+        out += &format!("\n  tab_id {i}: {title} — {url}{current}");
+    }
+    out += &format!(
+        "\nScroll: {} px above the view, {} px below it",
+        s.pixels_above, s.pixels_below
+    );
+    if s.elements.is_empty() {
+        out += "\nInteractive elements: none visible";
+    } else {
+        out += "\nInteractive elements (use the number in brackets as `index`):\n";
+        out += &s.elements.join("\n");
+        if s.elements_omitted > 0 {
+            out += &format!(
+                "\n... and {} more not listed (scroll or use scroll_to_text to reach them)",
+                s.elements_omitted
+            );
+        }
+    }
+    if s.screenshot.is_some() {
+        out += "\nA screenshot of the current view is attached.";
+    }
+    out
 }
 
 /// The opening user message of a step: the task, the plan, and the one step to do now.
@@ -560,10 +648,12 @@ mod tests {
             description: "d".into(),
             profile,
             replicas: 1,
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
             llm,
             tool_settings: ToolSettings::default(),
             workspace: workspace.clone(),
             sandbox: None,
+            browser: None,
             mcp: vec![],
         };
         let (agent, _) = Actor::spawn(

@@ -24,7 +24,12 @@ pub struct AgentProfile {
 
 const MANUS_SYSTEM: &str = "You are {agent}, a capable general-purpose agent that gets tasks done by \
 using tools, not by describing what you would do. You can run Python, run shell commands, read and edit \
-files, and ask the person you work for when something only they know is needed.\n\n\
+files, search the web, fetch pages, use a web browser, and ask the person you work for when something only \
+they know is needed.\n\n\
+When you use the browser, the next message shows where it is: the URL, the tabs, the page's interactive \
+elements numbered like `[3] <button> Sign in`, how far the page scrolls, and a screenshot when one can be \
+sent. Name elements by those numbers, and read the state after each action before the next. To pull facts \
+out of a page, use extract_content with a precise goal.\n\n\
 Your working directory is {workspace}. Create and edit files only inside it, and refer to files by paths \
 relative to it.\n\n\
 Work in small, checked steps: act, read the result, decide the next action. When a tool reports an \
@@ -86,6 +91,9 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
                 "python_execute",
                 "bash",
                 "str_replace_editor",
+                "browser_use",
+                "web_search",
+                "crawl",
                 "ask_human",
                 "terminate",
             ]),

@@ -53,6 +53,8 @@ pub struct LlmSettings {
     pub capture_content: Option<usize>,
     /// The recorded exchanges for `ApiType::Replay`.
     pub cassette: Option<Arc<super::Cassette>>,
+    /// The model accepts images (screenshots go to it as image parts).
+    pub vision: bool,
 }
 
 impl LlmSettings {
@@ -74,6 +76,7 @@ impl LlmSettings {
             output_price_per_mtok: 0.0,
             capture_content: None,
             cassette: Some(cassette),
+            vision: false,
         }
     }
 }
@@ -516,7 +519,10 @@ fn parse_response(v: &Value) -> Result<ChatResponse, LlmError> {
         .pointer("/choices/0")
         .ok_or_else(|| bad("has no choices"))?;
     let m = choice.get("message").ok_or_else(|| bad("has no message"))?;
-    let content = m.get("content").and_then(Value::as_str).map(str::to_string);
+    let content = m
+        .get("content")
+        .and_then(Value::as_str)
+        .map(|t| super::Content::Text(t.to_string()));
     let tool_calls: Vec<ToolCall> = match m.get("tool_calls") {
         None | Some(Value::Null) => vec![],
         Some(tc) => serde_json::from_value(tc.clone())

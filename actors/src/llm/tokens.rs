@@ -5,7 +5,9 @@
 
 use tiktoken_rs::{CoreBPE, cl100k_base_singleton, o200k_base_singleton};
 
-use super::Message;
+use base64::Engine;
+
+use super::{ImageUrl, Message};
 
 /// Per-message framing tokens the chat format adds around each message.
 const PER_MESSAGE: usize = 4;
@@ -32,9 +34,10 @@ pub fn count_text(bpe: &CoreBPE, text: &str) -> usize {
     bpe.encode_ordinary(text).len()
 }
 
-/// Tokens one message costs in a request, tool calls included.
+/// Tokens one message costs in a request, tool calls and images included.
 pub fn count_message(bpe: &CoreBPE, m: &Message) -> usize {
-    let mut n = PER_MESSAGE + count_text(bpe, m.text());
+    let mut n =
+        PER_MESSAGE + count_text(bpe, m.text()) + m.images().map(image_tokens).sum::<usize>();
     for call in &m.tool_calls {
         n += count_text(bpe, &call.function.name) + count_text(bpe, &call.function.arguments) + 3;
     }
@@ -45,10 +48,34 @@ pub fn count_message(bpe: &CoreBPE, m: &Message) -> usize {
 pub fn bound_message(m: &Message) -> usize {
     PER_MESSAGE
         + m.text().len()
+        + m.images().map(image_tokens).sum::<usize>()
         + m.tool_calls
             .iter()
             .map(|c| c.function.name.len() + c.function.arguments.len() + 3)
             .sum::<usize>()
+}
+
+/// Tokens an image costs, by the rule OpenAI publishes for full detail: scaled to fit
+/// 2048×2048, then its short side to 768; 170 per 512-pixel tile plus 85. The size is read
+/// from a PNG data URL's header; any other image counts as a 1280×800 screenshot.
+pub fn image_tokens(image: &ImageUrl) -> usize {
+    let (mut w, mut h) = png_size(&image.url).unwrap_or((1280.0, 800.0));
+    let fit = (2048.0 / w.max(h)).min(1.0);
+    (w, h) = (w * fit, h * fit);
+    let short = (768.0 / w.min(h)).min(1.0);
+    (w, h) = (w * short, h * short);
+    let tiles = (w / 512.0).ceil() * (h / 512.0).ceil();
+    170 * tiles as usize + 85
+}
+
+/// Width and height from a `data:image/png;base64,` URL (the IHDR chunk's first 8 bytes).
+fn png_size(url: &str) -> Option<(f64, f64)> {
+    let b64 = url.strip_prefix("data:image/png;base64,")?;
+    let head = base64::engine::general_purpose::STANDARD
+        .decode(b64.get(..32)?)
+        .ok()?;
+    let be = |i: usize| u32::from_be_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+    Some((be(16) as f64, be(20) as f64)).filter(|(w, h)| *w > 0.0 && *h > 0.0)
 }
 
 /// Whether the messages fit in `limit` tokens; the exact count is made only when the
@@ -85,5 +112,24 @@ mod tests {
         assert!(count_messages(bpe, &msgs) <= bound_message(&msgs[0]) + 3);
         assert!(fits("gpt-4o", &msgs, 1000).is_ok());
         assert_eq!(fits("gpt-4o", &msgs, 5), Err(count_messages(bpe, &msgs)));
+    }
+
+    #[test]
+    fn images_cost_tiles_by_their_size() {
+        // A PNG header for 1280×800: signature, IHDR length and type, width, height.
+        let mut head = vec![0x89, b'P', b'N', b'G', 13, 10, 26, 10, 0, 0, 0, 13];
+        head.extend(b"IHDR");
+        head.extend(1280u32.to_be_bytes());
+        head.extend(800u32.to_be_bytes());
+        let url = format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(&head)
+        );
+        let m = Message::user_with_image("look", url);
+        // 1280×800 → 1229×768 → 3×2 tiles.
+        assert_eq!(m.images().map(image_tokens).sum::<usize>(), 6 * 170 + 85);
+        let bpe = encoding_for("gpt-4o");
+        assert_eq!(count_message(bpe, &m), PER_MESSAGE + 1 + 6 * 170 + 85);
+        assert!(bound_message(&m) >= count_message(bpe, &m));
     }
 }

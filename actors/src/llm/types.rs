@@ -18,7 +18,7 @@ pub enum Role {
 pub struct Message {
     pub role: Role,
     #[serde(default)]
-    pub content: Option<String>,
+    pub content: Option<Content>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,10 +31,25 @@ impl Message {
     fn plain(role: Role, text: impl Into<String>) -> Self {
         Message {
             role,
-            content: Some(text.into()),
+            content: Some(Content::Text(text.into())),
             tool_calls: vec![],
             tool_call_id: None,
             name: None,
+        }
+    }
+    /// A user message of text followed by an image (a `data:` or `https:` URL), for models
+    /// that accept images.
+    pub fn user_with_image(text: impl Into<String>, image_url: impl Into<String>) -> Self {
+        Message {
+            content: Some(Content::Parts(vec![
+                ContentPart::Text { text: text.into() },
+                ContentPart::ImageUrl {
+                    image_url: ImageUrl {
+                        url: image_url.into(),
+                    },
+                },
+            ])),
+            ..Self::plain(Role::User, "")
         }
     }
     pub fn system(text: impl Into<String>) -> Self {
@@ -50,15 +65,59 @@ impl Message {
     pub fn tool(call: &ToolCall, text: impl Into<String>) -> Self {
         Message {
             role: Role::Tool,
-            content: Some(text.into()),
+            content: Some(Content::Text(text.into())),
             tool_calls: vec![],
             tool_call_id: Some(call.id.clone()),
             name: Some(call.function.name.clone()),
         }
     }
+    /// The text of the message (the first text part of a multi-part one).
     pub fn text(&self) -> &str {
-        self.content.as_deref().unwrap_or("")
+        match &self.content {
+            None => "",
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(parts)) => parts
+                .iter()
+                .find_map(|p| match p {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .unwrap_or(""),
+        }
     }
+
+    /// The images the message carries.
+    pub fn images(&self) -> impl Iterator<Item = &ImageUrl> {
+        let parts = match &self.content {
+            Some(Content::Parts(parts)) => parts.as_slice(),
+            _ => &[],
+        };
+        parts.iter().filter_map(|p| match p {
+            ContentPart::ImageUrl { image_url } => Some(image_url),
+            _ => None,
+        })
+    }
+}
+
+/// A message's content: plain text, or parts (text and images) for models that see images.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One part of a multi-part message, in the chat-completions wire shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageUrl {
+    pub url: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -95,6 +95,8 @@ impl ToolServer {
                 workspace: self.serve.workspace.clone(),
                 flow: None,
                 sandbox: self.serve.sandbox.clone(),
+                browser: None,
+                llm: None,
             },
             mcp: None,
             span: tracing::Span::current(),

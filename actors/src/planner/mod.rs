@@ -84,6 +84,7 @@ pub struct PlannerState {
     by_agent: BTreeMap<String, Usage>,
     questions: HashMap<u64, RpcReplyPort<Result<String, String>>>,
     sandbox: Option<ActorRef<crate::protocol::SandboxMsg>>,
+    browser: Option<ActorRef<crate::protocol::BrowserMsg>>,
     next_question: u64,
     started: Instant,
     /// An interrupted flow's state, taken on `Begin`.
@@ -197,6 +198,7 @@ impl Actor for Planner {
             usage: before.usage,
             by_agent: before.usage_by_agent,
             sandbox: spec.sandbox,
+            browser: spec.browser,
             questions: HashMap::new(),
             next_question: 1,
             started: Instant::now()
@@ -770,6 +772,11 @@ async fn finish(
     };
     if let Some(sandbox) = &st.sandbox {
         let _ = sandbox.send_message(crate::protocol::SandboxMsg::Release {
+            flow_id: st.id.clone(),
+        });
+    }
+    if let Some(browser) = &st.browser {
+        let _ = browser.send_message(crate::protocol::BrowserMsg::Release {
             flow_id: st.id.clone(),
         });
     }

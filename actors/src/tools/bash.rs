@@ -329,7 +329,7 @@ impl Drop for Shell {
 
 /// Send SIGKILL to the process group led by `pid` (the child was spawned with
 /// `process_group(0)`). Best effort: a group that is already gone is fine.
-pub(super) fn kill_group(pid: u32) {
+pub(crate) fn kill_group(pid: u32) {
     let _ = std::process::Command::new("kill")
         .args(["-KILL", "--", &format!("-{pid}")])
         .stdin(Stdio::null())

@@ -6,7 +6,9 @@
 
 pub mod ask_human;
 pub mod bash;
+pub mod browser_use;
 pub mod chart;
+pub mod crawl;
 pub mod data_report;
 pub mod data_visualization;
 pub mod editor;
@@ -14,6 +16,8 @@ pub(crate) mod files;
 pub mod planning;
 pub mod python;
 pub mod terminate;
+pub mod web;
+pub mod web_search;
 pub mod worker;
 
 use std::future::Future;
@@ -79,6 +83,10 @@ pub struct ToolCtx {
     pub flow: Option<ActorRef<FlowMsg>>,
     /// With `[sandbox] use_sandbox`, where code runs instead of the host.
     pub sandbox: Option<crate::sandbox::SandboxHandle>,
+    /// The flow's browser, for `browser_use`.
+    pub browser: Option<crate::browser::BrowserHandle>,
+    /// The calling agent's model, for tools that ask it something (`extract_content`).
+    pub llm: Option<crate::llm::LlmClient>,
 }
 
 /// Settings shared by the tools of one agent.
@@ -94,6 +102,8 @@ pub struct ToolSettings {
     pub ask_timeout: Duration,
     /// Put tool arguments and results on the `execute_tool` span, cut to this many characters.
     pub capture_content: Option<usize>,
+    /// `[search]`: the engines `web_search` and `browser_use` search with.
+    pub search: std::sync::Arc<web::search::SearchSettings>,
 }
 
 impl Default for ToolSettings {
@@ -104,6 +114,7 @@ impl Default for ToolSettings {
             python: "python3".into(),
             ask_timeout: Duration::from_secs(600),
             capture_content: None,
+            search: Default::default(),
         }
     }
 }
@@ -118,6 +129,9 @@ pub const KNOWN_TOOLS: &[&str] = &[
     "planning",
     "ask_human",
     "terminate",
+    "browser_use",
+    "web_search",
+    "crawl",
 ];
 
 /// Build a fresh instance of a tool by name.
@@ -131,6 +145,9 @@ pub fn make_tool(name: &str, settings: &ToolSettings) -> Option<Box<dyn Tool>> {
         "planning" => Box::new(planning::PlanningTool::default()),
         "ask_human" => Box::new(ask_human::AskHuman::new(settings)),
         "terminate" => Box::new(terminate::Terminate),
+        "browser_use" => Box::new(browser_use::BrowserUse::new(settings)),
+        "web_search" => Box::new(web_search::WebSearch::new(settings)),
+        "crawl" => Box::new(crawl::Crawl::default()),
         #[cfg(test)]
         "panic_for_test" => Box::new(tests::Panics),
         _ => return None,
@@ -160,6 +177,19 @@ pub fn opt_str_arg<'a>(
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(_) => str_arg(args, key, tool).map(Some),
+    }
+}
+
+/// Read an optional whole-number argument (null counts as absent).
+pub fn opt_int_arg(args: &Value, key: &str, tool: &str) -> Result<Option<i64>, ToolError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
+            ToolError::new(format!(
+                "{tool}: argument `{key}` must be a whole number, got {}",
+                json_kind(v)
+            ))
+        }),
     }
 }
 
@@ -242,6 +272,8 @@ pub(crate) mod tests {
             workspace: ws.to_path_buf(),
             flow: None,
             sandbox: None,
+            browser: None,
+            llm: None,
         }
     }
 

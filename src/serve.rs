@@ -1,0 +1,607 @@
+//! `manus-rt serve`: a Runtime behind HTTP (axum). This module owns the flow table: each
+//! submitted flow's numbered event log (ids from 1), its `FlowView` and its control. Event
+//! streams are Server-Sent Events that replay the log after `Last-Event-ID` and then follow
+//! it live. Bearer-token auth, body limits, JSON errors, Prometheus metrics and the OpenAPI
+//! document are here too; docs/openapi.json describes every route.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::Stream;
+use manus_actors::protocol::{FlowEvent, FlowMode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::runtime::{FlowControl, FlowHandle, Runtime, SubmitOptions};
+use crate::view::FlowView;
+
+/// The OpenAPI 3.1 description of this service.
+pub const OPENAPI: &str = include_str!("../docs/openapi.json");
+
+/// `[server]`, as data.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Bearer tokens accepted on /v1 and /metrics; empty means no auth.
+    pub api_tokens: Vec<String>,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+    /// Resume the runs a dead process left running when the service starts
+    /// (`[server] resume_on_start`).
+    pub resume_on_start: bool,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            api_tokens: vec![],
+            max_body_bytes: 64 * 1024,
+            resume_on_start: true,
+        }
+    }
+}
+
+/// The service's state: the runtime, its flows, and counters.
+pub struct App {
+    /// Taken out at shutdown; requests after that get 503.
+    runtime: tokio::sync::RwLock<Option<Runtime>>,
+    settings: ServerSettings,
+    flows: RwLock<HashMap<String, Arc<Entry>>>,
+    /// Flow ids in submission order, for listing.
+    order: Mutex<Vec<String>>,
+    metrics: Arc<Metrics>,
+}
+
+/// One flow in the table.
+struct Entry {
+    id: String,
+    created_ms: u64,
+    control: FlowControl,
+    state: Mutex<EntryState>,
+    /// The number of events logged so far; SSE streams wait on it.
+    logged: watch::Sender<usize>,
+}
+
+#[derive(Default)]
+struct EntryState {
+    view: FlowView,
+    events: Vec<FlowEvent>,
+}
+
+#[derive(Default)]
+struct Metrics {
+    submitted: AtomicU64,
+    llm_calls: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+    tool_ok: AtomicU64,
+    tool_error: AtomicU64,
+    questions: AtomicU64,
+    /// Finished flows by status; cost in millionths, to stay an integer.
+    finished: Mutex<BTreeMap<String, u64>>,
+    cost_micros: AtomicU64,
+}
+
+impl Metrics {
+    fn observe(&self, e: &FlowEvent) {
+        match e {
+            FlowEvent::LlmCalled { usage, .. } => {
+                self.llm_calls.fetch_add(1, Ordering::Relaxed);
+                self.prompt_tokens
+                    .fetch_add(usage.prompt_tokens, Ordering::Relaxed);
+                self.completion_tokens
+                    .fetch_add(usage.completion_tokens, Ordering::Relaxed);
+                self.cost_micros
+                    .fetch_add((usage.cost * 1e6).round() as u64, Ordering::Relaxed);
+            }
+            FlowEvent::ToolFinished { ok: true, .. } => {
+                self.tool_ok.fetch_add(1, Ordering::Relaxed);
+            }
+            FlowEvent::ToolFinished { ok: false, .. } => {
+                self.tool_error.fetch_add(1, Ordering::Relaxed);
+            }
+            FlowEvent::Question { .. } => {
+                self.questions.fetch_add(1, Ordering::Relaxed);
+            }
+            FlowEvent::FlowFinished { outcome } => {
+                let status = serde_json::to_value(outcome.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                if let Ok(mut f) = self.finished.lock() {
+                    *f.entry(status).or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// An error answer: a status and a sentence, sent as `{"error": {"status", "message"}}`.
+#[derive(Debug)]
+pub struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"status": self.0.as_u16(), "message": self.1}});
+        (self.0, Json(body)).into_response()
+    }
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        format!("no flow with id `{id}`; GET /v1/flows lists them"),
+    )
+}
+
+/// A JSON body, or a 4xx that says what is wrong with it.
+fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    parsed.map(|Json(v)| v).map_err(|rejection| {
+        let status = match &rejection {
+            JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            JsonRejection::JsonDataError(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            JsonRejection::BytesRejection(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError(status, rejection.body_text())
+    })
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl App {
+    pub fn new(runtime: Runtime, settings: ServerSettings) -> Arc<App> {
+        Arc::new(App {
+            runtime: tokio::sync::RwLock::new(Some(runtime)),
+            settings,
+            flows: RwLock::new(HashMap::new()),
+            order: Mutex::new(Vec::new()),
+            metrics: Arc::new(Metrics::default()),
+        })
+    }
+
+    /// Put a started flow in the table and log its events as they come.
+    pub fn track(self: &Arc<Self>, mut handle: FlowHandle) -> String {
+        let id = handle.id.clone();
+        let (logged, _) = watch::channel(0);
+        let entry = Arc::new(Entry {
+            id: id.clone(),
+            created_ms: now_ms(),
+            control: handle.control(),
+            state: Mutex::new(EntryState::default()),
+            logged,
+        });
+        if let Ok(mut flows) = self.flows.write() {
+            flows.insert(id.clone(), entry.clone());
+        }
+        if let Ok(mut order) = self.order.lock() {
+            order.push(id.clone());
+        }
+        self.metrics.submitted.fetch_add(1, Ordering::Relaxed);
+        let metrics = self.metrics.clone();
+        tokio::spawn(async move {
+            while let Some(e) = handle.next_event().await {
+                metrics.observe(&e);
+                let count = match entry.state.lock() {
+                    Ok(mut st) => {
+                        st.view.apply(&e);
+                        st.events.push(e);
+                        st.events.len()
+                    }
+                    Err(_) => break,
+                };
+                entry.logged.send_replace(count);
+            }
+        });
+        id
+    }
+
+    fn entry(&self, id: &str) -> Result<Arc<Entry>, ApiError> {
+        self.flows
+            .read()
+            .ok()
+            .and_then(|f| f.get(id).cloned())
+            .ok_or_else(|| not_found(id))
+    }
+
+    /// Shut the runtime down; flows still running stop where they are, and later requests
+    /// to start one are refused.
+    pub async fn shutdown(&self) {
+        if let Some(runtime) = self.runtime.write().await.take() {
+            runtime.shutdown().await;
+        }
+    }
+}
+
+/// The router: every route of docs/openapi.json.
+pub fn router(app: Arc<App>) -> Router {
+    let limit = app.settings.max_body_bytes;
+    let guarded = Router::new()
+        .route("/v1/flows", post(submit).get(list))
+        .route("/v1/flows/{id}", get(show).delete(cancel))
+        .route("/v1/flows/{id}/events", get(events))
+        .route("/v1/flows/{id}/answers", post(answer))
+        .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(app.clone(), auth));
+    Router::new()
+        .merge(guarded)
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route(
+            "/openapi.json",
+            get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
+        )
+        .fallback(|| async {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                "no such route; GET /openapi.json describes the API".into(),
+            )
+        })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(app)
+}
+
+/// Bearer-token check, when tokens are configured.
+async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    if app.settings.api_tokens.is_empty() {
+        return next.run(req).await;
+    }
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(token) if app.settings.api_tokens.iter().any(|t| t == token) => next.run(req).await,
+        Some(_) => ApiError(
+            StatusCode::UNAUTHORIZED,
+            "the bearer token is not valid".into(),
+        )
+        .into_response(),
+        None => {
+            let mut r = ApiError(
+                StatusCode::UNAUTHORIZED,
+                "this server needs `Authorization: Bearer <token>` ([server] api_tokens)".into(),
+            )
+            .into_response();
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer".parse().expect("a header value"),
+            );
+            r
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitBody {
+    task: String,
+    /// `plan` (default) or `single`.
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+async fn submit(
+    State(app): State<Arc<App>>,
+    parsed: Result<Json<SubmitBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(parsed)?;
+    if b.task.trim().is_empty() {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "`task` is empty; say what to do".into(),
+        ));
+    }
+    let mode = match b.mode.as_deref() {
+        None | Some("plan") => FlowMode::Plan,
+        Some("single") => FlowMode::Single,
+        Some(other) => {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("`mode` is \"{other}\"; use \"plan\" or \"single\""),
+            ));
+        }
+    };
+    let runtime = app.runtime.read().await;
+    let Some(runtime) = runtime.as_ref() else {
+        return Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the service is shutting down".into(),
+        ));
+    };
+    let handle = runtime
+        .submit(&b.task, SubmitOptions { mode })
+        .await
+        .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    let id = app.track(handle);
+    let location = format!("/v1/flows/{id}");
+    let reply = json!({
+        "id": id,
+        "status": "running",
+        "links": {"self": location, "events": format!("{location}/events")},
+    });
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(reply),
+    )
+        .into_response())
+}
+
+/// A flow as JSON: the summary fields, plus the plan and outcome when `full`.
+fn describe(entry: &Entry, full: bool) -> Value {
+    let Ok(st) = entry.state.lock() else {
+        return json!({"id": entry.id});
+    };
+    let v = &st.view;
+    let mut out = json!({
+        "id": entry.id,
+        "task": v.task,
+        "status": v.status(),
+        "created_ms": entry.created_ms,
+        "usage": v.usage,
+        "events": st.events.len(),
+    });
+    if full {
+        out["plan"] = serde_json::to_value(&v.plan).unwrap_or(Value::Null);
+        out["questions"] = v
+            .questions
+            .iter()
+            .map(|(id, q)| json!({"id": id, "agent": q.agent, "inquire": q.inquire}))
+            .collect();
+        if let Some(o) = &v.outcome {
+            out["reason"] = json!(o.reason);
+            out["result"] = json!(o.summary);
+            out["usage_by_agent"] = serde_json::to_value(&o.usage_by_agent).unwrap_or_default();
+            out["elapsed_ms"] = json!(o.elapsed_ms);
+        }
+    }
+    out
+}
+
+async fn list(State(app): State<Arc<App>>) -> Json<Value> {
+    let ids = app.order.lock().map(|o| o.clone()).unwrap_or_default();
+    let flows: Vec<Value> = ids
+        .iter()
+        .rev()
+        .filter_map(|id| app.entry(id).ok())
+        .map(|e| describe(&e, false))
+        .collect();
+    Json(json!({ "flows": flows }))
+}
+
+async fn show(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(describe(&*app.entry(&id)?, true)))
+}
+
+async fn cancel(State(app): State<Arc<App>>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let entry = app.entry(&id)?;
+    let running = entry
+        .state
+        .lock()
+        .map(|s| s.view.outcome.is_none())
+        .unwrap_or(false);
+    if !running {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("flow `{id}` has already finished"),
+        ));
+    }
+    entry.control.cancel();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "status": "cancelling"})),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    question_id: u64,
+    text: String,
+}
+
+async fn answer(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    parsed: Result<Json<AnswerBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let entry = app.entry(&id)?;
+    let b = body(parsed)?;
+    let open = match entry.state.lock() {
+        Ok(mut st) => st.view.questions.remove(&b.question_id).is_some(),
+        Err(_) => false,
+    };
+    if !open {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!(
+                "flow `{id}` has no open question {}; GET /v1/flows/{id} lists its questions",
+                b.question_id
+            ),
+        ));
+    }
+    entry.control.answer(b.question_id, b.text);
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "question_id": b.question_id, "status": "answered"})),
+    )
+        .into_response())
+}
+
+/// The event log from after `Last-Event-ID` (or `?after=N`), then live, ending after
+/// `flow_finished`.
+async fn events(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let entry = app.entry(&id)?;
+    let given = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .or(q.get("after").map(String::as_str));
+    let after = match given {
+        None => 0,
+        Some(s) => s.trim().parse::<usize>().map_err(|_| {
+            ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("Last-Event-ID must be an event number, got `{s}`"),
+            )
+        })?,
+    };
+    let logged = entry.logged.subscribe();
+    let stream = futures_util::stream::unfold(
+        (entry, after, logged, false),
+        |(entry, cursor, mut logged, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                let next = entry
+                    .state
+                    .lock()
+                    .ok()
+                    .and_then(|st| st.events.get(cursor).cloned());
+                if let Some(e) = next {
+                    let finished = matches!(e, FlowEvent::FlowFinished { .. });
+                    let data = serde_json::to_value(&e).unwrap_or_default();
+                    let kind = data["event"].as_str().unwrap_or("event").to_string();
+                    let event = Event::default()
+                        .id((cursor + 1).to_string())
+                        .event(kind)
+                        .data(data.to_string());
+                    return Some((Ok(event), (entry, cursor + 1, logged, finished)));
+                }
+                let finished = entry
+                    .state
+                    .lock()
+                    .map(|st| st.view.outcome.is_some())
+                    .unwrap_or(true);
+                if finished || logged.changed().await.is_err() {
+                    return None;
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let m = &app.metrics;
+    let running = app
+        .flows
+        .read()
+        .map(|f| {
+            f.values()
+                .filter(|e| {
+                    e.state
+                        .lock()
+                        .map(|s| s.view.outcome.is_none())
+                        .unwrap_or(false)
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, String)]| {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for (labels, value) in samples {
+            out.push_str(&format!("{name}{labels} {value}\n"));
+        }
+    };
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
+    metric(
+        "manus_flows_submitted_total",
+        "counter",
+        "Flows submitted.",
+        &[("", n(&m.submitted))],
+    );
+    metric(
+        "manus_flows_running",
+        "gauge",
+        "Flows not yet finished.",
+        &[("", running.to_string())],
+    );
+    let finished: Vec<(String, String)> = m
+        .finished
+        .lock()
+        .map(|f| {
+            f.iter()
+                .map(|(s, c)| (format!("{{status=\"{s}\"}}"), c.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let finished: Vec<(&str, String)> = finished
+        .iter()
+        .map(|(l, v)| (l.as_str(), v.clone()))
+        .collect();
+    metric(
+        "manus_flows_finished_total",
+        "counter",
+        "Flows finished, by status.",
+        &finished,
+    );
+    metric(
+        "manus_llm_calls_total",
+        "counter",
+        "Model calls.",
+        &[("", n(&m.llm_calls))],
+    );
+    metric(
+        "manus_llm_tokens_total",
+        "counter",
+        "Tokens reported by the models.",
+        &[
+            ("{kind=\"prompt\"}", n(&m.prompt_tokens)),
+            ("{kind=\"completion\"}", n(&m.completion_tokens)),
+        ],
+    );
+    metric(
+        "manus_llm_cost_total",
+        "counter",
+        "Cost of the model calls, from the price table.",
+        &[(
+            "",
+            format!("{:.6}", m.cost_micros.load(Ordering::Relaxed) as f64 / 1e6),
+        )],
+    );
+    metric(
+        "manus_tool_calls_total",
+        "counter",
+        "Tool calls, by outcome.",
+        &[
+            ("{outcome=\"ok\"}", n(&m.tool_ok)),
+            ("{outcome=\"error\"}", n(&m.tool_error)),
+        ],
+    );
+    metric(
+        "manus_questions_total",
+        "counter",
+        "Questions agents asked.",
+        &[("", n(&m.questions))],
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}

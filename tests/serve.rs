@@ -1,0 +1,424 @@
+//! `manus-rt serve` driven over HTTP by a real client (reqwest): submitting, streaming
+//! events as SSE (and resuming them with Last-Event-ID), answering a question, cancelling,
+//! bearer-token auth, malformed and oversized bodies, unknown ids, metrics and the OpenAPI
+//! document. The binary runs against the scripted model on 127.0.0.1.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::llm_server::{Reply, ScriptedLlm};
+use support::scenario::{Scratch, config_with, done, example_script, plan_reply};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
+
+/// A running `manus-rt serve`, killed by its PID when dropped.
+struct Service {
+    child: tokio::process::Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Service {
+    async fn start(dir: &Scratch, config: &str) -> Service {
+        let path = dir.write_config(config);
+        let mut child = tokio::process::Command::new(BIN)
+            .current_dir(dir.path())
+            .env_remove("MANUS_API_TOKENS")
+            .arg("--config")
+            .arg(&path)
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let base = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(rest) = line.split("serving on ").nth(1) {
+                    return rest.split_whitespace().next().unwrap().to_string();
+                }
+            }
+            panic!("manus-rt serve exited before listening");
+        })
+        .await
+        .expect("manus-rt serve listened");
+        // Keep draining stderr so the service never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Service {
+            child,
+            base,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn submit(&self, task: &str) -> String {
+        let r = self
+            .http
+            .post(self.url("/v1/flows"))
+            .json(&json!({"task": task}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let location = r.headers()["location"].to_str().unwrap().to_string();
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(
+            location,
+            format!("/v1/flows/{}", body["id"].as_str().unwrap())
+        );
+        body["id"].as_str().unwrap().to_string()
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(self.url(path)).send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Read the SSE stream (after `last_id`, if given) until `until` returns true for an
+    /// event, or the stream ends; the (id, kind, data) triples read.
+    async fn events(
+        &self,
+        id: &str,
+        last_id: Option<u64>,
+        mut until: impl FnMut(&str, &Value) -> bool,
+    ) -> Vec<(u64, String, Value)> {
+        let mut req = self.http.get(self.url(&format!("/v1/flows/{id}/events")));
+        if let Some(n) = last_id {
+            req = req.header("Last-Event-ID", n.to_string());
+        }
+        let mut r = req.send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
+        let mut got = vec![];
+        let mut buf = String::new();
+        let (mut eid, mut kind, mut data) = (0u64, String::new(), String::new());
+        let read = async {
+            while let Some(chunk) = r.chunk().await.unwrap() {
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find('\n') {
+                    let line: String = buf.drain(..=end).collect();
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        if !data.is_empty() {
+                            let value: Value = serde_json::from_str(&data).unwrap();
+                            let stop = until(&kind, &value);
+                            got.push((eid, std::mem::take(&mut kind), value));
+                            data.clear();
+                            if stop {
+                                return;
+                            }
+                        }
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        eid = v.trim().parse().unwrap();
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        kind = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(120), read)
+            .await
+            .expect("the event stream ended or matched in time");
+        got
+    }
+}
+
+fn config(server: &ScriptedLlm, dir: &Scratch, extra: &[(&str, &str)]) -> String {
+    config_with(server, &dir.workspace(), extra)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_is_submitted_streamed_and_read_back() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let dir = Scratch::new("serve-basic");
+    let svc = Service::start(&dir, &config(&server, &dir, &[])).await;
+    let (status, health) = svc.get("/healthz").await;
+    assert_eq!((status, health), (200, json!({"status": "ok"})));
+
+    let id = svc.submit(support::scenario::EXAMPLE_TASK).await;
+    let events = svc.events(&id, None, |_, _| false).await;
+    let kinds: Vec<&str> = events.iter().map(|(_, k, _)| k.as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"flow_started"));
+    assert_eq!(kinds.last(), Some(&"flow_finished"), "{kinds:?}");
+    assert!(kinds.contains(&"plan_created") && kinds.contains(&"tool_finished"));
+    let ids: Vec<u64> = events.iter().map(|(n, _, _)| *n).collect();
+    assert_eq!(ids, (1..=events.len() as u64).collect::<Vec<_>>());
+    let outcome = &events.last().unwrap().2["outcome"];
+    assert_eq!(outcome["status"], "completed");
+
+    // Resuming after event 3 replays from 4 to the end.
+    let resumed = svc.events(&id, Some(3), |_, _| false).await;
+    assert_eq!(resumed.first().map(|e| e.0), Some(4));
+    assert_eq!(resumed.len(), events.len() - 3);
+
+    let (status, flow) = svc.get(&format!("/v1/flows/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(flow["status"], "completed");
+    assert_eq!(flow["task"], support::scenario::EXAMPLE_TASK);
+    assert_eq!(flow["plan"]["steps"].as_array().unwrap().len(), 2);
+    assert!(
+        flow["plan"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["status"] == "completed")
+    );
+    assert_eq!(flow["usage"], outcome["usage"]);
+    assert!(!flow["result"].as_str().unwrap().is_empty());
+
+    let (_, list) = svc.get("/v1/flows").await;
+    assert_eq!(list["flows"][0]["id"], id.as_str());
+    assert_eq!(list["flows"][0]["status"], "completed");
+
+    let metrics = svc
+        .http
+        .get(svc.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("manus_flows_submitted_total 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("manus_flows_finished_total{status=\"completed\"} 1"));
+    let calls = outcome["usage"]["calls"].as_u64().unwrap();
+    assert!(
+        metrics.contains(&format!("manus_llm_calls_total {calls}")),
+        "{metrics}"
+    );
+
+    let (status, doc) = svc.get("/openapi.json").await;
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    for path in [
+        "/v1/flows",
+        "/v1/flows/{id}",
+        "/v1/flows/{id}/events",
+        "/v1/flows/{id}/answers",
+        "/healthz",
+        "/metrics",
+    ] {
+        assert!(doc["paths"].get(path).is_some(), "{path} is not documented");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_over_http() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool("ask_human", json!({"inquire": "Which colour?"})),
+        done("noted the colour"),
+    ]);
+    let dir = Scratch::new("serve-answer");
+    let svc = Service::start(&dir, &config(&server, &dir, &[])).await;
+    let r = svc
+        .http
+        .post(svc.url("/v1/flows"))
+        .json(&json!({"task": "ask me a colour", "mode": "single"}))
+        .send()
+        .await
+        .unwrap();
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let asked = svc.events(&id, None, |kind, _| kind == "question").await;
+    let question = &asked.last().unwrap().2;
+    assert_eq!(question["inquire"], "Which colour?");
+    let qid = question["id"].as_u64().unwrap();
+    let (_, flow) = svc.get(&format!("/v1/flows/{id}")).await;
+    assert_eq!(flow["questions"][0]["id"], qid);
+
+    let wrong = svc
+        .http
+        .post(svc.url(&format!("/v1/flows/{id}/answers")))
+        .json(&json!({"question_id": qid + 100, "text": "red"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 404);
+    let answered = svc
+        .http
+        .post(svc.url(&format!("/v1/flows/{id}/answers")))
+        .json(&json!({"question_id": qid, "text": "teal"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 202);
+    let rest = svc
+        .events(&id, Some(asked.last().unwrap().0), |_, _| false)
+        .await;
+    assert_eq!(rest.last().unwrap().2["outcome"]["status"], "completed");
+    let requests = server.requests();
+    assert!(
+        support::scenario::last_tool_text(&requests[1]).contains("teal"),
+        "the model got the answer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_is_cancelled_with_delete() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] wait a long time", "[MANUS] never reached"]),
+        done("too late").delay(60_000),
+    ]);
+    let dir = Scratch::new("serve-cancel");
+    let svc = Service::start(&dir, &config(&server, &dir, &[])).await;
+    let id = svc.submit("take your time").await;
+    svc.events(&id, None, |kind, _| kind == "step_started")
+        .await;
+    let r = svc
+        .http
+        .delete(svc.url(&format!("/v1/flows/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let all = svc.events(&id, None, |_, _| false).await;
+    assert_eq!(all.last().unwrap().2["outcome"]["status"], "cancelled");
+    let again = svc
+        .http
+        .delete(svc.url(&format!("/v1/flows/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 409);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_guard_the_api() {
+    let server = ScriptedLlm::start().await;
+    server.push_all(example_script());
+    let dir = Scratch::new("serve-auth");
+    let svc = Service::start(
+        &dir,
+        &config(&server, &dir, &[("server.api_tokens", "[\"s3cret\"]")]),
+    )
+    .await;
+    let none = svc.http.get(svc.url("/v1/flows")).send().await.unwrap();
+    assert_eq!(none.status(), 401);
+    assert_eq!(none.headers()["www-authenticate"], "Bearer");
+    let body: Value = none.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Bearer")
+    );
+    let wrong = svc
+        .http
+        .post(svc.url("/v1/flows"))
+        .bearer_auth("guess")
+        .json(&json!({"task": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let metrics = svc.http.get(svc.url("/metrics")).send().await.unwrap();
+    assert_eq!(metrics.status(), 401);
+    assert_eq!(svc.get("/healthz").await.0, 200, "health needs no token");
+    let ok = svc
+        .http
+        .post(svc.url("/v1/flows"))
+        .bearer_auth("s3cret")
+        .json(&json!({"task": support::scenario::EXAMPLE_TASK}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 201);
+    let id = ok.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let flow = svc
+        .http
+        .get(svc.url(&format!("/v1/flows/{id}")))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(flow.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_errors() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("serve-bad");
+    let svc = Service::start(&dir, &config(&server, &dir, &[("server.max_body_kb", "1")])).await;
+    let post = |body: String, ctype: &'static str| {
+        svc.http
+            .post(svc.url("/v1/flows"))
+            .header("content-type", ctype)
+            .body(body)
+            .send()
+    };
+    let message = |v: Value| v["error"]["message"].as_str().unwrap_or("").to_string();
+
+    let r = post("{\"task\": ".into(), "application/json")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(!message(r.json().await.unwrap()).is_empty());
+    let r = post("{\"tsak\": \"x\"}".into(), "application/json")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    assert!(message(r.json().await.unwrap()).contains("tsak"));
+    let r = post("{\"task\": \"  \"}".into(), "application/json")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let r = post(
+        "{\"task\": \"x\", \"mode\": \"swarm\"}".into(),
+        "application/json",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 422);
+    assert!(message(r.json().await.unwrap()).contains("swarm"));
+    let r = post("task=x".into(), "text/plain").await.unwrap();
+    assert_eq!(r.status(), 415);
+    let big = json!({"task": "x".repeat(4096)}).to_string();
+    let r = post(big, "application/json").await.unwrap();
+    assert_eq!(r.status(), 413);
+
+    let (status, body) = svc.get("/v1/flows/nope").await;
+    assert_eq!(status, 404);
+    assert!(message(body).contains("nope"));
+    let (status, _) = svc.get("/v1/flows/nope/events").await;
+    assert_eq!(status, 404);
+    let (status, body) = svc.get("/v2/whatever").await;
+    assert_eq!(status, 404);
+    assert!(message(body).contains("openapi"));
+    assert_eq!(server.request_count(), 0, "no flow was started");
+}
