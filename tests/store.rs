@@ -471,3 +471,52 @@ async fn a_runtime_shut_down_mid_flow_leaves_a_run_the_next_one_resumes() {
     ));
     second.shutdown().await;
 }
+
+/// A run interrupted while the planner waited on the model is planned again on resume, and
+/// says so.
+#[tokio::test]
+async fn a_run_interrupted_while_planning_plans_again() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-planning");
+    let config = || {
+        Config::parse(
+            &config_with(&server, &dir.workspace(), &[]),
+            "test.toml",
+            None,
+        )
+        .unwrap()
+    };
+    server.push(plan_reply(&STEPS[..1]).delay(600_000));
+    let first = Runtime::builder().config(config()).start().await.unwrap();
+    let flow = first.submit(TASK, SubmitOptions::default()).await.unwrap();
+    while server.request_count() < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.shutdown().await;
+
+    server.push_all([
+        plan_reply(&STEPS[..1]),
+        done("note one written"),
+        Reply::text("One note."),
+    ]);
+    let second = Runtime::builder().config(config()).start().await.unwrap();
+    let mut resumed = second.resume(&flow.id).await.unwrap();
+    let mut saw = vec![];
+    while let Some(e) = tokio::time::timeout(GUARD, resumed.next_event())
+        .await
+        .unwrap()
+    {
+        match e {
+            FlowEvent::Resumed { plan: None, .. } => saw.push("resumed while planning"),
+            FlowEvent::PlanCreated { .. } => saw.push("planned"),
+            FlowEvent::FlowFinished { outcome } => {
+                assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(saw, ["resumed while planning", "planned"]);
+    assert_eq!(server.request_count(), 4, "the planning call is made again");
+    second.shutdown().await;
+}

@@ -226,26 +226,20 @@ impl Actor for Planner {
                     .flow_timeout
                     .saturating_sub(st.started.elapsed());
                 myself.send_after(left, || FlowMsg::FlowTimedOut);
-                if let Some(plan) = st.resume.take().and_then(|r| r.plan) {
-                    resume(&myself, st, plan).await;
-                    return Ok(());
-                }
-                match st.mode {
-                    FlowMode::Single => {
-                        let plan = Plan::new("run", "Single agent run", vec![st.task.clone()]);
-                        let _ = myself.send_message(FlowMsg::PlanMade {
-                            plan: Ok(plan),
-                            usage: Usage::default(),
+                match st.resume.take() {
+                    Some(Resume {
+                        plan: Some(plan), ..
+                    }) => resume(&myself, st, plan).await,
+                    Some(_) => {
+                        // Interrupted while planning: say so, and plan again.
+                        st.emit(FlowEvent::Resumed {
+                            plan: None,
+                            usage: st.usage,
+                            rerun: vec![],
                         });
+                        make_plan(&myself, st);
                     }
-                    FlowMode::Plan => {
-                        let job = PlanJob::new(st);
-                        let me = myself.clone();
-                        tokio::spawn(async move {
-                            let (plan, usage) = job.run().await;
-                            let _ = me.send_message(FlowMsg::PlanMade { plan, usage });
-                        });
-                    }
+                    None => make_plan(&myself, st),
                 }
             }
             FlowMsg::PlanMade { plan, usage } => {
@@ -358,6 +352,28 @@ impl Actor for Planner {
             tracing::warn!(flow = %st.id, agent = %cell.get_id(), "agent crashed: {err}");
         }
         Ok(())
+    }
+}
+
+/// Make the flow's plan off the mailbox (the task itself in `Single` mode); it comes back
+/// as `PlanMade`.
+fn make_plan(myself: &ActorRef<FlowMsg>, st: &PlannerState) {
+    match st.mode {
+        FlowMode::Single => {
+            let plan = Plan::new("run", "Single agent run", vec![st.task.clone()]);
+            let _ = myself.send_message(FlowMsg::PlanMade {
+                plan: Ok(plan),
+                usage: Usage::default(),
+            });
+        }
+        FlowMode::Plan => {
+            let job = PlanJob::new(st);
+            let me = myself.clone();
+            tokio::spawn(async move {
+                let (plan, usage) = job.run().await;
+                let _ = me.send_message(FlowMsg::PlanMade { plan, usage });
+            });
+        }
     }
 }
 
