@@ -17,6 +17,7 @@ use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, RuntimeError, SubmitOptio
 use serde_json::{Value, json};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, plan_reply};
+use tokio::io::AsyncReadExt;
 
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 
@@ -75,9 +76,11 @@ fn step_of(r: &Recorded) -> Option<usize> {
     text[at..].split(' ').next()?.parse().ok()
 }
 
-/// Poll the store until `ready` holds for the only run in it; the run.
+/// Poll the store until `ready` holds for the only run in it, while `child` (which writes
+/// it) runs; the run.
 async fn wait_for_run(
     store: &RunStore,
+    child: &mut tokio::process::Child,
     what: &str,
     ready: impl Fn(&StoredRun) -> bool,
 ) -> StoredRun {
@@ -86,6 +89,13 @@ async fn wait_for_run(
         let runs = store.list(10).await.unwrap();
         if let Some(run) = runs.first().filter(|r| ready(r)) {
             return run.clone();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = pipe.read_to_string(&mut stderr).await;
+            }
+            panic!("manus-rt ended ({status}) before the store showed {what}:\n{stderr}");
         }
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -131,7 +141,10 @@ async fn kill_and_resume(store_url: &str) {
     let store = RunStore::open(&StoreUrl::parse(store_url).unwrap())
         .await
         .unwrap();
-    let before = wait_for_run(&store, "step 2 completed", |r| step_completed(r, 1)).await;
+    let before = wait_for_run(&store, &mut child, "step 2 completed", |r| {
+        step_completed(r, 1)
+    })
+    .await;
     let deadline = tokio::time::Instant::now() + GUARD;
     while server.request_count() < 4 {
         assert!(
@@ -140,6 +153,14 @@ async fn kill_and_resume(store_url: &str) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // While its process lives, the run is not anyone else's to resume.
+    let busy = finish(manus(&dir, &config, &["resume", &before.id])).await;
+    assert_eq!(busy.status.code(), Some(2));
+    assert!(
+        text(&busy.stderr).contains("is running in another process"),
+        "{}",
+        text(&busy.stderr)
+    );
     kill_hard(&mut child).await;
     let pre_kill = server.requests();
     assert_eq!(step_of(&pre_kill[3]), Some(2));
@@ -380,7 +401,10 @@ async fn a_replayed_run_resumes_reproducibly_from_its_cassette() {
     let requests_before = server.request_count();
     let mut child = manus(&dir, &replay, &["run-flow", TASK]).spawn().unwrap();
     let store = RunStore::open(&StoreUrl::Sqlite(db.clone())).await.unwrap();
-    let run = wait_for_run(&store, "step 3 calling bash", |r| step_completed(r, 1)).await;
+    let run = wait_for_run(&store, &mut child, "step 2 completed", |r| {
+        step_completed(r, 1)
+    })
+    .await;
     let deadline = tokio::time::Instant::now() + GUARD;
     while !store
         .events(&run.id)

@@ -1,16 +1,20 @@
 //! The PostgreSQL backend (the synchronous `postgres` client, without TLS: for a server on
-//! this machine or a private network). A dropped connection is re-made on the next use.
+//! this machine or a private network). Statements are prepared once per connection; a
+//! dropped connection is re-made on the next use.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use postgres::types::{ToSql, Type};
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config, NoTls, Statement};
 
 use super::{Backend, Stmt, Val};
 
 pub struct Postgres {
     config: Config,
     client: Client,
+    /// The write statements, prepared on this connection.
+    prepared: HashMap<&'static str, Statement>,
 }
 
 impl Postgres {
@@ -21,8 +25,12 @@ impl Postgres {
         }
         let client = config
             .connect(NoTls)
-            .map_err(|e| format!("cannot connect: {e}"))?;
-        Ok(Postgres { config, client })
+            .map_err(|e| format!("cannot connect: {}", why(e)))?;
+        Ok(Postgres {
+            config,
+            client,
+            prepared: HashMap::new(),
+        })
     }
 
     /// The client, connected again if the server dropped the connection.
@@ -31,9 +39,18 @@ impl Postgres {
             self.client = self
                 .config
                 .connect(NoTls)
-                .map_err(|e| format!("cannot reconnect: {e}"))?;
+                .map_err(|e| format!("cannot reconnect: {}", why(e)))?;
+            self.prepared.clear();
         }
         Ok(&mut self.client)
+    }
+}
+
+/// The server's own words for a failure, where it gave some.
+fn why(e: postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
     }
 }
 
@@ -57,28 +74,32 @@ fn refs(boxed: &[Box<dyn ToSql + Sync>]) -> Vec<&(dyn ToSql + Sync)> {
 
 impl Backend for Postgres {
     fn transaction(&mut self, stmts: &[Stmt]) -> Result<(), String> {
-        let mut tx = self.client()?.transaction().map_err(|e| e.to_string())?;
+        self.client()?;
+        let mut tx = self.client.transaction().map_err(why)?;
         for s in stmts {
+            // Prepared in order: a statement may use a table the one before created.
+            let st = match self.prepared.get(s.sql) {
+                Some(st) => st.clone(),
+                None => {
+                    let st = tx.prepare(s.sql).map_err(why)?;
+                    self.prepared.insert(s.sql, st.clone());
+                    st
+                }
+            };
             let params = bind(&s.params);
-            tx.execute(s.sql, &refs(&params))
-                .map_err(|e| e.to_string())?;
+            tx.execute(&st, &refs(&params)).map_err(why)?;
         }
-        tx.commit().map_err(|e| e.to_string())
+        tx.commit().map_err(why)
     }
 
     fn execute(&mut self, sql: &str, params: &[Val]) -> Result<u64, String> {
         let params = bind(params);
-        self.client()?
-            .execute(sql, &refs(&params))
-            .map_err(|e| e.to_string())
+        self.client()?.execute(sql, &refs(&params)).map_err(why)
     }
 
     fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, String> {
         let params = bind(params);
-        let rows = self
-            .client()?
-            .query(sql, &refs(&params))
-            .map_err(|e| e.to_string())?;
+        let rows = self.client()?.query(sql, &refs(&params)).map_err(why)?;
         rows.iter()
             .map(|row| {
                 (0..row.len())

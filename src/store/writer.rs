@@ -72,7 +72,17 @@ impl RunStore {
                         })
                         .collect();
                     setup.push(sql::heartbeat(&owner_c, now_ms()));
-                    db.transaction(&setup)?;
+                    // Two processes creating the tables at once can collide on PostgreSQL
+                    // (IF NOT EXISTS is not atomic there): the loser tries again and finds
+                    // them made.
+                    let mut tries = 0;
+                    while let Err(e) = db.transaction(&setup) {
+                        tries += 1;
+                        if tries == 3 {
+                            return Err(e);
+                        }
+                        std::thread::sleep(Duration::from_millis(100 * tries));
+                    }
                     Ok(db)
                 });
                 match opened {
