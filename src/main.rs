@@ -397,6 +397,18 @@ fn describe(c: &Config) -> String {
         budget(c.flow.max_tokens.map(|v| v.to_string())),
         budget(c.flow.max_cost.map(|v| v.to_string()))
     ));
+    match &c.store {
+        Some(url) => s.push_str(&format!(
+            "Run store: {} (`manus-rt serve` resumes interrupted runs on start: {})\n",
+            url.describe(),
+            if c.server.resume_on_start {
+                "yes"
+            } else {
+                "no"
+            }
+        )),
+        None => s.push_str("Run store: off ([store] enabled = false): runs cannot be resumed\n"),
+    }
     s.push_str(&format!(
         "\nWorkspace: {}\nFlow: step timeout {}s, flow timeout {}s, {} retr(ies) per step, on failure: {:?}\n\n{CODE_ON_HOST}\n",
         c.workspace.display(),
