@@ -441,26 +441,25 @@ async fn a_replayed_run_resumes_reproducibly_from_its_cassette() {
     store.close().await;
 }
 
+/// A runtime on the scripted server, recording in the scratch directory's store.
+async fn runtime(server: &ScriptedLlm, dir: &Scratch) -> Runtime {
+    let text = config_with(server, &dir.workspace(), &[]);
+    let config = Config::parse(&text, "test.toml", None).unwrap();
+    Runtime::builder().config(config).start().await.unwrap()
+}
+
 /// What `manus-rt serve` does on start-up, through the library: a runtime shut down
 /// mid-flow leaves the run interrupted; the next runtime finds it and resumes it.
 #[tokio::test]
 async fn a_runtime_shut_down_mid_flow_leaves_a_run_the_next_one_resumes() {
     let server = ScriptedLlm::start().await;
     let dir = Scratch::new("store-restart");
-    let config = || {
-        Config::parse(
-            &config_with(&server, &dir.workspace(), &[]),
-            "test.toml",
-            None,
-        )
-        .unwrap()
-    };
     server.push_all([
         plan_reply(&STEPS[..2]),
         done("note one written"),
         done("cut short").delay(600_000),
     ]);
-    let first = Runtime::builder().config(config()).start().await.unwrap();
+    let first = runtime(&server, &dir).await;
     let mut flow = first.submit(TASK, SubmitOptions::default()).await.unwrap();
     let id = flow.id.clone();
     loop {
@@ -479,7 +478,7 @@ async fn a_runtime_shut_down_mid_flow_leaves_a_run_the_next_one_resumes() {
     first.shutdown().await;
 
     server.push_all([done("note two written"), Reply::text("Two notes.")]);
-    let second = Runtime::builder().config(config()).start().await.unwrap();
+    let second = runtime(&server, &dir).await;
     assert_eq!(second.interrupted_runs().await.unwrap(), vec![id.clone()]);
     let outcome = second.resume(&id).await.unwrap().outcome().await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
@@ -502,16 +501,8 @@ async fn a_runtime_shut_down_mid_flow_leaves_a_run_the_next_one_resumes() {
 async fn a_run_interrupted_while_planning_plans_again() {
     let server = ScriptedLlm::start().await;
     let dir = Scratch::new("store-planning");
-    let config = || {
-        Config::parse(
-            &config_with(&server, &dir.workspace(), &[]),
-            "test.toml",
-            None,
-        )
-        .unwrap()
-    };
     server.push(plan_reply(&STEPS[..1]).delay(600_000));
-    let first = Runtime::builder().config(config()).start().await.unwrap();
+    let first = runtime(&server, &dir).await;
     let flow = first.submit(TASK, SubmitOptions::default()).await.unwrap();
     while server.request_count() < 1 {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -523,7 +514,7 @@ async fn a_run_interrupted_while_planning_plans_again() {
         done("note one written"),
         Reply::text("One note."),
     ]);
-    let second = Runtime::builder().config(config()).start().await.unwrap();
+    let second = runtime(&server, &dir).await;
     let mut resumed = second.resume(&flow.id).await.unwrap();
     let mut saw = vec![];
     while let Some(e) = tokio::time::timeout(GUARD, resumed.next_event())
