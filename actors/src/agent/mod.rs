@@ -101,7 +101,7 @@ impl Actor for ExecutorAgent {
         _myself: ActorRef<AgentMsg>,
         args: AgentArgs,
     ) -> Result<AgentState, ActorProcessingErr> {
-        let label = if args.spec.replicas > 1 {
+        let label = if args.replica > 0 {
             format!("{}#{}", args.spec.name, args.replica + 1)
         } else {
             args.spec.name.clone()
