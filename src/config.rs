@@ -637,7 +637,7 @@ impl Config {
                 name: name.to_ascii_lowercase(),
                 description,
                 profile: prof,
-                replicas: a.replicas.unwrap_or(1).max(1),
+                replicas: a.replicas.unwrap_or(4).max(1),
                 mcp_servers: mcp_of_agent,
             };
             agents.push((template, llm_name));

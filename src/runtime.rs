@@ -1,18 +1,31 @@
 //! The embeddable `Runtime`: starts the actor tree, binds each flow to its own LLM clients
 //! and agent pool, and hands back a `FlowHandle` to follow, answer and cancel the flow.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use manus_rt::{Config, FlowEvent, Runtime, SubmitOptions};
-//! let runtime = Runtime::builder().config(Config::locate(None)?).start().await?;
-//! let mut flow = runtime.submit("Write hello.txt", SubmitOptions::default()).await?;
+//! ```
+//! # #[tokio::main(flavor = "multi_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, SubmitOptions};
+//!
+//! // The example config replays a recorded model for this task, so this runs offline.
+//! let mut config = Config::parse(manus_rt::config::EMBEDDED_EXAMPLE, "example", None)?;
+//! config.workspace = std::env::temp_dir().join(format!("manus-doc-{}", std::process::id()));
+//! let runtime = Runtime::builder().config(config.clone()).start().await?;
+//!
+//! let task = "Find the prime numbers below 100, save them to primes.txt, and report how many there are and their sum.";
+//! let mut flow = runtime.submit(task, SubmitOptions::default()).await?;
+//! let control = flow.control(); // answers and cancels, from any task
 //! while let Some(event) = flow.next_event().await {
-//!     if let FlowEvent::Question { id, .. } = event {
-//!         flow.answer(id, "yes");
+//!     match event {
+//!         FlowEvent::Question { id, .. } => control.answer(id, "yes"),
+//!         FlowEvent::StepFinished { step, status, .. } => println!("step {step}: {}", status.as_str()),
+//!         _ => {}
 //!     }
 //! }
-//! println!("{:?}", flow.outcome().await.status);
+//! let outcome = flow.outcome().await; // status, plan, summary, token usage
+//! assert_eq!(outcome.status, FlowStatus::Completed);
+//! assert!(config.workspace.join("primes.txt").exists());
 //! runtime.shutdown().await;
+//! # std::fs::remove_dir_all(&config.workspace)?;
 //! # Ok(()) }
 //! ```
 

@@ -742,3 +742,59 @@ mod web_tools {
         task.abort();
     }
 }
+
+/// Issue 6's browser spans: run the CLI with traces on; the browser's own span is a child of
+/// the tool call that asked for it, in the flow's one trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_action_is_a_span_under_its_tool_call() {
+    let driver = Chromedriver::start();
+    let site = TestSite::start().await;
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        browse(json!({"action": "go_to_url", "url": site.url("/form")})),
+        done("opened the form"),
+    ]);
+    let otlp = support::otlp::OtlpReceiver::start().await;
+    let dir = Scratch::new("browser-spans");
+    let mut overrides: Vec<(&str, String)> = browser_overrides(&driver);
+    overrides.push(("telemetry.otlp_endpoint", format!("{:?}", otlp.endpoint())));
+    let pairs: Vec<(&str, &str)> = overrides.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &pairs));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
+        .current_dir(dir.path())
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "open the form"])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = otlp.spans();
+    let named = |name: &str| {
+        spans.iter().find(|s| s.name == name).unwrap_or_else(|| {
+            panic!(
+                "no span `{name}` among {:?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        })
+    };
+    let browser = named("browser go_to_url");
+    let tool = named("execute_tool browser_use");
+    assert_eq!(
+        browser.parent_span_id, tool.span_id,
+        "the tool call is its parent"
+    );
+    assert_eq!(browser.trace_id, tool.trace_id);
+    assert_eq!(browser.attr("manus.browser.action"), Some("go_to_url"));
+    assert!(
+        spans.iter().all(|s| s.trace_id == tool.trace_id),
+        "one trace"
+    );
+}

@@ -186,7 +186,9 @@ fn python_peer() -> Value {
 async fn a_tool_list_change_announced_by_the_server_reaches_the_model() {
     let server = ScriptedLlm::start().await;
     server.push_all([
-        Reply::tool("mcp_peer_unlock", json!({})),
+        Reply::tool("mcp_peer_unlock_later", json!({})),
+        // Meanwhile the server adds the tool and says so, unasked.
+        Reply::tool("python_execute", json!({"code": "print('waiting')"})).delay(1500),
         Reply::tool("mcp_peer_secret", json!({})),
         done("found the secret"),
     ]);
@@ -194,19 +196,14 @@ async fn a_tool_list_change_announced_by_the_server_reaches_the_model() {
     let outcome = run_single(mcp_config(&server, &dir, python_peer()), "find the secret").await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     let requests = server.requests();
-    assert!(
-        !requests[0]
+    let has_secret = |n: usize| {
+        requests[n]
             .tool_names()
             .contains(&"mcp_peer_secret".to_string())
-    );
-    assert!(
-        requests[1]
-            .tool_names()
-            .contains(&"mcp_peer_secret".to_string()),
-        "{:?}",
-        requests[1].tool_names()
-    );
-    assert!(observation(&server, 1).contains("swordfish"));
+    };
+    assert!(!has_secret(0));
+    assert!(has_secret(2), "{:?}", requests[2].tool_names());
+    assert!(observation(&server, 2).contains("swordfish"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -472,4 +469,49 @@ async fn an_mcp_call_carries_the_trace_context_to_the_server() {
         .expect("the MCP call's tool span was exported");
     assert_eq!(parts[1], hex(&tool.trace_id), "the flow's trace");
     assert_eq!(parts[2], hex(&tool.span_id), "the tool call's span");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_from_a_tool_reaches_a_model_that_sees_images() {
+    let (everything, _) = peers();
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool("mcp_everything_get-tiny-image", json!({})),
+        done("saw the image"),
+    ]);
+    let dir = Scratch::new("mcp-image");
+    let file = dir.path().join("mcp.json");
+    let servers = json!({"everything": {"command": "node", "args": [everything, "stdio"]}});
+    std::fs::write(&file, json!({ "mcpServers": servers }).to_string()).unwrap();
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            (
+                "mcp.servers_file",
+                &format!("{:?}", file.display().to_string()),
+            ),
+            ("llm.vision", "true"),
+        ],
+    );
+    let config = Config::parse(&text, "mcp-image", None).unwrap();
+    let outcome = run_single(config, "look at the image").await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert!(observation(&server, 0).contains("[image image/png"));
+    let second = &server.requests()[1];
+    let parts: Vec<&Value> = second
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|p| p["type"] == "image_url")
+        .collect();
+    assert_eq!(parts.len(), 1, "{:?}", second.messages());
+    assert!(
+        parts[0]["image_url"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("data:image/png;base64,iVBOR")
+    );
 }

@@ -269,7 +269,7 @@ async fn sandboxes_beyond_max_sandboxes_are_refused_clearly() {
     // one meanwhile and is told why it gets none.
     server.push_all([
         python("print('a')"),
-        done("a done").delay(2500),
+        done("a done").delay(8000),
         python("print('b')"),
         done("b done"),
     ]);

@@ -161,6 +161,9 @@ pub struct ToolResult {
     pub output: String,
     pub terminate: Option<TerminateStatus>,
     pub elapsed: Duration,
+    /// Images the tool returned (MCP tools), shown to models that accept images.
+    #[serde(default)]
+    pub images: Vec<ImageData>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -424,7 +427,7 @@ pub struct McpOutput {
 }
 
 /// An image returned by a tool, base64-encoded as it came.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageData {
     pub mime_type: String,
     pub base64: String,

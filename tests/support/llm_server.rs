@@ -8,8 +8,9 @@
 //!   use [`ScriptedLlm::root_url`]).
 //!
 //! Every request is recorded (including ones answered with errors, and requests to unknown
-//! paths, which get a 404). Replies are served FIFO from a queue (or from a queue kept for
-//! requests whose first user message holds a key, see `push_for`); when the queue is empty the
+//! paths, which get a 404) unless recording is off. Replies are served FIFO from a queue (or
+//! from a queue kept for requests whose first user message holds a key, see `push_for`);
+//! when the queues are empty a responder (if set) computes one from the request, else the
 //! fallback reply is served, or, without one, HTTP 500 `script exhausted`.
 
 use std::collections::VecDeque;
@@ -27,6 +28,9 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+/// A reply computed from a request's JSON body.
+pub type Responder = Arc<dyn Fn(&Value) -> Option<Reply> + Send + Sync>;
+
 /// The running server. Stops (aborts its accept task) on drop.
 pub struct ScriptedLlm {
     addr: SocketAddr,
@@ -40,6 +44,10 @@ struct Shared {
     /// Queues served to requests whose first user message contains the key.
     keyed: Mutex<Vec<(String, VecDeque<Reply>)>>,
     fallback: Mutex<Option<Reply>>,
+    /// Computes a reply from the request when no queue has one (benchmarks).
+    responder: Mutex<Option<Responder>>,
+    /// Off: requests are not kept (benchmarks with many flows).
+    not_recording: std::sync::atomic::AtomicBool,
     requests: Mutex<Vec<Recorded>>,
     next_call_id: AtomicU64,
     next_completion_id: AtomicU64,
@@ -121,6 +129,16 @@ impl ScriptedLlm {
     /// with an OpenAI-style error body whose message is `script exhausted`.
     pub fn set_fallback(&self, reply: Option<Reply>) {
         *self.shared.fallback.lock().unwrap() = reply;
+    }
+
+    /// When no queue has a reply, ask `responder` (before the fallback).
+    pub fn set_responder(&self, responder: Option<Responder>) {
+        *self.shared.responder.lock().unwrap() = responder;
+    }
+
+    /// Whether requests are kept for `requests()` (on by default).
+    pub fn set_recording(&self, on: bool) {
+        self.shared.not_recording.store(!on, Ordering::Relaxed);
     }
 
     /// Replies still queued (the fallback is not counted).
@@ -329,6 +347,9 @@ impl Reply {
 }
 
 fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: Value) {
+    if shared.not_recording.load(Ordering::Relaxed) {
+        return;
+    }
     let headers = headers
         .iter()
         .map(|(k, v)| {
@@ -428,7 +449,14 @@ async fn chat_completions(
         .find(|(needle, _)| first_user.contains(needle.as_str()))
         .and_then(|(_, queue)| queue.pop_front());
     let reply = keyed.or_else(|| shared.queue.lock().unwrap().pop_front());
-    let reply = match reply.or_else(|| shared.fallback.lock().unwrap().clone()) {
+    let computed = || {
+        let responder = shared.responder.lock().unwrap().clone();
+        responder.and_then(|r| r(&body))
+    };
+    let reply = match reply
+        .or_else(computed)
+        .or_else(|| shared.fallback.lock().unwrap().clone())
+    {
         Some(reply) => reply,
         None => return error_response(500, "script exhausted", None),
     };

@@ -21,8 +21,8 @@ use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSpec
 use crate::mcp::{McpHandle, McpToolset};
 use crate::planner::plan::StepStatus;
 use crate::protocol::{
-    AgentMsg, FlowEvent, FlowMsg, StepOutcome, StepRequest, TerminateStatus, ToolInvocation,
-    ToolMsg, ToolResult,
+    AgentMsg, FlowEvent, FlowMsg, ImageData, StepOutcome, StepRequest, TerminateStatus,
+    ToolInvocation, ToolMsg, ToolResult,
 };
 use crate::tools::worker::{ToolWorker, WorkerArgs, specs_for};
 use crate::tools::{ToolCtx, ToolSettings, clip};
@@ -101,7 +101,7 @@ impl Actor for ExecutorAgent {
         _myself: ActorRef<AgentMsg>,
         args: AgentArgs,
     ) -> Result<AgentState, ActorProcessingErr> {
-        let label = if args.spec.replicas > 1 {
+        let label = if args.replica > 0 {
             format!("{}#{}", args.spec.name, args.replica + 1)
         } else {
             args.spec.name.clone()
@@ -341,8 +341,14 @@ impl<'a> StepRun<'a> {
             }
             self.text_only_replies = 0;
             self.browsed = calls.iter().any(|c| c.function.name == "browser_use");
+            // Images tools returned; they follow the tool messages, which must stay together.
+            let mut images: Vec<(String, ImageData)> = vec![];
             for call in &calls {
                 let result = self.call_tool(call).await;
+                if self.state.spec.llm.settings().vision {
+                    let tool = &call.function.name;
+                    images.extend(result.images.iter().map(|i| (tool.clone(), i.clone())));
+                }
                 let observation = if result.ok {
                     clip(&result.output, self.state.spec.profile.max_observe)
                 } else {
@@ -372,6 +378,16 @@ impl<'a> StepRun<'a> {
                     return self.outcome(status, summary, round);
                 }
             }
+            if !images.is_empty() {
+                let tools: Vec<&str> = images.iter().map(|(t, _)| t.as_str()).collect();
+                let urls = images
+                    .iter()
+                    .map(|(_, i)| format!("data:{};base64,{}", i.mime_type, i.base64));
+                self.memory.push(Message::user_with_images(
+                    format!("The image(s) returned by {}:", tools.join(", ")),
+                    urls,
+                ));
+            }
         }
         let last = self.last_words();
         self.outcome(
@@ -393,12 +409,12 @@ impl<'a> StepRun<'a> {
             Ok(state) => {
                 let text = format!("{}\n\n{prompt}", browser_state_text(&state));
                 match &state.screenshot {
-                    Some(png) => Message::user_with_image(
+                    Some(png) => Message::user_with_images(
                         text,
-                        format!(
+                        [format!(
                             "data:image/png;base64,{}",
                             base64::engine::general_purpose::STANDARD.encode(png)
-                        ),
+                        )],
                     ),
                     None => Message::user(text),
                 }
@@ -452,6 +468,7 @@ impl<'a> StepRun<'a> {
             output,
             terminate: None,
             elapsed: Duration::ZERO,
+            images: vec![],
         };
         let route = self.mcp.routes.get(name).cloned();
         if route.is_none() && !self.state.spec.profile.tools.iter().any(|t| t == name) {

@@ -125,7 +125,7 @@ mod tests {
             "data:image/png;base64,{}",
             base64::engine::general_purpose::STANDARD.encode(&head)
         );
-        let m = Message::user_with_image("look", url);
+        let m = Message::user_with_images("look", [url]);
         // 1280×800 → 1229×768 → 3×2 tiles.
         assert_eq!(m.images().map(image_tokens).sum::<usize>(), 6 * 170 + 85);
         let bpe = encoding_for("gpt-4o");

@@ -37,18 +37,18 @@ impl Message {
             name: None,
         }
     }
-    /// A user message of text followed by an image (a `data:` or `https:` URL), for models
+    /// A user message of text followed by images (`data:` or `https:` URLs), for models
     /// that accept images.
-    pub fn user_with_image(text: impl Into<String>, image_url: impl Into<String>) -> Self {
+    pub fn user_with_images(
+        text: impl Into<String>,
+        image_urls: impl IntoIterator<Item = String>,
+    ) -> Self {
+        let mut parts = vec![ContentPart::Text { text: text.into() }];
+        parts.extend(image_urls.into_iter().map(|url| ContentPart::ImageUrl {
+            image_url: ImageUrl { url },
+        }));
         Message {
-            content: Some(Content::Parts(vec![
-                ContentPart::Text { text: text.into() },
-                ContentPart::ImageUrl {
-                    image_url: ImageUrl {
-                        url: image_url.into(),
-                    },
-                },
-            ])),
+            content: Some(Content::Parts(parts)),
             ..Self::plain(Role::User, "")
         }
     }

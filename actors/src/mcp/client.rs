@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, RequestMetaObject,
+    SubscriptionFilterBuilder,
 };
 use rmcp::service::{NotificationContext, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -113,6 +114,9 @@ impl Actor for McpConnection {
                     meta.set_traceparent(tp);
                     params.meta = Some(meta);
                 }
+                // A call may change the server's tools, and its announcement may arrive after
+                // the result: list them again before the next round.
+                st.tools = None;
                 tokio::spawn(async move {
                     let result = match tokio::time::timeout(limit, peer.call_tool(params)).await {
                         Ok(Ok(result)) => Ok(output(&result)),
@@ -236,6 +240,7 @@ impl ConnState {
         match started {
             Ok(Ok(session)) => {
                 tracing::info!(server = %self.spec.id, via = %self.spec.transport.describe(), "MCP server connected");
+                self.follow_tool_changes(&session, myself).await;
                 self.session = Some(session);
                 self.tools = None;
                 self.failures = 0;
@@ -254,6 +259,30 @@ impl ConnState {
                 Err(self.unavailable())
             }
         }
+    }
+
+    /// On connections of the 2026 protocol, tool-list changes arrive on a subscription the
+    /// client opens (`subscriptions/listen`); older servers send them unasked, to the
+    /// `Listener`. A server that refuses the subscription is one of those.
+    async fn follow_tool_changes(
+        &self,
+        session: &RunningService<RoleClient, Listener>,
+        myself: &ActorRef<McpMsg>,
+    ) {
+        let filter = SubscriptionFilterBuilder::default()
+            .tools_list_changed()
+            .build();
+        let listened =
+            tokio::time::timeout(self.spec.connect_timeout, session.peer().listen(filter)).await;
+        let Ok(Ok(mut subscription)) = listened else {
+            return;
+        };
+        let (conn, generation) = (myself.clone(), self.generation);
+        tokio::spawn(async move {
+            while let Ok(Some(_)) = subscription.next().await {
+                let _ = conn.cast(McpMsg::ToolsChanged { generation });
+            }
+        });
     }
 
     /// Drop the session and set the time of the next attempt.
@@ -373,7 +402,7 @@ fn output(result: &rmcp::model::CallToolResult) -> McpOutput {
                     base64: field("data"),
                 };
                 parts.push(format!(
-                    "[image {}: {} bytes, attached]",
+                    "[image {}, {} bytes]",
                     image.mime_type,
                     image.base64.len() / 4 * 3
                 ));

@@ -229,6 +229,9 @@ impl ContainerState {
             }),
             cap_drop: Some(vec!["ALL".into()]),
             security_opt: Some(vec!["no-new-privileges".into()]),
+            // A reaping init as PID 1 (docker-init / catatonit), so killed processes do not
+            // linger as zombies that count against `pids_limit`.
+            init: Some(true),
             binds: s
                 .mount
                 .as_ref()
@@ -288,8 +291,26 @@ impl ContainerState {
     }
 
     /// Run a program under `timeout -s KILL`, so a runaway is killed inside the container
-    /// and the container stays usable; the output so far comes back either way.
+    /// and the container stays usable; the output so far comes back either way. When the
+    /// runtime could not even start the process (the process table still full after a fork
+    /// bomb, say), it is tried again a few times before that is reported.
     async fn exec(&self, cmd: Vec<String>, limit: Duration) -> Result<ExecOutput, String> {
+        let mut tries = 0;
+        loop {
+            let out = self.exec_once(cmd.clone(), limit).await?;
+            let unstarted = out.exit_code == Some(126)
+                && (out.stdout.contains("OCI runtime exec failed")
+                    || out.stderr.contains("OCI runtime exec failed"));
+            tries += 1;
+            if !unstarted || tries == 4 {
+                return Ok(out);
+            }
+            tracing::debug!(container = %self.id(), "the sandbox could not start a process; trying again");
+            tokio::time::sleep(Duration::from_millis(250 * tries)).await;
+        }
+    }
+
+    async fn exec_once(&self, cmd: Vec<String>, limit: Duration) -> Result<ExecOutput, String> {
         let started_at = Instant::now();
         let secs = limit.as_secs().max(1);
         let mut full = vec![

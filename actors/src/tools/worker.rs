@@ -89,9 +89,9 @@ impl Actor for ToolWorker {
                         .call(inv.args, traceparent(&span))
                         .instrument(span.clone())
                         .await;
-                    let (ok, output) = match called {
-                        Ok(out) => (!out.is_error, out.text),
-                        Err(e) => (false, e),
+                    let (ok, output, images) = match called {
+                        Ok(out) => (!out.is_error, out.text, out.images),
+                        Err(e) => (false, e, vec![]),
                     };
                     if !ok {
                         span.record("error.type", "tool_error");
@@ -105,6 +105,7 @@ impl Actor for ToolWorker {
                         output,
                         terminate: None,
                         elapsed: started.elapsed(),
+                        images,
                     });
                     return Ok(());
                 }
@@ -114,6 +115,7 @@ impl Actor for ToolWorker {
                         output: format!("no tool named `{name}` is available to this agent"),
                         terminate: None,
                         elapsed: started.elapsed(),
+                        images: vec![],
                     });
                     return Ok(());
                 };
@@ -123,6 +125,7 @@ impl Actor for ToolWorker {
                         output: out.text,
                         terminate: out.terminate,
                         elapsed: started.elapsed(),
+                        images: vec![],
                     },
                     Err(e) => {
                         span.record("error.type", "tool_error");
@@ -132,6 +135,7 @@ impl Actor for ToolWorker {
                             output: e.0,
                             terminate: None,
                             elapsed: started.elapsed(),
+                            images: vec![],
                         }
                     }
                 };
