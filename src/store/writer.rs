@@ -18,6 +18,8 @@ use manus_actors::protocol::FlowEvent;
 const HEARTBEAT: Duration = Duration::from_secs(10);
 /// At most this many writes go in one transaction.
 const BATCH: usize = 2_000;
+/// How long a batch waits for more writes: the most a write waits before its commit.
+const GATHER: Duration = Duration::from_millis(20);
 
 /// One thing to write.
 pub(crate) enum Write {
@@ -213,9 +215,12 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>) {
         };
         match job {
             Ok(Job::Write(first)) => {
+                // Gather what comes within GATHER: one commit for many writes, and a run's
+                // snapshots in that time collapse into its last.
+                let until = Instant::now() + GATHER;
                 let mut batch = vec![*first];
                 while batch.len() < BATCH {
-                    match jobs.try_recv() {
+                    match jobs.recv_timeout(until.saturating_duration_since(Instant::now())) {
                         Ok(Job::Write(w)) => batch.push(*w),
                         Ok(other) => {
                             next = Some(other);
