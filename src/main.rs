@@ -696,7 +696,23 @@ async fn serve(config: Config, bind: &str) -> ExitCode {
             "bearer tokens required"
         }
     );
+    // Runs a killed predecessor left mid-flow continue here, unless configured otherwise.
+    let mut resumed = vec![];
+    if settings.resume_on_start {
+        for id in runtime.interrupted_runs().await.unwrap_or_default() {
+            match runtime.resume(&id).await {
+                Ok(handle) => {
+                    eprintln!("manus-rt: resuming interrupted run {id}");
+                    resumed.push(handle);
+                }
+                Err(e) => eprintln!("manus-rt: run {id} cannot be resumed: {e}"),
+            }
+        }
+    }
     let app = manus_rt::serve::App::new(runtime, settings);
+    for handle in resumed {
+        app.track(handle);
+    }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         stop_signal().await;

@@ -422,3 +422,76 @@ async fn bad_requests_get_clear_errors() {
     assert!(message(body).contains("openapi"));
     assert_eq!(server.request_count(), 0, "no flow was started");
 }
+
+/// Issue 8: the service is killed with SIGKILL after step 2 of 4 and started again; it
+/// resumes the run on start (the same id) at step 3, and nothing before the kill is redone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_service_resumes_its_flow_on_restart() {
+    let server = ScriptedLlm::start().await;
+    let steps = [
+        "[MANUS] Write note one",
+        "[MANUS] Write note two",
+        "[MANUS] Write note three",
+        "[MANUS] Write note four",
+    ];
+    server.push_all([
+        plan_reply(&steps),
+        done("note one written"),
+        done("note two written"),
+        done("never heard").delay(600_000),
+    ]);
+    let dir = Scratch::new("serve-resume");
+    let text = config(&server, &dir, &[]);
+    let mut svc = Service::start(&dir, &text).await;
+    let id = svc.submit("Write four notes, one per step.").await;
+    // Step 3 has asked the model: steps 1 and 2 are done and recorded.
+    tokio::time::timeout(Duration::from_secs(90), async {
+        while server.request_count() < 4 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("step 3 asked the model");
+    let (_, flow) = svc.get(&format!("/v1/flows/{id}")).await;
+    assert_eq!(flow["plan"]["steps"][1]["status"], "completed", "{flow}");
+    if let Some(pid) = svc.child.id() {
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    let _ = svc.child.wait().await;
+    let before = server.request_count();
+
+    server.push_all([
+        done("note three written"),
+        done("note four written"),
+        Reply::text("Four notes written."),
+    ]);
+    let again = Service::start(&dir, &text).await;
+    let events = again.events(&id, None, |_, _| false).await;
+    let outcome = &events.last().unwrap().2["outcome"];
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    let statuses: Vec<&Value> = outcome["plan"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["status"])
+        .collect();
+    assert!(statuses.iter().all(|s| *s == "completed"), "{statuses:?}");
+    let after: Vec<String> = server.requests()[before..]
+        .iter()
+        .filter_map(|r| r.last_user_text())
+        .collect();
+    for done_step in ["step 0 only", "step 1 only"] {
+        assert!(
+            server.requests()[before..].iter().all(|r| !r
+                .messages()
+                .iter()
+                .any(|m| m.to_string().contains(done_step))),
+            "{done_step} was asked again: {after:?}"
+        );
+    }
+    assert_eq!(
+        server.request_count() - before,
+        3,
+        "steps 3 and 4 and the summary"
+    );
+}
