@@ -82,7 +82,13 @@ pub enum FlowMsg {
         usage: Usage,
     },
     /// An agent's model call spent these tokens; counted even if its step is later stopped.
-    Spent { agent: String, usage: Usage },
+    /// With `go_on`, the planner answers whether the flow's budget allows another call, so
+    /// nothing is asked of the model once the budget is spent.
+    Spent {
+        agent: String,
+        usage: Usage,
+        go_on: Option<RpcReplyPort<bool>>,
+    },
     /// An agent finished the step it was sent under dispatch number `dispatch`.
     StepDone { dispatch: u64, outcome: StepOutcome },
     /// The step sent under `dispatch` ran past `step_timeout_secs`.

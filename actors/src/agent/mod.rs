@@ -298,16 +298,35 @@ impl<'a> StepRun<'a> {
                 }
             };
             self.usage.add(resp.usage);
-            let _ = self.req.flow.send_message(FlowMsg::Spent {
-                agent: self.state.spec.name.clone(),
-                usage: resp.usage,
-            });
+            // The planner keeps the flow's budget: wait for its word before going on.
+            let agent = self.state.spec.name.clone();
+            let usage = resp.usage;
+            let go_on = self
+                .req
+                .flow
+                .call(
+                    |reply| FlowMsg::Spent {
+                        agent,
+                        usage,
+                        go_on: Some(reply),
+                    },
+                    Some(Duration::from_secs(30)),
+                )
+                .await;
+            let go_on = !matches!(go_on, Ok(ractor::rpc::CallResult::Success(false)));
             self.emit(FlowEvent::LlmCalled {
                 agent: self.state.label.clone(),
                 model: self.state.spec.llm.model().to_string(),
                 usage: resp.usage,
                 elapsed_ms: started.elapsed().as_millis() as u64,
             });
+            if !go_on {
+                return self.outcome(
+                    StepStatus::Failed,
+                    "stopped: the flow's token or cost budget is spent".into(),
+                    round,
+                );
+            }
             let msg = resp.message;
             if !msg.text().trim().is_empty() {
                 self.emit(FlowEvent::Thought {

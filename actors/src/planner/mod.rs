@@ -259,12 +259,20 @@ impl Actor for Planner {
                     Err(why) => finish(&myself, st, FlowStatus::Failed, why).await,
                 }
             }
-            FlowMsg::Spent { agent, usage } => {
+            FlowMsg::Spent {
+                agent,
+                usage,
+                go_on,
+            } => {
                 st.spend(&agent, usage);
                 if let Some(r) = &st.running {
                     st.plan.steps[r.step].usage.add(usage);
                 }
-                if let Some(why) = st.over_budget() {
+                let over = st.over_budget();
+                if let Some(reply) = go_on {
+                    let _ = reply.send(over.is_none());
+                }
+                if let Some(why) = over {
                     finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
                 }
             }

@@ -323,9 +323,11 @@ async fn extract(
         .await
         .map_err(|e| fail(format!("extract_content: the model call failed: {e}")))?;
     if let Some(flow) = &ctx.flow {
+        // The agent asks the planner about the budget before its next call.
         let _ = flow.send_message(FlowMsg::Spent {
             agent: ctx.agent.clone(),
             usage: resp.usage,
+            go_on: None,
         });
     }
     let answer: Value = resp
