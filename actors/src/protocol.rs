@@ -393,6 +393,25 @@ pub struct BrowserState {
     pub screenshot: Option<Vec<u8>>,
 }
 
+/// The answer to an RPC whose reply is itself `Result<T, String>`, with the ways the call
+/// can fail said in words that name `who` answers (the sandbox, the browser, …).
+pub fn answered<T, E>(
+    call: Result<ractor::rpc::CallResult<Result<T, String>>, E>,
+    who: &str,
+    wait: Duration,
+) -> Result<T, String> {
+    match call {
+        Ok(ractor::rpc::CallResult::Success(r)) => r,
+        Ok(ractor::rpc::CallResult::Timeout) => {
+            Err(format!("{who} did not answer within {}s", wait.as_secs()))
+        }
+        Ok(ractor::rpc::CallResult::SenderError) => {
+            Err(format!("{who} dropped the request; try again"))
+        }
+        Err(_) => Err(format!("{who} is not running")),
+    }
+}
+
 // ─── MCP connections ───────────────────────────────────────────────────────────────────
 
 /// Messages to the actor that owns one MCP server's session (`mcp/client.rs`).

@@ -86,7 +86,7 @@ impl BrowserHandle {
         // A session may need starting first; the owner bounds each request itself.
         let wait = self.settings.page_load_timeout * 2 + Duration::from_secs(90);
         let flow_id = flow_id.to_string();
-        match self
+        let call = self
             .supervisor
             .call(
                 |reply| BrowserMsg::Run {
@@ -97,18 +97,8 @@ impl BrowserHandle {
                 },
                 Some(wait),
             )
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(r)) => r,
-            Ok(ractor::rpc::CallResult::Timeout) => Err(format!(
-                "the browser did not answer within {}s",
-                wait.as_secs()
-            )),
-            Ok(ractor::rpc::CallResult::SenderError) => {
-                Err("the browser dropped the request; try again".into())
-            }
-            Err(_) => Err("the browser supervisor is not running".into()),
-        }
+            .await;
+        crate::protocol::answered(call, "the browser", wait)
     }
 
     /// Do one action in the flow's browser.

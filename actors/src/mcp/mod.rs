@@ -13,7 +13,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 
 use crate::llm::ToolSpec;
-use crate::protocol::{McpMsg, McpOutput, McpToolInfo};
+use crate::protocol::{McpMsg, McpOutput, McpToolInfo, answered};
 
 /// One MCP server from the servers file, as data.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,18 +89,8 @@ impl McpHandle {
     pub async fn tools(&self) -> Result<std::sync::Arc<Vec<McpToolInfo>>, String> {
         // Connecting may start a process and list tools; the actor bounds both.
         let wait = self.connect_timeout * 2 + Duration::from_secs(5);
-        match self.conn.call(McpMsg::Tools, Some(wait)).await {
-            Ok(ractor::rpc::CallResult::Success(r)) => r,
-            Ok(ractor::rpc::CallResult::Timeout) => Err(format!(
-                "the MCP server `{}` did not answer within {}s",
-                self.server,
-                wait.as_secs()
-            )),
-            _ => Err(format!(
-                "the connection to the MCP server `{}` is not running",
-                self.server
-            )),
-        }
+        let call = self.conn.call(McpMsg::Tools, Some(wait)).await;
+        answered(call, &format!("the MCP server `{}`", self.server), wait)
     }
 }
 
@@ -130,18 +120,11 @@ impl McpRoute {
                 Some(wait),
             )
             .await;
-        match answer {
-            Ok(ractor::rpc::CallResult::Success(r)) => r,
-            Ok(ractor::rpc::CallResult::Timeout) => Err(format!(
-                "the MCP server `{}` did not answer within {}s",
-                self.handle.server,
-                wait.as_secs()
-            )),
-            _ => Err(format!(
-                "the connection to the MCP server `{}` is not running",
-                self.handle.server
-            )),
-        }
+        answered(
+            answer,
+            &format!("the MCP server `{}`", self.handle.server),
+            wait,
+        )
     }
 }
 

@@ -82,7 +82,7 @@ impl SandboxHandle {
         let flow_id = flow_id.to_string();
         // Creating a container may take a while on a cold engine; the op has its own limit.
         let wait = limit + Duration::from_secs(120);
-        match self
+        let call = self
             .supervisor
             .call(
                 |reply| SandboxMsg::Run {
@@ -93,18 +93,8 @@ impl SandboxHandle {
                 },
                 Some(wait),
             )
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(r)) => r,
-            Ok(ractor::rpc::CallResult::Timeout) => Err(format!(
-                "the sandbox did not answer within {}s",
-                wait.as_secs()
-            )),
-            Ok(ractor::rpc::CallResult::SenderError) => {
-                Err("the sandbox dropped the request; try again".into())
-            }
-            Err(_) => Err("the sandbox supervisor is not running".into()),
-        }
+            .await;
+        crate::protocol::answered(call, "the sandbox", wait)
     }
 
     /// Run a program in the flow's container, cut at `timeout`.
