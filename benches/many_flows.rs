@@ -1,27 +1,46 @@
 //! Many flows at once on one runtime: FLOWS planned flows are submitted together, the
 //! scripted OpenAI-compatible server answering every model call after MODEL_MS over
 //! loopback HTTP. Each flow is a plan of two [MANUS] steps of two think/act rounds (a cheap
-//! in-process tool, then terminate) and a summary. Prints flows/s, agent steps/s, the
-//! runtime's own time per model call (a flow's wall time minus its model time, per call;
-//! p50 and p99 over flows) and the process's peak RSS.
+//! in-process tool, then terminate) and a summary.
 //!
-//! `cargo bench --bench many_flows` (FLOWS and MODEL_MS can be set in the environment);
-//! it asserts nothing but that every flow completed.
+//! The model server runs in a child process (this same binary, started with
+//! `MANY_FLOWS_MODEL_SERVER` set), so what is measured here is the runtime alone: its CPU,
+//! its memory, its time. The two processes still share the machine's cores.
+//!
+//! Prints flows/s, agent steps/s, the runtime's CPU time per agent step and per model call,
+//! the runtime's own time per model call (a flow's wall time minus the time the model held
+//! its calls, divided by its calls; p50 and p99 over flows) and the runtime's peak RSS.
+//!
+//! `cargo bench --bench many_flows`; FLOWS, MODEL_MS and JITTER_MS can be set in the
+//! environment. With JITTER_MS = J, flow i's model answers after MODEL_MS - J + (a fixed
+//! per-flow offset in 0..=2J), so flows drift apart as real ones do; with 0 (the default)
+//! every call of every flow takes exactly MODEL_MS and the flows move in lockstep, the worst
+//! case. RATE=R submits the flows at R per second instead of all at once (an open-loop
+//! load: what the runtime adds per call at a given throughput). STORE=off runs without the
+//! run store. It asserts nothing but that every flow completed.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
 use manus_rt::{Config, FlowMode, FlowStatus, Runtime, SubmitOptions};
 use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, plan_reply};
+use support::scenario::{Scratch, config_with_for, plan_reply};
+
+/// The allocator the `manus-rt` binary uses.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Think/act rounds per step, and steps per flow.
 const ROUNDS: u64 = 2;
 const STEPS: u64 = 2;
+/// Set in the child process that plays the model.
+const CHILD: &str = "MANY_FLOWS_MODEL_SERVER";
 
 fn env_or(key: &str, default: u64) -> u64 {
     std::env::var(key)
@@ -30,9 +49,28 @@ fn env_or(key: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// How long the model takes on flow `i`'s calls: MODEL_MS, moved by a fixed per-flow
+/// offset within ±jitter.
+fn model_ms_for(i: u64, model_ms: u64, jitter: u64) -> u64 {
+    if jitter == 0 {
+        return model_ms;
+    }
+    let offset = i.wrapping_mul(2_654_435_761) % (2 * jitter + 1);
+    model_ms.saturating_sub(jitter) + offset
+}
+
+/// The flow a request belongs to: every prompt carries the task, "Flow {i}: ...".
+fn flow_of(body: &Value) -> Option<u64> {
+    body["messages"].as_array()?.iter().find_map(|m| {
+        let text = m["content"].as_str()?;
+        let rest = &text[text.find("Flow ")? + 5..];
+        rest[..rest.find(':')?].parse().ok()
+    })
+}
+
 /// The model's answer, from the request alone: the planner gets a plan, an agent a tool
 /// call (planning, then terminate once it has seen a tool result), the summary a sentence.
-fn answer(body: &Value, delay: u64) -> Reply {
+fn answer(body: &Value, model_ms: u64, jitter: u64) -> Reply {
     let tools: Vec<&str> = body["tools"]
         .as_array()
         .map(|t| {
@@ -58,7 +96,78 @@ fn answer(body: &Value, delay: u64) -> Reply {
     } else {
         Reply::text("Both halves are done.")
     };
-    reply.delay(delay)
+    let ms = flow_of(body).map_or(model_ms, |i| model_ms_for(i, model_ms, jitter));
+    reply.delay(ms)
+}
+
+/// The child: serve the model on 127.0.0.1, print the base URL, stop when stdin closes.
+fn serve_model(model_ms: u64, jitter: u64) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let server = ScriptedLlm::start().await;
+        server.set_recording(false);
+        server.set_responder(Some(Arc::new(move |body: &Value| {
+            Some(answer(body, model_ms, jitter))
+        })));
+        println!("{}", server.base_url());
+        std::io::stdout().flush().unwrap();
+        tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut vec![]))
+            .await
+            .unwrap()
+            .unwrap();
+    });
+}
+
+/// The model server process; closing its stdin stops it, and it is waited for by PID.
+struct ModelServer {
+    child: Child,
+    base_url: String,
+}
+
+impl ModelServer {
+    fn start() -> ModelServer {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env(CHILD, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the model server process");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        ModelServer {
+            child,
+            base_url: line.trim().to_string(),
+        }
+    }
+
+    fn cpu_secs(&self) -> f64 {
+        cpu_secs(&format!("/proc/{}/stat", self.child.id()))
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// User plus system CPU seconds of the process whose `stat` file this is.
+fn cpu_secs(stat: &str) -> f64 {
+    let text = std::fs::read_to_string(stat).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let after = text.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields
+        .get(11..13)
+        .map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
+    ticks as f64 / 100.0
 }
 
 fn peak_rss_mb() -> f64 {
@@ -76,24 +185,58 @@ fn percentile(sorted: &[f64], p: usize) -> f64 {
     sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+fn main() {
     let flows = env_or("FLOWS", 1000);
     let model_ms = env_or("MODEL_MS", 50);
-    let server = ScriptedLlm::start().await;
-    server.set_recording(false);
-    server.set_responder(Some(Arc::new(move |body: &Value| {
-        Some(answer(body, model_ms))
-    })));
+    let jitter = env_or("JITTER_MS", 0).min(model_ms);
+    if std::env::var_os(CHILD).is_some() {
+        return serve_model(model_ms, jitter);
+    }
+    let store_on = std::env::var("STORE").map_or(true, |v| v != "off");
+    let load = Load {
+        flows,
+        model_ms,
+        jitter,
+        rate: env_or("RATE", 0),
+        store_on,
+    };
+    let model = ModelServer::start();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run(&model, load));
+}
+
+/// What the benchmark offers the runtime.
+struct Load {
+    flows: u64,
+    model_ms: u64,
+    jitter: u64,
+    /// Flows submitted per second; 0 submits them all at once.
+    rate: u64,
+    store_on: bool,
+}
+
+async fn run(model: &ModelServer, load: Load) {
+    let Load {
+        flows,
+        model_ms,
+        jitter,
+        rate,
+        store_on,
+    } = load;
     let dir = Scratch::new("bench-many");
     let replicas = flows.to_string();
-    let text = config_with(
-        &server,
+    let text = config_with_for(
+        &model.base_url,
         &dir.workspace(),
         &[
             ("agents.manus.replicas", &replicas),
             ("agents.manus.tools", "[\"planning\", \"terminate\"]"),
             ("flow.max_step_retries", "0"),
+            ("store.enabled", if store_on { "true" } else { "false" }),
         ],
     );
     let config = Config::parse(&text, "bench-many", None).unwrap();
@@ -106,9 +249,16 @@ async fn main() {
         .unwrap();
     assert_eq!(warm.outcome().await.status, FlowStatus::Completed);
 
+    let cpu_before = cpu_secs("/proc/self/stat");
+    let model_cpu_before = model.cpu_secs();
     let started = Instant::now();
     let mut handles = Vec::with_capacity(flows as usize);
+    let start_at = tokio::time::Instant::now();
     for i in 0..flows {
+        if rate > 0 {
+            let due = start_at + std::time::Duration::from_secs_f64(i as f64 / rate as f64);
+            tokio::time::sleep_until(due).await;
+        }
         let task = format!("Flow {i}: split the work in two halves.");
         let options = SubmitOptions {
             mode: FlowMode::Plan,
@@ -117,23 +267,47 @@ async fn main() {
     }
     let outcomes = futures_util::future::join_all(handles.into_iter().map(|h| h.outcome())).await;
     let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_secs("/proc/self/stat") - cpu_before;
+    let model_cpu = model.cpu_secs() - model_cpu_before;
 
     let mut overhead: Vec<f64> = vec![];
-    for o in &outcomes {
+    let mut calls = 0;
+    for (i, o) in outcomes.iter().enumerate() {
         assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
-        let calls = o.usage.calls.max(1);
-        let own = o.elapsed_ms as f64 - (calls * model_ms) as f64;
-        overhead.push(own.max(0.0) / calls as f64);
+        let n = o.usage.calls.max(1);
+        calls += n;
+        let held = n * model_ms_for(i as u64, model_ms, jitter);
+        let own = o.elapsed_ms as f64 - held as f64;
+        overhead.push(own.max(0.0) / n as f64);
     }
     overhead.sort_by(f64::total_cmp);
     let steps = flows * STEPS * ROUNDS;
-    let calls_per_flow = outcomes[0].usage.calls;
-    println!("many_flows: {flows} planned flows at once, model answers after {model_ms} ms");
     println!(
-        "  each flow: {STEPS} steps x {ROUNDS} rounds, {calls_per_flow} model calls; wall {wall:.2} s"
+        "many_flows: {flows} planned flows {}, model answers after {model_ms} ms{}, run store {}",
+        if rate > 0 {
+            format!("submitted at {rate}/s")
+        } else {
+            "at once".into()
+        },
+        if jitter > 0 {
+            format!(" ± {jitter} ms per flow")
+        } else {
+            " (lockstep)".into()
+        },
+        if store_on { "on" } else { "off" }
+    );
+    println!(
+        "  each flow: {STEPS} steps x {ROUNDS} rounds, {} model calls; wall {wall:.2} s",
+        calls / flows
     );
     println!("  flows/s            {:.0}", flows as f64 / wall);
     println!("  agent steps/s      {:.0}", steps as f64 / wall);
+    println!(
+        "  runtime CPU        {cpu:.2} s: {:.3} ms per agent step, {:.3} ms per model call \
+         (model server: {model_cpu:.2} s)",
+        cpu * 1000.0 / steps as f64,
+        cpu * 1000.0 / calls as f64
+    );
     println!(
         "  runtime time per model call, over flows: p50 {:.2} ms, p99 {:.2} ms",
         percentile(&overhead, 50),

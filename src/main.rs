@@ -17,6 +17,9 @@ use manus_rt::{
     telemetry,
 };
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CODE_ON_HOST: &str = "Where code runs: by default tools run on this machine (the host) with your \
 user's rights — python_execute and bash execute there, and file edits are confined to the workspace \
 directory. With [sandbox] use_sandbox = true, python_execute, bash, file edits and the data tools work \

@@ -3,7 +3,6 @@
 //! `ON CONFLICT`), and the mapping of rows onto the store's types.
 
 use manus_actors::llm::Message;
-use manus_actors::protocol::FlowEvent;
 use serde::Serialize;
 
 use super::{Backend, Stmt, StoredEvent, StoredMemory, StoredRun, Val};
@@ -86,9 +85,8 @@ impl StoredRun {
     }
 }
 
-pub fn insert_event(run_id: &str, seq: u64, at: i64, event: &FlowEvent) -> Stmt {
-    let value = serde_json::to_value(event).unwrap_or_default();
-    let kind = value["event"].as_str().unwrap_or("").to_string();
+/// Event `seq` of a run, given as the event's JSON.
+pub fn insert_event(run_id: &str, seq: u64, at: i64, json: &str) -> Stmt {
     Stmt {
         sql: "INSERT INTO manus_events (run_id, seq, at, kind, event) VALUES ($1, $2, $3, $4, $5)
               ON CONFLICT (run_id, seq) DO NOTHING",
@@ -96,10 +94,18 @@ pub fn insert_event(run_id: &str, seq: u64, at: i64, event: &FlowEvent) -> Stmt 
             text(run_id),
             Val::Int(seq as i64),
             Val::Int(at),
-            Val::Text(kind),
-            Val::Text(value.to_string()),
+            text(event_kind(json)),
+            text(json),
         ],
     }
+}
+
+/// An event's kind, read off its JSON without parsing it: serde writes an internally
+/// tagged enum's tag (`"event"`) first.
+fn event_kind(json: &str) -> &str {
+    json.strip_prefix(r#"{"event":""#)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or("")
 }
 
 pub fn upsert_memory(run_id: &str, m: &StoredMemory) -> Stmt {
@@ -338,6 +344,7 @@ pub fn interrupted(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use manus_actors::protocol::FlowEvent;
 
     #[test]
     fn liveness_uses_pid_on_this_host_and_heartbeats_elsewhere() {
@@ -356,5 +363,16 @@ mod tests {
         // Another host: alive while it beats.
         assert!(me.sees_alive("far", "elsewhere", 1, now - 1_000, now));
         assert!(!me.sees_alive("far", "elsewhere", 1, now - STALE_MS - 1, now));
+    }
+
+    #[test]
+    fn an_events_kind_is_read_off_its_json() {
+        let event = FlowEvent::FlowStarted {
+            flow_id: "r1".into(),
+            task: "t".into(),
+        };
+        let json = serde_json::to_string(&event).unwrap();
+        assert_eq!(event_kind(&json), "flow_started");
+        assert_eq!(event_kind("{}"), "");
     }
 }

@@ -53,12 +53,7 @@ pub(crate) fn spawn(
                     false
                 }
                 other => {
-                    store.write(Write::Event {
-                        run_id: row.id.clone(),
-                        seq,
-                        at: now_ms(),
-                        event: other.clone(),
-                    });
+                    store.write(Write::event(&row.id, seq, now_ms(), other));
                     seq += 1;
                     !matches!(
                         other,

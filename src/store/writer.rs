@@ -28,12 +28,25 @@ pub(crate) enum Write {
         run_id: String,
         seq: u64,
         at: i64,
-        event: FlowEvent,
+        /// The event as JSON, serialised by the sender (no copy of the event crosses over).
+        json: String,
     },
     Memory {
         run_id: String,
         memory: StoredMemory,
     },
+}
+
+impl Write {
+    /// Event `seq` of run `run_id`, which happened at `at` (ms since the epoch).
+    pub(crate) fn event(run_id: &str, seq: u64, at: i64, event: &FlowEvent) -> Write {
+        Write::Event {
+            run_id: run_id.to_string(),
+            seq,
+            at,
+            json: serde_json::to_string(event).unwrap_or_default(),
+        }
+    }
 }
 
 type ReadJob = Box<dyn FnOnce(&mut dyn Backend, &Owner) + Send>;
@@ -274,8 +287,8 @@ fn apply(db: &mut dyn Backend, batch: &[Write]) {
                 run_id,
                 seq,
                 at,
-                event,
-            } => Some(sql::insert_event(run_id, *seq, *at, event)),
+                json,
+            } => Some(sql::insert_event(run_id, *seq, *at, json)),
             Write::Memory { run_id, memory } => Some(sql::upsert_memory(run_id, memory)),
         })
         .collect();
@@ -325,15 +338,11 @@ mod tests {
         store.write(Write::Run(Box::new(row("r1", &me))));
         store.write(Write::Run(Box::new(row("r2", "gone:1:1"))));
         for seq in 0..3 {
-            store.write(Write::Event {
-                run_id: "r1".into(),
-                seq,
-                at: 5,
-                event: FlowEvent::FlowStarted {
-                    flow_id: "r1".into(),
-                    task: format!("t{seq}"),
-                },
-            });
+            let event = FlowEvent::FlowStarted {
+                flow_id: "r1".into(),
+                task: format!("t{seq}"),
+            };
+            store.write(Write::event("r1", seq, 5, &event));
         }
         let memory = StoredMemory {
             step: 1,

@@ -50,6 +50,11 @@ impl Drop for Scratch {
 /// A two-agent config against the scripted server, recording runs in `runs.db` beside the
 /// workspace; `extra` is appended verbatim.
 pub fn config_text(server: &ScriptedLlm, workspace: &Path, extra: &str) -> String {
+    config_text_for(&server.base_url(), workspace, extra)
+}
+
+/// `config_text` for a model server at `base_url` (one in another process, say).
+pub fn config_text_for(base_url: &str, workspace: &Path, extra: &str) -> String {
     format!(
         r#"[llm]
 api_type = "openai"
@@ -84,7 +89,7 @@ flow_timeout_secs = 120
 max_step_retries = 1
 {extra}
 "#,
-        server.base_url(),
+        base_url,
         workspace.display(),
         workspace.with_file_name("runs.db").display()
     )
@@ -137,7 +142,12 @@ pub fn example_script() -> Vec<Reply> {
 /// remove the key; `agents.manus.max_steps` reaches nested tables. Use it instead of `extra`
 /// to change a key `config_text` already sets (a repeated key is a TOML error).
 pub fn config_with(server: &ScriptedLlm, workspace: &Path, overrides: &[(&str, &str)]) -> String {
-    let mut doc: toml::Table = config_text(server, workspace, "")
+    config_with_for(&server.base_url(), workspace, overrides)
+}
+
+/// `config_with` for a model server at `base_url`.
+pub fn config_with_for(base_url: &str, workspace: &Path, overrides: &[(&str, &str)]) -> String {
+    let mut doc: toml::Table = config_text_for(base_url, workspace, "")
         .parse()
         .expect("config_text is valid TOML");
     for (path, value) in overrides {
