@@ -8,8 +8,9 @@
 //! its memory, its time. The two processes still share the machine's cores.
 //!
 //! Prints flows/s, agent steps/s, the runtime's CPU time per agent step and per model call,
-//! the runtime's own time per model call (a flow's wall time minus the time the model held
-//! its calls, divided by its calls; p50 and p99 over flows) and the runtime's peak RSS.
+//! the runtime's own time per model call (a flow's wall time minus the time the model server
+//! held its calls, as it measured them, divided by its calls; p50 and p99 over flows; the
+//! loopback HTTP exchange counts as the runtime's) and the runtime's peak RSS.
 //!
 //! `cargo bench --bench many_flows`; FLOWS, MODEL_MS and JITTER_MS can be set in the
 //! environment. With JITTER_MS = J, flow i's model answers after MODEL_MS - J + (a fixed
@@ -22,10 +23,11 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::Instant;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use manus_rt::{Config, FlowMode, FlowStatus, Runtime, SubmitOptions};
 use serde_json::{Value, json};
@@ -100,7 +102,9 @@ fn answer(body: &Value, model_ms: u64, jitter: u64) -> Reply {
     reply.delay(ms)
 }
 
-/// The child: serve the model on 127.0.0.1, print the base URL, stop when stdin closes.
+/// The child: serve the model on 127.0.0.1 and print the base URL; then, for each line
+/// `held` on stdin, print how long the model held each flow's calls in all (a JSON object
+/// of flow index to microseconds); stop when stdin closes.
 fn serve_model(model_ms: u64, jitter: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -113,18 +117,33 @@ fn serve_model(model_ms: u64, jitter: u64) {
         server.set_responder(Some(Arc::new(move |body: &Value| {
             Some(answer(body, model_ms, jitter))
         })));
+        let held: Arc<Mutex<HashMap<u64, u64>>> = Arc::default();
+        let tally = held.clone();
+        server.set_hold_observer(Some(Arc::new(move |body: &Value, d: Duration| {
+            if let Some(i) = flow_of(body) {
+                *tally.lock().unwrap().entry(i).or_default() += d.as_micros() as u64;
+            }
+        })));
         println!("{}", server.base_url());
         std::io::stdout().flush().unwrap();
-        tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut vec![]))
-            .await
-            .unwrap()
-            .unwrap();
+        tokio::task::spawn_blocking(move || {
+            for line in std::io::stdin().lock().lines() {
+                if line.unwrap_or_default().trim() == "held" {
+                    let map = held.lock().unwrap().clone();
+                    println!("{}", serde_json::to_string(&map).unwrap());
+                    std::io::stdout().flush().unwrap();
+                }
+            }
+        })
+        .await
+        .unwrap();
     });
 }
 
 /// The model server process; closing its stdin stops it, and it is waited for by PID.
 struct ModelServer {
     child: Child,
+    stdout: BufReader<ChildStdout>,
     base_url: String,
 }
 
@@ -136,18 +155,28 @@ impl ModelServer {
             .stdout(Stdio::piped())
             .spawn()
             .expect("start the model server process");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        stdout.read_line(&mut line).unwrap();
         ModelServer {
             child,
+            stdout,
             base_url: line.trim().to_string(),
         }
     }
 
     fn cpu_secs(&self) -> f64 {
         cpu_secs(&format!("/proc/{}/stat", self.child.id()))
+    }
+
+    /// How long the model held each flow's calls in all, in microseconds.
+    fn held_us(&mut self) -> HashMap<u64, u64> {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(b"held\n").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).expect("the model server's tally")
     }
 }
 
@@ -200,13 +229,13 @@ fn main() {
         rate: env_or("RATE", 0),
         store_on,
     };
-    let model = ModelServer::start();
+    let mut model = ModelServer::start();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap()
-        .block_on(run(&model, load));
+        .block_on(run(&mut model, load));
 }
 
 /// What the benchmark offers the runtime.
@@ -219,7 +248,7 @@ struct Load {
     store_on: bool,
 }
 
-async fn run(model: &ModelServer, load: Load) {
+async fn run(model: &mut ModelServer, load: Load) {
     let Load {
         flows,
         model_ms,
@@ -270,14 +299,15 @@ async fn run(model: &ModelServer, load: Load) {
     let cpu = cpu_secs("/proc/self/stat") - cpu_before;
     let model_cpu = model.cpu_secs() - model_cpu_before;
 
+    let held = model.held_us();
     let mut overhead: Vec<f64> = vec![];
     let mut calls = 0;
     for (i, o) in outcomes.iter().enumerate() {
         assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
         let n = o.usage.calls.max(1);
         calls += n;
-        let held = n * model_ms_for(i as u64, model_ms, jitter);
-        let own = o.elapsed_ms as f64 - held as f64;
+        let held_ms = held.get(&(i as u64)).copied().unwrap_or(0) as f64 / 1000.0;
+        let own = o.elapsed_ms as f64 - held_ms;
         overhead.push(own.max(0.0) / n as f64);
     }
     overhead.sort_by(f64::total_cmp);

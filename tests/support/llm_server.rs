@@ -31,6 +31,9 @@ use tokio::task::JoinHandle;
 /// A reply computed from a request's JSON body.
 pub type Responder = Arc<dyn Fn(&Value) -> Option<Reply> + Send + Sync>;
 
+/// Told, for each answered request, how long the server held it (its delay, as slept).
+pub type HoldObserver = Arc<dyn Fn(&Value, Duration) + Send + Sync>;
+
 /// The running server. Stops (aborts its accept task) on drop.
 pub struct ScriptedLlm {
     addr: SocketAddr,
@@ -46,6 +49,8 @@ struct Shared {
     fallback: Mutex<Option<Reply>>,
     /// Computes a reply from the request when no queue has one (benchmarks).
     responder: Mutex<Option<Responder>>,
+    /// Told how long each request was held (benchmarks).
+    observer: Mutex<Option<HoldObserver>>,
     /// Off: requests are not kept (benchmarks with many flows).
     not_recording: std::sync::atomic::AtomicBool,
     requests: Mutex<Vec<Recorded>>,
@@ -134,6 +139,12 @@ impl ScriptedLlm {
     /// When no queue has a reply, ask `responder` (before the fallback).
     pub fn set_responder(&self, responder: Option<Responder>) {
         *self.shared.responder.lock().unwrap() = responder;
+    }
+
+    /// Tell `observer` how long each answered request was held, from its arrival to its
+    /// answer (benchmarks subtract this "model time" from what they measure).
+    pub fn set_hold_observer(&self, observer: Option<HoldObserver>) {
+        *self.shared.observer.lock().unwrap() = observer;
     }
 
     /// Whether requests are kept for `requests()` (on by default).
@@ -417,6 +428,7 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let arrived = std::time::Instant::now();
     let parsed: Result<Value, _> = serde_json::from_slice(&body);
     let Ok(body) = parsed else {
         let raw = String::from_utf8_lossy(&body).into_owned();
@@ -462,6 +474,10 @@ async fn chat_completions(
     };
     if reply.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
+    }
+    let observer = shared.observer.lock().unwrap().clone();
+    if let Some(observe) = observer {
+        observe(&body, arrived.elapsed());
     }
 
     let (content, calls) = match reply.kind {
