@@ -229,20 +229,24 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>) {
         match job {
             Ok(Job::Write(first)) => {
                 // Gather what comes within GATHER: one commit for many writes, and a run's
-                // snapshots in that time collapse into its last.
-                let until = Instant::now() + GATHER;
+                // snapshots in that time collapse into its last. The thread sleeps through
+                // it rather than waiting on the channel, so senders never wake it.
+                std::thread::sleep(GATHER);
                 let mut batch = vec![*first];
-                while batch.len() < BATCH {
-                    match jobs.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                        Ok(Job::Write(w)) => batch.push(*w),
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
+                loop {
+                    while batch.len() < BATCH && next.is_none() {
+                        match jobs.try_recv() {
+                            Ok(Job::Write(w)) => batch.push(*w),
+                            Ok(other) => next = Some(other),
+                            Err(_) => break,
                         }
-                        Err(_) => break,
                     }
+                    apply(db.as_mut(), &batch);
+                    if batch.len() < BATCH || next.is_some() {
+                        break;
+                    }
+                    batch.clear();
                 }
-                apply(db.as_mut(), &batch);
             }
             Ok(Job::Read(f)) => f(db.as_mut(), owner),
             Ok(Job::Close(done)) => {

@@ -205,8 +205,11 @@ struct StepRun<'a> {
     req: &'a StepRequest,
     myself: &'a ActorRef<AgentMsg>,
     memory: Memory,
-    /// The built-in tools as the model sees them.
-    builtin: Vec<ToolSpec>,
+    /// The tools as the model sees them this round: the built-in ones, then the MCP
+    /// servers'. Lent to each request rather than copied into it.
+    tools: Vec<ToolSpec>,
+    /// How many of `tools` are built in.
+    builtin: usize,
     /// The MCP servers' tools this round, and where their names lead.
     mcp: McpToolset,
     usage: Usage,
@@ -231,13 +234,14 @@ impl<'a> StepRun<'a> {
             .replace("{agent}", &state.spec.name);
         memory.pin(Message::system(system));
         memory.pin(Message::user(step_prompt(req)));
-        let builtin = specs_for(&state.spec.profile.tools, &state.spec.tool_settings);
+        let tools = specs_for(&state.spec.profile.tools, &state.spec.tool_settings);
         StepRun {
             state,
             req,
             myself,
             memory,
-            builtin,
+            builtin: tools.len(),
+            tools,
             mcp: McpToolset::default(),
             usage: Usage::default(),
             nudge: None,
@@ -274,20 +278,19 @@ impl<'a> StepRun<'a> {
                 for why in &self.mcp.unavailable {
                     tracing::warn!(agent = %self.state.label, "{why}");
                 }
+                self.tools.truncate(self.builtin);
+                self.tools.extend(self.mcp.specs.iter().cloned());
             }
             let closing = self.closing_prompt(prompt).await;
             let request = ChatRequest {
                 messages: self.memory.request(Some(closing)),
-                tools: self
-                    .builtin
-                    .iter()
-                    .chain(&self.mcp.specs)
-                    .cloned()
-                    .collect(),
+                tools: std::mem::take(&mut self.tools),
                 tool_choice: ToolChoice::Auto,
             };
             let started = Instant::now();
-            let resp = match self.state.spec.llm.chat(&request).await {
+            let answer = self.state.spec.llm.chat(&request).await;
+            self.tools = request.tools;
+            let resp = match answer {
                 Ok(r) => r,
                 Err(e) => {
                     return self.outcome(
@@ -491,12 +494,7 @@ impl<'a> StepRun<'a> {
         };
         let route = self.mcp.routes.get(name).cloned();
         if route.is_none() && !self.state.spec.profile.tools.iter().any(|t| t == name) {
-            let known: Vec<&str> = self
-                .builtin
-                .iter()
-                .chain(&self.mcp.specs)
-                .map(|s| s.name.as_str())
-                .collect();
+            let known: Vec<&str> = self.tools.iter().map(|s| s.name.as_str()).collect();
             return failed(format!(
                 "there is no tool named `{name}`. The tools you can call are: {}",
                 known.join(", ")
