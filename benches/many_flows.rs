@@ -34,9 +34,8 @@ use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with_for, plan_reply};
 
-/// The allocator the `manus-rt` binary uses.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The allocator the `manus-rt` binary uses.
+manus_rt::use_mimalloc!();
 
 /// Think/act rounds per step, and steps per flow.
 const ROUNDS: u64 = 2;

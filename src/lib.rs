@@ -2,6 +2,7 @@
 //! the embeddable `Runtime`, and (in the binary) the CLI. The engine lives in
 //! `manus-actors`, re-exported here as `engine`.
 
+pub mod allocator;
 pub mod board;
 pub mod config;
 pub mod mcp_servers;

@@ -17,8 +17,7 @@ use manus_rt::{
     telemetry,
 };
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+manus_rt::use_mimalloc!();
 
 const CODE_ON_HOST: &str = "Where code runs: by default tools run on this machine (the host) with your \
 user's rights — python_execute and bash execute there, and file edits are confined to the workspace \

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,8 @@ enum Job {
 #[derive(Clone)]
 pub struct RunStore {
     jobs: Sender<Job>,
+    /// Cuts the store thread's gathering short: a read or close is waiting behind it.
+    hurry: Arc<Hurry>,
     owner: Arc<Owner>,
     url: Arc<String>,
 }
@@ -75,7 +78,12 @@ impl RunStore {
         let (jobs, rx) = mpsc::channel();
         let (ready_tx, ready) = oneshot::channel();
         let (url_c, owner_c) = (url.clone(), owner.clone());
-        std::thread::Builder::new()
+        let hurry = Arc::new(Hurry {
+            flag: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+        });
+        let hurry_c = hurry.clone();
+        let thread = std::thread::Builder::new()
             .name("run-store".into())
             .spawn(move || {
                 let opened = super::connect(&url_c).and_then(|mut db| {
@@ -103,7 +111,7 @@ impl RunStore {
                 match opened {
                     Ok(db) => {
                         let _ = ready_tx.send(Ok(()));
-                        serve(db, &owner_c, &rx);
+                        serve(db, &owner_c, &rx, &hurry_c);
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -114,10 +122,12 @@ impl RunStore {
                 url: described.clone(),
                 message: format!("cannot start its thread: {e}"),
             })?;
+        let _ = hurry.thread.set(thread.thread().clone());
         let message = match ready.await {
             Ok(Ok(())) => {
                 return Ok(RunStore {
                     jobs,
+                    hurry,
                     owner: Arc::new(owner),
                     url: Arc::new(described),
                 });
@@ -162,6 +172,7 @@ impl RunStore {
         self.jobs
             .send(Job::Read(job))
             .map_err(|_| fail("the store is closed".into()))?;
+        self.hurry.wake();
         rx.await
             .map_err(|_| fail("the store's thread stopped".into()))?
             .map_err(fail)
@@ -212,13 +223,42 @@ impl RunStore {
     pub async fn close(&self) {
         let (tx, rx) = oneshot::channel();
         if self.jobs.send(Job::Close(tx)).is_ok() {
+            self.hurry.wake();
             let _ = rx.await;
         }
     }
 }
 
+/// Writes do not wake the store thread while it gathers a batch (that would cost a wake-up
+/// per event); a read or a close does, through this.
+struct Hurry {
+    flag: AtomicBool,
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+impl Hurry {
+    fn wake(&self) {
+        self.flag.store(true, Ordering::Release);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Wait out `gather`, unless someone hurries us.
+    fn gather(&self, gather: Duration) {
+        let until = Instant::now() + gather;
+        while !self.flag.swap(false, Ordering::AcqRel) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::park_timeout(left);
+        }
+    }
+}
+
 /// The store thread's loop: until closed, or until every handle is gone.
-fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>) {
+fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &Hurry) {
     let mut beat = Instant::now();
     let mut next = None;
     loop {
@@ -229,9 +269,9 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>) {
         match job {
             Ok(Job::Write(first)) => {
                 // Gather what comes within GATHER: one commit for many writes, and a run's
-                // snapshots in that time collapse into its last. The thread sleeps through
-                // it rather than waiting on the channel, so senders never wake it.
-                std::thread::sleep(GATHER);
+                // snapshots in that time collapse into its last. The thread parks through
+                // it rather than waiting on the channel, so writers never wake it.
+                hurry.gather(GATHER);
                 let mut batch = vec![*first];
                 loop {
                     while batch.len() < BATCH && next.is_none() {
