@@ -48,7 +48,7 @@ pub struct BrowserUse {
 impl BrowserUse {
     pub fn new(settings: &ToolSettings) -> Self {
         BrowserUse {
-            http: reqwest::Client::new(),
+            http: super::shared_http(),
             search: settings.search.clone(),
         }
     }

@@ -22,7 +22,7 @@ pub struct Crawl {
 impl Default for Crawl {
     fn default() -> Self {
         Crawl {
-            http: reqwest::Client::new(),
+            http: super::shared_http(),
         }
     }
 }

@@ -22,7 +22,7 @@ pub struct WebSearch {
 impl WebSearch {
     pub fn new(settings: &ToolSettings) -> Self {
         WebSearch {
-            http: reqwest::Client::new(),
+            http: super::shared_http(),
             settings: settings.search.clone(),
         }
     }
