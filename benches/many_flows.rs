@@ -10,13 +10,17 @@
 //! Prints flows/s, agent steps/s, the runtime's CPU time per agent step and per model call,
 //! the runtime's own time per model call (a flow's wall time minus the time the model server
 //! held its calls, as it measured them, divided by its calls; p50 and p99 over flows; the
-//! loopback HTTP exchange counts as the runtime's) and the runtime's peak RSS.
+//! loopback HTTP exchange counts as the runtime's), the runtime's time between two rounds of
+//! a step (from the model's answer to the next request, on the model server's clock: the
+//! think/act turnaround, without time spent queueing for a replica) and the runtime's peak
+//! RSS.
 //!
 //! `cargo bench --bench many_flows`; FLOWS, MODEL_MS and JITTER_MS can be set in the
 //! environment. With JITTER_MS = J, flow i's model answers after MODEL_MS - J + (a fixed
 //! per-flow offset in 0..=2J), so flows drift apart as real ones do; with 0 (the default)
 //! every call of every flow takes exactly MODEL_MS and the flows move in lockstep, the worst
-//! case. RATE=R submits the flows at R per second instead of all at once (an open-loop
+//! case. REPLICAS bounds how many steps run at once (all of them by default).
+//! RATE=R submits the flows at R per second instead of all at once (an open-loop
 //! load: what the runtime adds per call at a given throughput). STORE=off runs without the
 //! run store. It asserts nothing but that every flow completed.
 
@@ -69,6 +73,45 @@ fn flow_of(body: &Value) -> Option<u64> {
     })
 }
 
+/// Which step of its flow an agent's request is for: agents are told "Your job now is step
+/// N only".
+fn step_of(body: &Value) -> Option<u64> {
+    const CUE: &str = "Your job now is step ";
+    body["messages"].as_array()?.iter().find_map(|m| {
+        let text = m["content"].as_str()?;
+        let rest = &text[text.find(CUE)? + CUE.len()..];
+        rest[..rest.find(' ')?].parse().ok()
+    })
+}
+
+/// What the model server saw: how long it held each flow's calls in all, and, between two
+/// rounds of one step, how long the runtime took from the model's answer to its next request.
+#[derive(Default)]
+struct Tally {
+    held_us: HashMap<u64, u64>,
+    answered: HashMap<(u64, u64), Instant>,
+    gaps_us: Vec<u64>,
+}
+
+impl Tally {
+    fn observe(&mut self, body: &Value, held: Duration) {
+        let Some(flow) = flow_of(body) else { return };
+        *self.held_us.entry(flow).or_default() += held.as_micros() as u64;
+        if let Some(step) = step_of(body) {
+            let now = Instant::now();
+            let arrived = now - held;
+            if let Some(prev) = self.answered.insert((flow, step), now) {
+                self.gaps_us
+                    .push(arrived.saturating_duration_since(prev).as_micros() as u64);
+            }
+        }
+    }
+
+    fn report(&self) -> Value {
+        json!({"held": self.held_us, "gaps": self.gaps_us})
+    }
+}
+
 /// The model's answer, from the request alone: the planner gets a plan, an agent a tool
 /// call (planning, then terminate once it has seen a tool result), the summary a sentence.
 fn answer(body: &Value, model_ms: u64, jitter: u64) -> Reply {
@@ -102,8 +145,7 @@ fn answer(body: &Value, model_ms: u64, jitter: u64) -> Reply {
 }
 
 /// The child: serve the model on 127.0.0.1 and print the base URL; then, for each line
-/// `held` on stdin, print how long the model held each flow's calls in all (a JSON object
-/// of flow index to microseconds); stop when stdin closes.
+/// `held` on stdin, print its tally as JSON; stop when stdin closes.
 fn serve_model(model_ms: u64, jitter: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -116,20 +158,17 @@ fn serve_model(model_ms: u64, jitter: u64) {
         server.set_responder(Some(Arc::new(move |body: &Value| {
             Some(answer(body, model_ms, jitter))
         })));
-        let held: Arc<Mutex<HashMap<u64, u64>>> = Arc::default();
-        let tally = held.clone();
+        let tally: Arc<Mutex<Tally>> = Arc::default();
+        let observed = tally.clone();
         server.set_hold_observer(Some(Arc::new(move |body: &Value, d: Duration| {
-            if let Some(i) = flow_of(body) {
-                *tally.lock().unwrap().entry(i).or_default() += d.as_micros() as u64;
-            }
+            observed.lock().unwrap().observe(body, d);
         })));
         println!("{}", server.base_url());
         std::io::stdout().flush().unwrap();
         tokio::task::spawn_blocking(move || {
             for line in std::io::stdin().lock().lines() {
                 if line.unwrap_or_default().trim() == "held" {
-                    let map = held.lock().unwrap().clone();
-                    println!("{}", serde_json::to_string(&map).unwrap());
+                    println!("{}", tally.lock().unwrap().report());
                     std::io::stdout().flush().unwrap();
                 }
             }
@@ -168,8 +207,8 @@ impl ModelServer {
         cpu_secs(&format!("/proc/{}/stat", self.child.id()))
     }
 
-    /// How long the model held each flow's calls in all, in microseconds.
-    fn held_us(&mut self) -> HashMap<u64, u64> {
+    /// The model server's tally (see `Tally::report`).
+    fn tally(&mut self) -> Value {
         let stdin = self.child.stdin.as_mut().unwrap();
         stdin.write_all(b"held\n").unwrap();
         stdin.flush().unwrap();
@@ -226,6 +265,7 @@ fn main() {
         model_ms,
         jitter,
         rate: env_or("RATE", 0),
+        replicas: env_or("REPLICAS", flows),
         store_on,
     };
     let mut model = ModelServer::start();
@@ -244,6 +284,8 @@ struct Load {
     jitter: u64,
     /// Flows submitted per second; 0 submits them all at once.
     rate: u64,
+    /// `[agents.manus] replicas`: how many steps run at once; the rest queue.
+    replicas: u64,
     store_on: bool,
 }
 
@@ -253,10 +295,11 @@ async fn run(model: &mut ModelServer, load: Load) {
         model_ms,
         jitter,
         rate,
+        replicas,
         store_on,
     } = load;
     let dir = Scratch::new("bench-many");
-    let replicas = flows.to_string();
+    let replicas = replicas.to_string();
     let text = config_with_for(
         &model.base_url,
         &dir.workspace(),
@@ -298,21 +341,31 @@ async fn run(model: &mut ModelServer, load: Load) {
     let cpu = cpu_secs("/proc/self/stat") - cpu_before;
     let model_cpu = model.cpu_secs() - model_cpu_before;
 
-    let held = model.held_us();
+    let tally = model.tally();
     let mut overhead: Vec<f64> = vec![];
     let mut calls = 0;
     for (i, o) in outcomes.iter().enumerate() {
         assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
         let n = o.usage.calls.max(1);
         calls += n;
-        let held_ms = held.get(&(i as u64)).copied().unwrap_or(0) as f64 / 1000.0;
+        let held_ms = tally["held"][i.to_string()].as_u64().unwrap_or(0) as f64 / 1000.0;
         let own = o.elapsed_ms as f64 - held_ms;
         overhead.push(own.max(0.0) / n as f64);
     }
     overhead.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = tally["gaps"]
+        .as_array()
+        .map(|g| {
+            g.iter()
+                .filter_map(Value::as_f64)
+                .map(|us| us / 1000.0)
+                .collect()
+        })
+        .unwrap_or_default();
+    gaps.sort_by(f64::total_cmp);
     let steps = flows * STEPS * ROUNDS;
     println!(
-        "many_flows: {flows} planned flows {}, model answers after {model_ms} ms{}, run store {}",
+        "many_flows: {flows} planned flows {}, {replicas} replicas, model answers after {model_ms} ms{}, run store {}",
         if rate > 0 {
             format!("submitted at {rate}/s")
         } else {
@@ -341,6 +394,13 @@ async fn run(model: &mut ModelServer, load: Load) {
         "  runtime time per model call, over flows: p50 {:.2} ms, p99 {:.2} ms",
         percentile(&overhead, 50),
         percentile(&overhead, 99)
+    );
+    println!(
+        "  runtime time between a step's rounds (model answer to next request), over {} \
+         rounds: p50 {:.2} ms, p99 {:.2} ms",
+        gaps.len(),
+        percentile(&gaps, 50),
+        percentile(&gaps, 99)
     );
     println!("  peak RSS           {:.1} MB", peak_rss_mb());
     rt.shutdown().await;
