@@ -8,6 +8,8 @@ mod support;
 use std::process::Stdio;
 use std::time::Duration;
 
+use manus_rt::engine::planner::plan::StepStatus;
+use manus_rt::store::{RunStore, StoreUrl};
 use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, example_script, plan_reply};
@@ -454,6 +456,27 @@ async fn a_killed_service_resumes_its_flow_on_restart() {
     .expect("step 3 asked the model");
     let (_, flow) = svc.get(&format!("/v1/flows/{id}")).await;
     assert_eq!(flow["plan"]["steps"][1]["status"], "completed", "{flow}");
+    // The store commits in batches gathered for up to 20 ms: kill only once it holds both
+    // steps as done, as the promise is about what was recorded.
+    let db = dir.workspace().with_file_name("runs.db");
+    let store = RunStore::open(&StoreUrl::Sqlite(db)).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let run = store.get(&id).await.unwrap();
+            let done = |step: usize| {
+                run.as_ref()
+                    .and_then(|r| r.plan.as_ref())
+                    .is_some_and(|p| p.steps[step].status == StepStatus::Completed)
+            };
+            if done(0) && done(1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the store records steps 1 and 2 as completed");
+    store.close().await;
     if let Some(pid) = svc.child.id() {
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
