@@ -64,24 +64,24 @@ fn model_ms_for(i: u64, model_ms: u64, jitter: u64) -> u64 {
     model_ms.saturating_sub(jitter) + offset
 }
 
-/// The flow a request belongs to: every prompt carries the task, "Flow {i}: ...".
-fn flow_of(body: &Value) -> Option<u64> {
+/// The number that follows `cue` in a message of the request, up to `end`.
+fn number_after(body: &Value, cue: &str, end: char) -> Option<u64> {
     body["messages"].as_array()?.iter().find_map(|m| {
         let text = m["content"].as_str()?;
-        let rest = &text[text.find("Flow ")? + 5..];
-        rest[..rest.find(':')?].parse().ok()
+        let rest = &text[text.find(cue)? + cue.len()..];
+        rest[..rest.find(end)?].parse().ok()
     })
+}
+
+/// The flow a request belongs to: every prompt carries the task, "Flow {i}: ...".
+fn flow_of(body: &Value) -> Option<u64> {
+    number_after(body, "Flow ", ':')
 }
 
 /// Which step of its flow an agent's request is for: agents are told "Your job now is step
 /// N only".
 fn step_of(body: &Value) -> Option<u64> {
-    const CUE: &str = "Your job now is step ";
-    body["messages"].as_array()?.iter().find_map(|m| {
-        let text = m["content"].as_str()?;
-        let rest = &text[text.find(CUE)? + CUE.len()..];
-        rest[..rest.find(' ')?].parse().ok()
-    })
+    number_after(body, "Your job now is step ", ' ')
 }
 
 /// What the model server saw: how long it held each flow's calls in all, and, between two
@@ -145,7 +145,7 @@ fn answer(body: &Value, model_ms: u64, jitter: u64) -> Reply {
 }
 
 /// The child: serve the model on 127.0.0.1 and print the base URL; then, for each line
-/// `held` on stdin, print its tally as JSON; stop when stdin closes.
+/// `tally` on stdin, print its tally as JSON; stop when stdin closes.
 fn serve_model(model_ms: u64, jitter: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -167,7 +167,7 @@ fn serve_model(model_ms: u64, jitter: u64) {
         std::io::stdout().flush().unwrap();
         tokio::task::spawn_blocking(move || {
             for line in std::io::stdin().lock().lines() {
-                if line.unwrap_or_default().trim() == "held" {
+                if line.unwrap_or_default().trim() == "tally" {
                     println!("{}", tally.lock().unwrap().report());
                     std::io::stdout().flush().unwrap();
                 }
@@ -210,7 +210,7 @@ impl ModelServer {
     /// The model server's tally (see `Tally::report`).
     fn tally(&mut self) -> Value {
         let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(b"held\n").unwrap();
+        stdin.write_all(b"tally\n").unwrap();
         stdin.flush().unwrap();
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
