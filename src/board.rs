@@ -116,6 +116,7 @@ impl<W: Write> Board<W> {
                 step,
                 agent,
                 attempt,
+                ..
             } => {
                 if let Some(s) = self.step_started.get_mut(*step) {
                     *s = Some(Instant::now());
@@ -168,10 +169,6 @@ impl<W: Write> Board<W> {
                 summary,
                 ..
             } => {
-                let started = self.step_started.get(*step).copied().flatten();
-                if let (Some(p), Some(t)) = (self.view.step_mut(*step), started) {
-                    p.elapsed_ms = t.elapsed().as_millis() as u64;
-                }
                 self.activity.clear();
                 Some(format!(
                     "[step {step}] {agent} {}: {}",

@@ -326,6 +326,7 @@ struct FlowToml {
     planner_llm: Option<Spanned<String>>,
     step_timeout_secs: Option<u64>,
     flow_timeout_secs: Option<u64>,
+    planner_replicas: Option<Spanned<u32>>,
     max_step_retries: Option<u32>,
     on_step_failure: Option<OnStepFailure>,
     max_tokens: Option<u64>,
@@ -670,8 +671,20 @@ impl Config {
             None => agents[0].0.name.clone(),
         };
         let planner_llm = profile_ref(&f.planner_llm, "[flow] planner_llm")?;
+        let planner_replicas = match &f.planner_replicas {
+            Some(n) if *n.get_ref() == 0 => {
+                return Err(err(
+                    at(n.span()),
+                    "[flow] planner_replicas must be at least 1".into(),
+                ));
+            }
+            Some(n) => *n.get_ref(),
+            // As many planner calls at once as agent steps can run.
+            None => agents.iter().map(|(a, _)| a.replicas).sum(),
+        };
         let flow = FlowSettings {
             primary_agent,
+            planner_replicas,
             step_timeout: Duration::from_secs(f.step_timeout_secs.unwrap_or(900)),
             flow_timeout: Duration::from_secs(f.flow_timeout_secs.unwrap_or(3600)),
             max_step_retries: f.max_step_retries.unwrap_or(1),
@@ -1290,6 +1303,10 @@ mod tests {
 
         let e = parse(&format!("{MINIMAL}\n[flow]\nprimary_agent = \"ghost\"\n")).unwrap_err();
         assert_eq!(e.line, Some(8), "{e}");
+
+        let e = parse(&format!("{MINIMAL}\n[flow]\nplanner_replicas = 0\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("[flow] planner_replicas"), "{e}");
 
         let e = parse(&format!("{MINIMAL}tools = [\"bash\", \"teleport\"]\n")).unwrap_err();
         assert!(e.message.contains("teleport"), "{e}");

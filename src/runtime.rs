@@ -30,6 +30,7 @@
 //! ```
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -152,7 +153,7 @@ impl RuntimeBuilder {
         // The browser supervisor is a small actor until a flow browses: chromedriver and
         // Chromium start on first use.
         let browser = if config.agents.iter().any(|(t, _)| t.uses_browser()) {
-            let settings = std::sync::Arc::new(config.browser.clone());
+            let settings = Arc::new(config.browser.clone());
             let (supervisor, _) = Actor::spawn(None, BrowserSupervisor, settings.clone())
                 .await
                 .map_err(|e| RuntimeError::Spawn(format!("browser supervisor: {e}")))?;
@@ -203,10 +204,14 @@ impl RuntimeBuilder {
         let (root, _) = Actor::spawn(None, Root, ())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        let planner_slots = Arc::new(tokio::sync::Semaphore::new(
+            config.flow.planner_replicas as usize,
+        ));
         Ok(Runtime {
             root,
             store,
             planner_llm,
+            planner_slots,
             pool,
             sandbox: sandbox.map(|(s, _)| s),
             browser: browser.map(|b| b.supervisor),
@@ -227,6 +232,8 @@ pub struct Runtime {
     root: ActorRef<RootMsg>,
     config: Config,
     planner_llm: LlmClient,
+    /// `[flow] planner_replicas` permits, shared by every flow's planner.
+    planner_slots: Arc<tokio::sync::Semaphore>,
     pool: Vec<manus_actors::agent::AgentSpec>,
     sandbox: Option<ActorRef<SandboxMsg>>,
     browser: Option<ActorRef<BrowserMsg>>,
@@ -426,6 +433,7 @@ impl Runtime {
             settings: self.config.flow.clone(),
             pool,
             planner_llm,
+            planner_slots: self.planner_slots.clone(),
             events: tx,
             sandbox: self.sandbox.clone(),
             browser: self.browser.clone(),

@@ -44,6 +44,7 @@ impl FlowView {
                 step,
                 agent,
                 attempt,
+                ..
             } => {
                 if let Some(p) = self.step_mut(*step) {
                     p.status = StepStatus::InProgress;
@@ -66,12 +67,14 @@ impl FlowView {
                 status,
                 summary,
                 usage,
+                elapsed_ms,
                 ..
             } => {
                 if let Some(p) = self.step_mut(*step) {
                     p.status = *status;
                     p.usage.add(*usage);
                     p.notes = summary.clone();
+                    p.elapsed_ms += elapsed_ms;
                 }
             }
             FlowEvent::FlowFinished { outcome } => {

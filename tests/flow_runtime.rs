@@ -8,13 +8,14 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use manus_rt::engine::planner::plan::StepStatus;
 use manus_rt::{
     Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, plan_reply};
 
@@ -76,6 +77,7 @@ fn started(events: &[FlowEvent]) -> Vec<(usize, String, u32)> {
                 step,
                 agent,
                 attempt,
+                ..
             } => Some((*step, agent.clone(), *attempt)),
             _ => None,
         })
@@ -907,6 +909,102 @@ async fn concurrent_flows_each_get_their_own_agents() {
         .filter(|n| n.starts_with("shell-"))
         .collect();
     assert_eq!(files.len(), 2, "each flow has its own shell: {files:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_waiting_for_a_replica_is_queued_not_timed_out() {
+    let server = ScriptedLlm::start().await;
+    // Each flow's single step is one model call held 1.2 s. With one replica the second
+    // flow's step waits for the first: 2.4 s after it was sent, past the 2 s step timeout,
+    // which counts only from when a replica takes the step.
+    server.push_all([
+        done("Done A or B.").delay(1200),
+        done("Done A or B.").delay(1200),
+    ]);
+    let dir = Scratch::new("queued");
+    let rt = start(
+        &server,
+        &dir,
+        &[
+            ("agents.manus.replicas", "1"),
+            ("flow.step_timeout_secs", "2"),
+            ("flow.max_step_retries", "0"),
+        ],
+    )
+    .await;
+    let single = SubmitOptions {
+        mode: FlowMode::Single,
+    };
+    let a = submit(&rt, "Task A", single).await;
+    let b = submit(&rt, "Task B", single).await;
+    let ((ea, oa), (eb, ob)) = tokio::join!(drive(a), drive(b));
+    rt.shutdown().await;
+
+    assert_eq!(oa.status, FlowStatus::Completed, "{oa:#?}");
+    assert_eq!(ob.status, FlowStatus::Completed, "{ob:#?}");
+    let timing = |events: &[FlowEvent]| {
+        let queued = events.iter().find_map(|e| match e {
+            FlowEvent::StepStarted { queued_ms, .. } => Some(*queued_ms),
+            _ => None,
+        });
+        let ran = events.iter().find_map(|e| match e {
+            FlowEvent::StepFinished { elapsed_ms, .. } => Some(*elapsed_ms),
+            _ => None,
+        });
+        (queued.expect("StepStarted"), ran.expect("StepFinished"))
+    };
+    let (mut first, mut second) = (timing(&ea), timing(&eb));
+    if first.0 > second.0 {
+        std::mem::swap(&mut first, &mut second);
+    }
+    assert!(
+        second.0 >= 1_000,
+        "the second step waited for the replica: {second:?}"
+    );
+    assert!(first.0 < 1_000, "the first step did not: {first:?}");
+    for (queued, ran) in [first, second] {
+        assert!(
+            (1_200..2_000).contains(&ran),
+            "a step's time excludes its wait ({queued} ms queued, {ran} ms ran)"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planner_replicas_bound_the_planning_calls_in_flight() {
+    let server = ScriptedLlm::start().await;
+    // Planning calls, by flow: when each arrived and was answered.
+    let spans: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+    let seen = spans.clone();
+    server.set_hold_observer(Some(Arc::new(move |body: &Value, held: Duration| {
+        let planning = body["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "planning"));
+        if planning {
+            let now = Instant::now();
+            seen.lock().unwrap().push((now - held, now));
+        }
+    })));
+    for task in ["Task A", "Task B"] {
+        server.push_for(task, [plan_reply(&["[MANUS] Do it"]).delay(500)]);
+    }
+    server.set_fallback(Some(done("Done.")));
+    let dir = Scratch::new("planner-replicas");
+    let rt = start(&server, &dir, &[("flow.planner_replicas", "1")]).await;
+    let a = submit(&rt, "Task A", SubmitOptions::default()).await;
+    let b = submit(&rt, "Task B", SubmitOptions::default()).await;
+    let ((_, oa), (_, ob)) = tokio::join!(drive(a), drive(b));
+    rt.shutdown().await;
+
+    assert_eq!(oa.status, FlowStatus::Completed, "{oa:#?}");
+    assert_eq!(ob.status, FlowStatus::Completed, "{ob:#?}");
+    let mut spans = spans.lock().unwrap().clone();
+    assert_eq!(spans.len(), 2, "two planning calls");
+    spans.sort();
+    assert!(
+        spans[1].0 >= spans[0].1,
+        "the second planning call was sent only after the first was answered"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

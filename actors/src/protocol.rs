@@ -41,6 +41,8 @@ pub struct FlowSpec {
     pub settings: crate::planner::FlowSettings,
     pub pool: Vec<crate::agent::AgentSpec>,
     pub planner_llm: crate::llm::LlmClient,
+    /// The runtime's `planner_replicas` permits: a planning or summary call holds one.
+    pub planner_slots: std::sync::Arc<tokio::sync::Semaphore>,
     pub events: UnboundedSender<FlowEvent>,
     /// The sandbox supervisor, told to remove the flow's container when it ends.
     pub sandbox: Option<ActorRef<SandboxMsg>>,
@@ -89,6 +91,9 @@ pub enum FlowMsg {
         usage: Usage,
         go_on: Option<RpcReplyPort<bool>>,
     },
+    /// The agent got one of its kind's replica permits and began the step sent under
+    /// `dispatch`, after waiting `queued` for it. The step's timeout runs from here.
+    StepBegan { dispatch: u64, queued: Duration },
     /// An agent finished the step it was sent under dispatch number `dispatch`.
     StepDone { dispatch: u64, outcome: StepOutcome },
     /// The step sent under `dispatch` ran past `step_timeout_secs`.
@@ -118,6 +123,8 @@ pub enum AgentMsg {
 /// One plan step as an agent receives it.
 pub struct StepRequest {
     pub flow_id: String,
+    /// The planner's number for this attempt, echoed in `FlowMsg::StepBegan`.
+    pub dispatch: u64,
     pub step_index: usize,
     /// The step text without its `[AGENT]` tag.
     pub step: String,
@@ -479,10 +486,14 @@ pub enum FlowEvent {
     PlanCreated {
         plan: Plan,
     },
+    /// An agent began the step, once a replica of its kind was free.
     StepStarted {
         step: usize,
         agent: String,
         attempt: u32,
+        /// How long the step waited for a replica (`replicas` bounds steps of a kind).
+        #[serde(default)]
+        queued_ms: u64,
     },
     Thought {
         step: usize,
@@ -519,6 +530,9 @@ pub enum FlowEvent {
         status: StepStatus,
         summary: String,
         usage: Usage,
+        /// How long the step ran, from `StepStarted` (the whole attempt if it never began).
+        #[serde(default)]
+        elapsed_ms: u64,
     },
     /// An agent's working memory when its step ended (before `StepFinished`), for the run
     /// store; the next step starts fresh and sees only the plan's notes.

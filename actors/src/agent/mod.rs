@@ -135,6 +135,7 @@ impl Actor for ExecutorAgent {
                     gen_ai.usage.output_tokens = tracing::field::Empty,
                     manus.cost = tracing::field::Empty,
                 );
+                let asked = Instant::now();
                 let slots = state.spec.slots.clone();
                 let permit = match slots.try_acquire_owned() {
                     Ok(p) => p,
@@ -149,6 +150,10 @@ impl Actor for ExecutorAgent {
                             .await?
                     }
                 };
+                let _ = req.flow.send_message(FlowMsg::StepBegan {
+                    dispatch: req.dispatch,
+                    queued: asked.elapsed(),
+                });
                 let mut run = StepRun::new(state, &req, &myself);
                 let outcome = run.run().instrument(span.clone()).await;
                 drop(permit);
@@ -649,6 +654,7 @@ mod tests {
         let (events, mut rx) = unbounded_channel();
         let req = StepRequest {
             flow_id: "f".into(),
+            dispatch: 0,
             step_index: 0,
             step: "crash then recover".into(),
             task: "t".into(),

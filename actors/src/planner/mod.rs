@@ -18,7 +18,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use tracing::Instrument;
 
 use crate::agent::{AgentArgs, AgentSpec, ExecutorAgent};
@@ -44,6 +44,9 @@ pub enum OnStepFailure {
 pub struct FlowSettings {
     /// The agent for untagged steps and tags that name no agent.
     pub primary_agent: String,
+    /// How many flows may be planning or summarising at once, across the runtime; the
+    /// runtime holds the permits (`FlowSpec::planner_slots`) and the rest wait in order.
+    pub planner_replicas: u32,
     pub step_timeout: Duration,
     pub flow_timeout: Duration,
     /// Further attempts after a step fails or is blocked.
@@ -63,6 +66,8 @@ struct Running {
     step: usize,
     agent: String,
     replica: usize,
+    attempt: u32,
+    /// When the step was sent, then when its agent began it.
     started: Instant,
     span: tracing::Span,
 }
@@ -73,6 +78,7 @@ pub struct PlannerState {
     mode: FlowMode,
     settings: FlowSettings,
     llm: LlmClient,
+    planner_slots: Arc<Semaphore>,
     events: UnboundedSender<FlowEvent>,
     specs: Vec<Arc<AgentSpec>>,
     /// Replicas by agent name, in pool order.
@@ -189,6 +195,7 @@ impl Actor for Planner {
             mode: spec.mode,
             settings: spec.settings,
             llm: spec.planner_llm,
+            planner_slots: spec.planner_slots,
             events: spec.events,
             specs: pool,
             replicas,
@@ -276,6 +283,7 @@ impl Actor for Planner {
                     finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
                 }
             }
+            FlowMsg::StepBegan { dispatch, queued } => step_began(&myself, st, dispatch, queued),
             FlowMsg::StepDone { dispatch, outcome } => {
                 if st.running.as_ref().is_some_and(|r| r.dispatch == dispatch) {
                     step_ended(&myself, st, outcome, false).await;
@@ -385,12 +393,16 @@ fn make_plan(myself: &ActorRef<FlowMsg>, st: &PlannerState) {
     }
 }
 
-/// One model call of the planner's own, counted and published.
+/// One model call of the planner's own, made once one of the runtime's `planner_replicas`
+/// permits is free, counted and published.
 async fn planner_chat(
     llm: &LlmClient,
+    slots: &Semaphore,
     events: &UnboundedSender<FlowEvent>,
     request: &ChatRequest,
 ) -> Result<ChatResponse, LlmError> {
+    // The semaphore is never closed, so this waits for a permit and never fails.
+    let _permit = slots.acquire().await.ok();
     let started = Instant::now();
     let resp = llm.chat(request).await?;
     let _ = events.send(FlowEvent::LlmCalled {
@@ -408,6 +420,7 @@ struct PlanJob {
     task: String,
     agents: Vec<(String, String)>,
     llm: LlmClient,
+    slots: Arc<Semaphore>,
     events: UnboundedSender<FlowEvent>,
     span: tracing::Span,
 }
@@ -423,6 +436,7 @@ impl PlanJob {
                 .map(|s| (s.name.to_ascii_uppercase(), s.description.clone()))
                 .collect(),
             llm: st.llm.clone(),
+            slots: st.planner_slots.clone(),
             events: st.events.clone(),
             span: st.span.clone(),
         }
@@ -439,7 +453,7 @@ impl PlanJob {
             tool_choice: ToolChoice::Auto,
         };
         let span = tracing::info_span!(parent: &self.span, "plan");
-        let resp = match planner_chat(&self.llm, &self.events, &request)
+        let resp = match planner_chat(&self.llm, &self.slots, &self.events, &request)
             .instrument(span)
             .await
         {
@@ -557,11 +571,6 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
     s.agent = Some(agent.clone());
     let attempt = s.attempts;
     let body = s.body().to_string();
-    st.emit(FlowEvent::StepStarted {
-        step,
-        agent: agent.clone(),
-        attempt,
-    });
     let dispatch = st.next_dispatch;
     st.next_dispatch += 1;
     let step_span = tracing::info_span!(
@@ -575,6 +584,7 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
     );
     let req = StepRequest {
         flow_id: st.id.clone(),
+        dispatch,
         step_index: step,
         step: body,
         task: st.task.clone(),
@@ -590,6 +600,7 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         step,
         agent,
         replica,
+        attempt,
         started: Instant::now(),
         span: step_span,
     });
@@ -606,6 +617,23 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         };
         let _ = me.send_message(FlowMsg::StepDone { dispatch, outcome });
     });
+    // The step's timeout starts when the agent begins it (`StepBegan`), not while it waits
+    // for a replica; the flow's timeout covers the wait.
+}
+
+/// The agent began the step sent under `dispatch`: publish it and start its timeout.
+fn step_began(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, dispatch: u64, queued: Duration) {
+    let Some(run) = st.running.as_mut().filter(|r| r.dispatch == dispatch) else {
+        return;
+    };
+    run.started = Instant::now();
+    let event = FlowEvent::StepStarted {
+        step: run.step,
+        agent: run.agent.clone(),
+        attempt: run.attempt,
+        queued_ms: queued.as_millis() as u64,
+    };
+    st.emit(event);
     myself.send_after(st.settings.step_timeout, move || FlowMsg::StepTimedOut {
         dispatch,
     });
@@ -677,8 +705,9 @@ async fn step_ended(
         .record("manus.step.status", outcome.status.as_str());
     drop(std::mem::replace(&mut run.span, tracing::Span::none()));
     // Usage arrived already, call by call, as Spent messages.
+    let elapsed_ms = run.started.elapsed().as_millis() as u64;
     let s = &mut st.plan.steps[run.step];
-    s.elapsed_ms += run.started.elapsed().as_millis() as u64;
+    s.elapsed_ms += elapsed_ms;
     s.notes = outcome.summary.clone();
     let retry =
         outcome.status != StepStatus::Completed && s.attempts <= st.settings.max_step_retries;
@@ -693,6 +722,7 @@ async fn step_ended(
         status: outcome.status,
         summary: outcome.summary,
         usage: outcome.usage,
+        elapsed_ms,
     });
     if retry && !fresh {
         // The replica may hold broken state (a crashed worker, a wedged shell): start clean.
@@ -822,7 +852,7 @@ async fn summarise(st: &mut PlannerState) -> String {
         tool_choice: ToolChoice::None,
     };
     let span = tracing::info_span!(parent: &st.span, "summarise");
-    match planner_chat(&st.llm, &st.events, &request)
+    match planner_chat(&st.llm, &st.planner_slots, &st.events, &request)
         .instrument(span)
         .await
     {
