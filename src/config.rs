@@ -391,6 +391,7 @@ impl AgentTemplate {
             profile: self.profile.clone(),
             replicas: self.replicas,
             slots: Arc::new(tokio::sync::Semaphore::new(self.replicas as usize)),
+            tool_specs: manus_actors::tools::worker::specs_for(&self.profile.tools, tools).into(),
             llm,
             tool_settings: tools.clone(),
             workspace: workspace.to_path_buf(),

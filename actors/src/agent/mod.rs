@@ -24,7 +24,7 @@ use crate::protocol::{
     AgentMsg, FlowEvent, FlowMsg, ImageData, StepOutcome, StepRequest, TerminateStatus,
     ToolInvocation, ToolMsg, ToolResult,
 };
-use crate::tools::worker::{ToolWorker, WorkerArgs, specs_for};
+use crate::tools::worker::{ToolWorker, WorkerArgs};
 use crate::tools::{ToolCtx, ToolSettings, clip};
 use memory::Memory;
 pub use profile::AgentProfile;
@@ -42,6 +42,8 @@ pub struct AgentSpec {
     /// The `replicas` permits, shared by every flow's copy of this spec; a step waits for
     /// one, in arrival order (tokio's semaphore is fair), so extra work queues fairly.
     pub slots: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The profile's built-in tools as the model sees them, made once (`specs_for`).
+    pub tool_specs: Arc<[ToolSpec]>,
     pub llm: LlmClient,
     pub tool_settings: ToolSettings,
     pub workspace: PathBuf,
@@ -210,11 +212,9 @@ struct StepRun<'a> {
     req: &'a StepRequest,
     myself: &'a ActorRef<AgentMsg>,
     memory: Memory,
-    /// The tools as the model sees them this round: the built-in ones, then the MCP
-    /// servers'. Lent to each request rather than copied into it.
-    tools: Vec<ToolSpec>,
-    /// How many of `tools` are built in.
-    builtin: usize,
+    /// The tools as the model sees them this round: the built-in ones (the spec's own,
+    /// shared), then the MCP servers'.
+    tools: Arc<[ToolSpec]>,
     /// The MCP servers' tools this round, and where their names lead.
     mcp: McpToolset,
     usage: Usage,
@@ -239,13 +239,12 @@ impl<'a> StepRun<'a> {
             .replace("{agent}", &state.spec.name);
         memory.pin(Message::system(system));
         memory.pin(Message::user(step_prompt(req)));
-        let tools = specs_for(&state.spec.profile.tools, &state.spec.tool_settings);
+        let tools = state.spec.tool_specs.clone();
         StepRun {
             state,
             req,
             myself,
             memory,
-            builtin: tools.len(),
             tools,
             mcp: McpToolset::default(),
             usage: Usage::default(),
@@ -283,18 +282,17 @@ impl<'a> StepRun<'a> {
                 for why in &self.mcp.unavailable {
                     tracing::warn!(agent = %self.state.label, "{why}");
                 }
-                self.tools.truncate(self.builtin);
-                self.tools.extend(self.mcp.specs.iter().cloned());
+                let builtin = self.state.spec.tool_specs.iter();
+                self.tools = builtin.chain(&self.mcp.specs).cloned().collect();
             }
             let closing = self.closing_prompt(prompt).await;
             let request = ChatRequest {
                 messages: self.memory.request(Some(closing)),
-                tools: std::mem::take(&mut self.tools),
+                tools: self.tools.clone(),
                 tool_choice: ToolChoice::Auto,
             };
             let started = Instant::now();
             let answer = self.state.spec.llm.chat(&request).await;
-            self.tools = request.tools;
             let resp = match answer {
                 Ok(r) => r,
                 Err(e) => {
@@ -683,12 +681,15 @@ mod tests {
         crate::llm::rewind([&mut llm], crate::llm::ReplayFrom::Start);
         let mut profile = crate::agent::profile::builtin("manus").unwrap();
         profile.tools = vec!["panic_for_test".into(), "bash".into(), "terminate".into()];
+        let tool_specs =
+            crate::tools::worker::specs_for(&profile.tools, &ToolSettings::default()).into();
         let spec = AgentSpec {
             name: "manus".into(),
             description: "d".into(),
             profile,
             replicas: 1,
             slots: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
+            tool_specs,
             llm,
             tool_settings: ToolSettings::default(),
             workspace: workspace.clone(),

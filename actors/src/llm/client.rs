@@ -121,6 +121,9 @@ impl LlmError {
 #[derive(Clone)]
 pub struct LlmClient {
     settings: Arc<LlmSettings>,
+    /// The chat-completions URL, as text for messages and parsed once for sending (`None`
+    /// if it does not parse: sending then fails with reqwest's own account of why).
+    endpoint: Arc<(String, Option<reqwest::Url>)>,
     http: reqwest::Client,
     replay: Option<ReplayCursor>,
     recorder: Option<Recorder>,
@@ -150,8 +153,11 @@ impl LlmClient {
         http: reqwest::Client,
         recorder: Option<Recorder>,
     ) -> Self {
+        let url = endpoint(&settings);
+        let parsed = reqwest::Url::parse(&url).ok();
         LlmClient {
             settings,
+            endpoint: Arc::new((url, parsed)),
             http,
             replay: None,
             recorder,
@@ -278,7 +284,7 @@ impl LlmClient {
                 ),
             ));
         }
-        let body = self.body(req);
+        let body = bytes::Bytes::from(self.body(req));
         let raw = match (&s.api_type, &self.replay) {
             (ApiType::Replay, Some(cursor)) => {
                 let first_user = req
@@ -313,20 +319,7 @@ impl LlmClient {
         Ok(resp)
     }
 
-    fn url(&self) -> String {
-        let s = &self.settings;
-        let base = s.base_url.trim_end_matches('/');
-        match s.api_type {
-            ApiType::Azure => format!(
-                "{base}/openai/deployments/{}/chat/completions?api-version={}",
-                s.model,
-                s.api_version.as_deref().unwrap_or("2024-10-21")
-            ),
-            _ => format!("{base}/chat/completions"),
-        }
-    }
-
-    async fn send_with_retries(&self, body: &[u8]) -> Result<Value, LlmError> {
+    async fn send_with_retries(&self, body: &bytes::Bytes) -> Result<Value, LlmError> {
         let policy = self.settings.retry;
         let mut attempt = 0u32;
         loop {
@@ -353,15 +346,17 @@ impl LlmClient {
         }
     }
 
-    async fn send_once(&self, body: &[u8]) -> Result<Value, Attempt> {
+    async fn send_once(&self, body: &bytes::Bytes) -> Result<Value, Attempt> {
         let s = &self.settings;
-        let url = self.url();
-        let mut rb = self
-            .http
-            .post(&url)
+        let (url, parsed) = &*self.endpoint;
+        let rb = match parsed {
+            Some(u) => self.http.post(u.clone()),
+            None => self.http.post(url.as_str()),
+        };
+        let mut rb = rb
             .timeout(s.timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
+            .body(body.clone());
         if let Some(key) = &s.api_key {
             rb = match s.api_type {
                 ApiType::Azure => rb.header("api-key", key),
@@ -450,6 +445,19 @@ impl LlmClient {
             retryable,
             retry_after,
         })
+    }
+}
+
+/// Where a profile's chat completions are posted.
+fn endpoint(s: &LlmSettings) -> String {
+    let base = s.base_url.trim_end_matches('/');
+    match s.api_type {
+        ApiType::Azure => format!(
+            "{base}/openai/deployments/{}/chat/completions?api-version={}",
+            s.model,
+            s.api_version.as_deref().unwrap_or("2024-10-21")
+        ),
+        _ => format!("{base}/chat/completions"),
     }
 }
 

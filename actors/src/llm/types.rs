@@ -1,6 +1,8 @@
 //! The chat-completions wire types, shaped exactly like the OpenAI API so that requests can
 //! be sent, recorded and replayed without translation.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -174,7 +176,8 @@ impl ToolChoice {
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared with whoever offers the same tools every round, not copied per request.
+    pub tools: Arc<[ToolSpec]>,
     pub tool_choice: ToolChoice,
 }
 

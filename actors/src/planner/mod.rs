@@ -22,7 +22,9 @@ use tokio::sync::{Semaphore, oneshot};
 use tracing::Instrument;
 
 use crate::agent::{AgentArgs, AgentSpec, ExecutorAgent};
-use crate::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, Usage};
+use crate::llm::{
+    ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSpec, Usage,
+};
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, StepOutcome,
     StepRequest,
@@ -414,6 +416,10 @@ async fn planner_chat(
     Ok(resp)
 }
 
+/// What the planning call offers the model: the planning tool, made once.
+static PLANNER_TOOLS: std::sync::LazyLock<Arc<[ToolSpec]>> =
+    std::sync::LazyLock::new(|| Arc::new([planning_spec()]));
+
 /// The planning call, with everything it needs, so it can run outside the actor.
 struct PlanJob {
     id: String,
@@ -449,7 +455,7 @@ impl PlanJob {
                 Message::system(prompts::planner_system(&self.agents)),
                 Message::user(prompts::planner_user(&self.task)),
             ],
-            tools: vec![planning_spec()],
+            tools: PLANNER_TOOLS.clone(),
             tool_choice: ToolChoice::Auto,
         };
         let span = tracing::info_span!(parent: &self.span, "plan");
@@ -848,7 +854,7 @@ async fn summarise(st: &mut PlannerState) -> String {
             Message::system(prompts::SUMMARY_SYSTEM),
             Message::user(prompts::summary_user(&st.task, &st.plan)),
         ],
-        tools: vec![],
+        tools: Arc::default(),
         tool_choice: ToolChoice::None,
     };
     let span = tracing::info_span!(parent: &st.span, "summarise");

@@ -5,6 +5,7 @@
 //! the first hit, and `extract_content` reads the page as markdown and asks the model for
 //! the goal through a forced tool call.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -315,7 +316,7 @@ async fn extract(
             Message::system(EXTRACT_SYSTEM),
             Message::user(format!("Goal: {goal}\n\nPage: {title} ({url})\n\n{body}")),
         ],
-        tools: vec![extraction_spec()],
+        tools: Arc::new([extraction_spec()]),
         tool_choice: ToolChoice::Function("record_extraction".into()),
     };
     let resp = llm
