@@ -1,28 +1,33 @@
 //! Many flows at once on one runtime: FLOWS planned flows are submitted together, the
 //! scripted OpenAI-compatible server answering every model call after MODEL_MS over
 //! loopback HTTP. Each flow is a plan of two [MANUS] steps of two think/act rounds (a cheap
-//! in-process tool, then terminate) and a summary.
+//! in-process tool, then terminate) and a summary. The flows share the runtime's pool:
+//! REPLICAS agent replicas (128 unless set) run steps, PLANNER_REPLICAS (64) make plan and
+//! summary calls, and the rest queue in arrival order, as a service's flows do.
 //!
 //! The model server runs in a child process (this same binary, started with
 //! `MANY_FLOWS_MODEL_SERVER` set), so what is measured here is the runtime alone: its CPU,
 //! its memory, its time. The two processes still share the machine's cores.
 //!
-//! Prints flows/s, agent steps/s, the runtime's CPU time per agent step and per model call,
-//! the runtime's own time per model call (a flow's wall time minus the time the model server
-//! held its calls, as it measured them, divided by its calls; p50 and p99 over flows; the
-//! loopback HTTP exchange counts as the runtime's), the runtime's time between two rounds of
-//! a step (from the model's answer to the next request, on the model server's clock: the
-//! think/act turnaround, without time spent queueing for a replica) and the runtime's peak
-//! RSS.
+//! Prints flows/s, agent steps/s (think/act rounds), the runtime's CPU time per agent step
+//! and per model call, and:
+//! - the step overhead: a plan step's time on its agent, from `StepStarted` to
+//!   `StepFinished` as this bench reads them from the flow's event stream, minus the time
+//!   the model server held the step's calls (as it measured them), per agent step; p50 and
+//!   p99 over plan steps. The loopback HTTP exchange counts as the runtime's;
+//! - how long steps waited for a replica (`StepStarted`'s `queued_ms`);
+//! - a flow's whole time beyond the model's, per model call, waits included;
+//! - the think/act turnaround: from the model's answer to the same step's next request, on
+//!   the model server's clock;
+//! - the runtime's peak RSS.
 //!
 //! `cargo bench --bench many_flows`; FLOWS, MODEL_MS and JITTER_MS can be set in the
 //! environment. With JITTER_MS = J, flow i's model answers after MODEL_MS - J + (a fixed
 //! per-flow offset in 0..=2J), so flows drift apart as real ones do; with 0 (the default)
 //! every call of every flow takes exactly MODEL_MS and the flows move in lockstep, the worst
-//! case. REPLICAS bounds how many steps run at once (all of them by default).
-//! RATE=R submits the flows at R per second instead of all at once (an open-loop
-//! load: what the runtime adds per call at a given throughput). STORE=off runs without the
-//! run store. It asserts nothing but that every flow completed.
+//! case. REPLICAS=FLOWS runs every step at once. RATE=R submits the flows at R per second
+//! instead of all at once (an open-loop load). STORE=off runs without the run store. It
+//! asserts nothing but that every flow completed.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -33,7 +38,9 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use manus_rt::{Config, FlowMode, FlowStatus, Runtime, SubmitOptions};
+use manus_rt::{
+    Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions,
+};
 use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with_for, plan_reply};
@@ -46,6 +53,9 @@ const ROUNDS: u64 = 2;
 const STEPS: u64 = 2;
 /// Set in the child process that plays the model.
 const CHILD: &str = "MANY_FLOWS_MODEL_SERVER";
+/// The pool the flows share unless REPLICAS and PLANNER_REPLICAS say otherwise.
+const DEFAULT_REPLICAS: u64 = 128;
+const DEFAULT_PLANNER_REPLICAS: u64 = 64;
 
 fn env_or(key: &str, default: u64) -> u64 {
     std::env::var(key)
@@ -89,6 +99,8 @@ fn step_of(body: &Value) -> Option<u64> {
 #[derive(Default)]
 struct Tally {
     held_us: HashMap<u64, u64>,
+    /// Held time by (flow, step).
+    step_held_us: HashMap<(u64, u64), u64>,
     answered: HashMap<(u64, u64), Instant>,
     gaps_us: Vec<u64>,
 }
@@ -96,8 +108,10 @@ struct Tally {
 impl Tally {
     fn observe(&mut self, body: &Value, held: Duration) {
         let Some(flow) = flow_of(body) else { return };
-        *self.held_us.entry(flow).or_default() += held.as_micros() as u64;
+        let held_us = held.as_micros() as u64;
+        *self.held_us.entry(flow).or_default() += held_us;
         if let Some(step) = step_of(body) {
+            *self.step_held_us.entry((flow, step)).or_default() += held_us;
             let now = Instant::now();
             let arrived = now - held;
             if let Some(prev) = self.answered.insert((flow, step), now) {
@@ -108,8 +122,45 @@ impl Tally {
     }
 
     fn report(&self) -> Value {
-        json!({"held": self.held_us, "gaps": self.gaps_us})
+        let step_held: Vec<[u64; 3]> = self
+            .step_held_us
+            .iter()
+            .map(|(&(flow, step), &us)| [flow, step, us])
+            .collect();
+        json!({"held": self.held_us, "step_held": step_held, "gaps": self.gaps_us})
     }
+}
+
+/// What one flow's event stream showed: when each step began on its agent and ended (as
+/// read here, so the event delivery counts), and how long each waited for a replica.
+#[derive(Default)]
+struct Watched {
+    began: HashMap<usize, Instant>,
+    /// (step, its time from StepStarted to StepFinished)
+    ran: Vec<(usize, Duration)>,
+    queued_ms: Vec<u64>,
+}
+
+/// Read a flow's events to its end, timing its steps.
+async fn watch(mut flow: FlowHandle) -> (Watched, FlowOutcome) {
+    let mut w = Watched::default();
+    while let Some(e) = flow.next_event().await {
+        match e {
+            FlowEvent::StepStarted {
+                step, queued_ms, ..
+            } => {
+                w.began.insert(step, Instant::now());
+                w.queued_ms.push(queued_ms);
+            }
+            FlowEvent::StepFinished { step, .. } => {
+                if let Some(t) = w.began.get(&step) {
+                    w.ran.push((step, t.elapsed()));
+                }
+            }
+            _ => {}
+        }
+    }
+    (w, flow.outcome().await)
 }
 
 /// The model's answer, from the request alone: the planner gets a plan, an agent a tool
@@ -265,7 +316,8 @@ fn main() {
         model_ms,
         jitter,
         rate: env_or("RATE", 0),
-        replicas: env_or("REPLICAS", flows),
+        replicas: env_or("REPLICAS", DEFAULT_REPLICAS),
+        planner_replicas: env_or("PLANNER_REPLICAS", DEFAULT_PLANNER_REPLICAS),
         store_on,
     };
     let mut model = ModelServer::start();
@@ -286,6 +338,8 @@ struct Load {
     rate: u64,
     /// `[agents.manus] replicas`: how many steps run at once; the rest queue.
     replicas: u64,
+    /// `[flow] planner_replicas`: how many plan and summary calls are made at once.
+    planner_replicas: u64,
     store_on: bool,
 }
 
@@ -296,15 +350,18 @@ async fn run(model: &mut ModelServer, load: Load) {
         jitter,
         rate,
         replicas,
+        planner_replicas,
         store_on,
     } = load;
     let dir = Scratch::new("bench-many");
     let replicas = replicas.to_string();
+    let planner_replicas = planner_replicas.to_string();
     let text = config_with_for(
         &model.base_url,
         &dir.workspace(),
         &[
             ("agents.manus.replicas", &replicas),
+            ("flow.planner_replicas", &planner_replicas),
             ("agents.manus.tools", "[\"planning\", \"terminate\"]"),
             ("flow.max_step_retries", "0"),
             ("store.enabled", if store_on { "true" } else { "false" }),
@@ -334,9 +391,12 @@ async fn run(model: &mut ModelServer, load: Load) {
         let options = SubmitOptions {
             mode: FlowMode::Plan,
         };
-        handles.push(rt.submit(&task, options).await.unwrap());
+        let flow = rt.submit(&task, options).await.unwrap();
+        handles.push(tokio::spawn(watch(flow)));
     }
-    let outcomes = futures_util::future::join_all(handles.into_iter().map(|h| h.outcome())).await;
+    let watched = futures_util::future::join_all(handles).await;
+    let (watched, outcomes): (Vec<Watched>, Vec<FlowOutcome>) =
+        watched.into_iter().map(|w| w.unwrap()).unzip();
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_secs("/proc/self/stat") - cpu_before;
     let model_cpu = model.cpu_secs() - model_cpu_before;
@@ -363,9 +423,32 @@ async fn run(model: &mut ModelServer, load: Load) {
         })
         .unwrap_or_default();
     gaps.sort_by(f64::total_cmp);
+    // Per plan step: its time on its agent minus the model's, spread over its rounds.
+    let mut step_overhead: Vec<f64> = vec![];
+    let mut queued: Vec<f64> = vec![];
+    let step_held: HashMap<(u64, u64), u64> = tally["step_held"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some(((t[0].as_u64()?, t[1].as_u64()?), t[2].as_u64()?)))
+        .collect();
+    for (i, w) in watched.iter().enumerate() {
+        for &(step, ran) in &w.ran {
+            let held_us = step_held
+                .get(&(i as u64, step as u64))
+                .copied()
+                .unwrap_or(0);
+            let own_ms = ran.as_secs_f64() * 1000.0 - held_us as f64 / 1000.0;
+            step_overhead.push(own_ms.max(0.0) / ROUNDS as f64);
+        }
+        queued.extend(w.queued_ms.iter().map(|&q| q as f64));
+    }
+    step_overhead.sort_by(f64::total_cmp);
+    queued.sort_by(f64::total_cmp);
     let steps = flows * STEPS * ROUNDS;
     println!(
-        "many_flows: {flows} planned flows {}, {replicas} replicas, model answers after {model_ms} ms{}, run store {}",
+        "many_flows: {flows} planned flows {}, {replicas} agent replicas, {planner_replicas} planner \
+         replicas, model answers after {model_ms} ms{}, run store {}",
         if rate > 0 {
             format!("submitted at {rate}/s")
         } else {
@@ -391,7 +474,21 @@ async fn run(model: &mut ModelServer, load: Load) {
         cpu * 1000.0 / calls as f64
     );
     println!(
-        "  runtime time per model call, over flows: p50 {:.2} ms, p99 {:.2} ms",
+        "  step overhead: per agent step, a plan step's time on its agent (StepStarted to \
+         StepFinished, as read from the flow's events) minus the model's, over {} plan steps: \
+         p50 {:.2} ms, p99 {:.2} ms",
+        step_overhead.len(),
+        percentile(&step_overhead, 50),
+        percentile(&step_overhead, 99)
+    );
+    println!(
+        "  waiting for a replica before a plan step: p50 {:.0} ms, p99 {:.0} ms",
+        percentile(&queued, 50),
+        percentile(&queued, 99)
+    );
+    println!(
+        "  a flow's time beyond the model's, per model call (waits for replicas and \
+         planner included), over flows: p50 {:.2} ms, p99 {:.2} ms",
         percentile(&overhead, 50),
         percentile(&overhead, 99)
     );

@@ -357,7 +357,7 @@ impl Reply {
     }
 }
 
-fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: Value) {
+fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value) {
     if shared.not_recording.load(Ordering::Relaxed) {
         return;
     }
@@ -374,7 +374,7 @@ fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: Value) {
         path: uri.path().to_owned(),
         query: uri.query().map(str::to_owned),
         headers,
-        body,
+        body: body.clone(),
     });
 }
 
@@ -414,7 +414,7 @@ async fn unknown_path(
 ) -> Response {
     let body = serde_json::from_slice(&body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-    record(&shared, &uri, &headers, body);
+    record(&shared, &uri, &headers, &body);
     error_response(
         404,
         &format!("scripted LLM server: no route for {}", uri.path()),
@@ -432,10 +432,10 @@ async fn chat_completions(
     let parsed: Result<Value, _> = serde_json::from_slice(&body);
     let Ok(body) = parsed else {
         let raw = String::from_utf8_lossy(&body).into_owned();
-        record(&shared, &uri, &headers, Value::String(raw));
+        record(&shared, &uri, &headers, &Value::String(raw));
         return error_response(400, "request body is not valid JSON", None);
     };
-    record(&shared, &uri, &headers, body.clone());
+    record(&shared, &uri, &headers, &body);
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
         return error_response(
             400,

@@ -533,7 +533,7 @@ fn parse_response(v: &Value) -> Result<ChatResponse, LlmError> {
         .map(|t| super::Content::Text(t.to_string()));
     let tool_calls: Vec<ToolCall> = match m.get("tool_calls") {
         None | Some(Value::Null) => vec![],
-        Some(tc) => serde_json::from_value(tc.clone())
+        Some(tc) => <Vec<ToolCall> as serde::Deserialize>::deserialize(tc)
             .map_err(|e| bad(&format!("has malformed tool_calls: {e}")))?,
     };
     let u = v.get("usage");
