@@ -3,7 +3,8 @@
 //! SQLite and on PostgreSQL (a real server: test.sh starts one and sets
 //! MANUS_TEST_POSTGRES_URL); a replayed run resumes reproducibly from its cassette; a
 //! runtime shut down mid-flow leaves its run for `Runtime::interrupted_runs` and `resume`;
-//! and bad input (unknown run, finished run, unreachable store) gets clear errors.
+//! bad input (unknown run, finished run, unreachable store) gets clear errors; and the
+//! store's thread yields the CPU to flows.
 
 mod support;
 
@@ -353,6 +354,30 @@ async fn an_unreachable_store_is_a_clear_error_at_start() {
         "no password in messages: {stderr}"
     );
     assert_eq!(server.request_count(), 0, "no flow started");
+}
+
+/// The store's thread runs at nice 10, so flows get the CPU first when both want it.
+#[tokio::test]
+async fn the_store_thread_yields_the_cpu_to_flows() {
+    let dir = Scratch::new("store-nice");
+    let store = RunStore::open(&StoreUrl::Sqlite(dir.workspace().join("runs.db")))
+        .await
+        .unwrap();
+    let nice_of = |comm: &str| -> Option<i64> {
+        std::fs::read_dir("/proc/self/task").ok()?.find_map(|task| {
+            let path = task.ok()?.path();
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            if name.trim() != comm {
+                return None;
+            }
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            // Fields after the command name; nice is field 19, the 17th of these.
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().nth(16)?.parse().ok()
+        })
+    };
+    assert_eq!(nice_of("run-store"), Some(10));
+    store.close().await;
 }
 
 /// Record a full run, replay it and kill the replay while step 3 runs a tool, then resume

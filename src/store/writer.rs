@@ -86,6 +86,7 @@ impl RunStore {
         let thread = std::thread::Builder::new()
             .name("run-store".into())
             .spawn(move || {
+                yield_to_flows();
                 let opened = super::connect(&url_c).and_then(|mut db| {
                     let mut setup: Vec<super::Stmt> = sql::SCHEMA
                         .iter()
@@ -225,6 +226,28 @@ impl RunStore {
         if self.jobs.send(Job::Close(tx)).is_ok() {
             self.hurry.wake();
             let _ = rx.await;
+        }
+    }
+}
+
+/// Lower the calling thread's scheduling priority (nice 10), so that when flows and the
+/// store both want the CPU the flows get it: nobody waits on a write, and under a burst the
+/// store catches up in the gaps (its queue grows meanwhile). Linux keeps a nice value per
+/// thread; elsewhere this does nothing.
+fn yield_to_flows() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions; setpriority only reads its arguments, and
+        // lowering a thread's own priority needs no privilege.
+        let failed = unsafe {
+            let tid = libc::gettid() as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, 10) != 0
+        };
+        if failed {
+            tracing::debug!(
+                "run store: cannot lower its thread's priority: {}",
+                std::io::Error::last_os_error()
+            );
         }
     }
 }
