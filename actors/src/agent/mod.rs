@@ -292,8 +292,7 @@ impl<'a> StepRun<'a> {
                 tool_choice: ToolChoice::Auto,
             };
             let started = Instant::now();
-            let answer = self.state.spec.llm.chat(&request).await;
-            let resp = match answer {
+            let resp = match self.state.spec.llm.chat(&request).await {
                 Ok(r) => r,
                 Err(e) => {
                     return self.outcome(

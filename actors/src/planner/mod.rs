@@ -68,7 +68,6 @@ struct Running {
     step: usize,
     agent: String,
     replica: usize,
-    attempt: u32,
     /// When the step was sent, then when its agent began it.
     started: Instant,
     span: tracing::Span,
@@ -606,7 +605,6 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         step,
         agent,
         replica,
-        attempt,
         started: Instant::now(),
         span: step_span,
     });
@@ -636,7 +634,7 @@ fn step_began(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, dispatch: u64, 
     let event = FlowEvent::StepStarted {
         step: run.step,
         agent: run.agent.clone(),
-        attempt: run.attempt,
+        attempt: st.plan.steps[run.step].attempts,
         queued_ms: queued.as_millis() as u64,
     };
     st.emit(event);
