@@ -3,6 +3,7 @@
 //! `ON CONFLICT`), and the mapping of rows onto the store's types.
 
 use manus_actors::llm::Message;
+use manus_actors::protocol::FlowEvent;
 use serde::Serialize;
 
 use super::{Backend, Stmt, StoredEvent, StoredMemory, StoredRun, Val};
@@ -86,7 +87,8 @@ impl StoredRun {
 }
 
 /// Event `seq` of a run, given as the event's JSON.
-pub fn insert_event(run_id: &str, seq: u64, at: i64, json: &str) -> Stmt {
+pub fn insert_event(run_id: &str, seq: u64, at: i64, event: &FlowEvent) -> Stmt {
+    let json = serde_json::to_string(event).unwrap_or_default();
     Stmt {
         sql: "INSERT INTO manus_events (run_id, seq, at, kind, event) VALUES ($1, $2, $3, $4, $5)
               ON CONFLICT (run_id, seq) DO NOTHING",
@@ -94,8 +96,8 @@ pub fn insert_event(run_id: &str, seq: u64, at: i64, json: &str) -> Stmt {
             text(run_id),
             Val::Int(seq as i64),
             Val::Int(at),
-            text(event_kind(json)),
-            text(json),
+            text(event_kind(&json)),
+            Val::Text(json),
         ],
     }
 }
@@ -344,7 +346,6 @@ pub fn interrupted(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use manus_actors::protocol::FlowEvent;
 
     #[test]
     fn liveness_uses_pid_on_this_host_and_heartbeats_elsewhere() {

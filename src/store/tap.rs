@@ -1,92 +1,171 @@
-//! The tap between a flow's planner and its `FlowHandle`: each event is numbered, folded
-//! into the run's state (the same `FlowView` the board reads) and queued for the store, then
-//! passed on unchanged. It keeps going if the handle is dropped: the flow still runs, so
-//! its record must still be written.
+//! A run's record as its events happen, in two halves. The tap sits between a flow's
+//! planner and its `FlowHandle`: it numbers each event, passes it on unchanged and queues a
+//! copy for the store; that is all the work a flow's own threads do for its record. The
+//! fold runs on the store's thread: it folds each run's events into its state (the same
+//! `FlowView` the board reads) and turns them into rows. The tap keeps going if the handle
+//! is dropped: the flow still runs, so its record must still be written.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use manus_actors::protocol::FlowEvent;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use super::writer::{RunStore, Write};
-use super::{StoredMemory, StoredRun, now_ms};
+use super::{Stmt, StoredMemory, StoredRun, now_ms, sql};
 use crate::view::FlowView;
 
 /// Follow a flow whose state so far is `row`, numbering its events from `seq`.
 pub(crate) fn spawn(
     store: RunStore,
-    mut row: StoredRun,
+    row: StoredRun,
     mut seq: u64,
     mut events: UnboundedReceiver<FlowEvent>,
     handle: UnboundedSender<FlowEvent>,
 ) {
     tokio::spawn(async move {
         let started = Instant::now();
-        let elapsed_before = row.elapsed_ms;
-        let mut view = FlowView {
-            flow_id: row.id.clone(),
-            task: row.task.clone(),
-            plan: row.plan.clone(),
-            usage: row.usage,
-            ..FlowView::default()
-        };
-        store.write(Write::Run(Box::new(row.clone())));
+        let run_id: Arc<str> = row.id.as_str().into();
+        store.write(Write::Open(Box::new(row)));
         while let Some(event) = events.recv().await {
-            view.apply(&event);
-            let changes_state = match &event {
-                FlowEvent::StepMemory {
-                    step,
-                    agent,
-                    messages,
-                } => {
-                    let attempt = view.step_mut(*step).map_or(0, |s| s.attempts);
-                    let memory = StoredMemory {
-                        step: *step,
-                        attempt,
-                        agent: agent.clone(),
-                        messages: messages.clone(),
-                    };
-                    store.write(Write::Memory {
-                        run_id: row.id.clone(),
-                        memory,
-                    });
-                    false
-                }
-                other => {
-                    store.write(Write::event(&row.id, seq, now_ms(), other));
-                    seq += 1;
-                    !matches!(
-                        other,
-                        FlowEvent::Thought { .. }
-                            | FlowEvent::ToolCalled { .. }
-                            | FlowEvent::ToolFinished { .. }
-                            | FlowEvent::Question { .. }
-                    )
-                }
-            };
-            match &event {
-                FlowEvent::LlmCalled { agent, usage, .. } => {
-                    // A replica's label (`manus#2`) counts for its agent, as in the outcome.
-                    let name = agent.split('#').next().unwrap_or(agent);
-                    row.usage_by_agent
-                        .entry(name.to_string())
-                        .or_default()
-                        .add(*usage);
-                }
-                FlowEvent::FlowFinished { outcome } => {
-                    row.usage_by_agent = outcome.usage_by_agent.clone();
-                    row.outcome = Some(outcome.clone());
-                }
-                _ => {}
-            }
-            if changes_state {
-                row.plan = view.plan.clone();
-                row.usage = view.usage;
-                row.status = view.status();
-                row.elapsed_ms = elapsed_before + started.elapsed().as_millis() as u64;
-                store.write(Write::Run(Box::new(row.clone())));
-            }
+            // Memories are rows of their own, not numbered events.
+            let numbered = !matches!(event, FlowEvent::StepMemory { .. });
+            store.write(Write::Event {
+                run_id: run_id.clone(),
+                seq,
+                at: now_ms(),
+                ran_ms: started.elapsed().as_millis() as u64,
+                event: event.clone(),
+            });
+            seq += u64::from(numbered);
             let _ = handle.send(event);
         }
+        store.write(Write::Closed(run_id));
     });
+}
+
+/// The state of each run with a tap open, on the store's thread.
+#[derive(Default)]
+pub(crate) struct Folds {
+    runs: HashMap<Arc<str>, Folding>,
+}
+
+struct Folding {
+    row: StoredRun,
+    view: FlowView,
+    /// The run's elapsed time before this process took it up (a resumed run's).
+    elapsed_before: u64,
+    /// Its state changed since its row was last written.
+    changed: bool,
+    closed: bool,
+}
+
+impl Folds {
+    /// Fold `w` into its run's state, adding the rows it makes to `stmts`. A run's state is
+    /// written once per batch, by `snapshots`, however many events changed it.
+    pub(crate) fn fold(&mut self, w: Write, stmts: &mut Vec<Stmt>) {
+        match w {
+            Write::Open(row) => {
+                let view = FlowView {
+                    flow_id: row.id.clone(),
+                    task: row.task.clone(),
+                    plan: row.plan.clone(),
+                    usage: row.usage,
+                    ..FlowView::default()
+                };
+                let folding = Folding {
+                    elapsed_before: row.elapsed_ms,
+                    row: *row,
+                    view,
+                    changed: true,
+                    closed: false,
+                };
+                self.runs.insert(folding.row.id.as_str().into(), folding);
+            }
+            Write::Event {
+                run_id,
+                seq,
+                at,
+                ran_ms,
+                event,
+            } => {
+                let Some(f) = self.runs.get_mut(&run_id) else {
+                    tracing::warn!(run = %run_id, "run store: an event of a run it never opened");
+                    return;
+                };
+                f.fold(seq, at, ran_ms, event, stmts);
+            }
+            Write::Closed(run_id) => {
+                if let Some(f) = self.runs.get_mut(&run_id) {
+                    f.closed = true;
+                }
+            }
+        }
+    }
+
+    /// The rows of the runs whose state changed, as of `now`; runs whose taps closed are
+    /// then forgotten.
+    pub(crate) fn snapshots(&mut self, now: i64, stmts: &mut Vec<Stmt>) {
+        for f in self.runs.values_mut().filter(|f| f.changed) {
+            f.changed = false;
+            let v = &f.view;
+            f.row.plan.clone_from(&v.plan);
+            f.row.usage = v.usage;
+            f.row.status = v.status();
+            stmts.push(f.row.upsert(now));
+        }
+        self.runs.retain(|_, f| !f.closed);
+    }
+}
+
+impl Folding {
+    fn fold(&mut self, seq: u64, at: i64, ran_ms: u64, event: FlowEvent, stmts: &mut Vec<Stmt>) {
+        self.view.apply(&event);
+        let id = &self.row.id;
+        match event {
+            FlowEvent::StepMemory {
+                step,
+                agent,
+                messages,
+            } => {
+                let attempt = self.view.step_mut(step).map_or(0, |s| s.attempts);
+                let memory = StoredMemory {
+                    step,
+                    attempt,
+                    agent,
+                    messages,
+                };
+                stmts.push(sql::upsert_memory(id, &memory));
+                return;
+            }
+            FlowEvent::LlmCalled {
+                ref agent, usage, ..
+            } => {
+                // A replica's label (`manus#2`) counts for its agent, as in the outcome.
+                let name = agent.split('#').next().unwrap_or(agent);
+                self.row
+                    .usage_by_agent
+                    .entry(name.to_string())
+                    .or_default()
+                    .add(usage);
+            }
+            FlowEvent::FlowFinished { ref outcome } => {
+                self.row.usage_by_agent = outcome.usage_by_agent.clone();
+                self.row.outcome = Some(outcome.clone());
+            }
+            _ => {}
+        }
+        stmts.push(sql::insert_event(id, seq, at, &event));
+        if !matches!(
+            event,
+            FlowEvent::Thought { .. }
+                | FlowEvent::ToolCalled { .. }
+                | FlowEvent::ToolFinished { .. }
+                | FlowEvent::Question { .. }
+        ) {
+            self.changed = true;
+            self.row.elapsed_ms = self.elapsed_before + ran_ms;
+        }
+    }
 }

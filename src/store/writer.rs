@@ -3,7 +3,6 @@
 //! queue behind them, so a read sees every write sent before it. The thread also beats this
 //! process's heartbeat, which tells other processes that its running flows are alive.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -12,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::sql::{self, Owner};
+use super::tap::Folds;
 use super::{Backend, StoreError, StoreUrl, StoredEvent, StoredMemory, StoredRun, now_ms};
 use manus_actors::protocol::FlowEvent;
 
@@ -22,32 +22,21 @@ const BATCH: usize = 2_000;
 /// How long a batch waits for more writes: the most a write waits before its commit.
 const GATHER: Duration = Duration::from_millis(20);
 
-/// One thing to write.
+/// One thing to write: what a flow's tap sends (see `tap`).
 pub(crate) enum Write {
-    Run(Box<StoredRun>),
+    /// A flow starts, or resumes, from this state; its events follow.
+    Open(Box<StoredRun>),
+    /// Event `seq` of run `run_id` (memories take no number), which happened at `at` (ms
+    /// since the epoch), `ran_ms` after its tap opened.
     Event {
-        run_id: String,
+        run_id: Arc<str>,
         seq: u64,
         at: i64,
-        /// The event as JSON, serialised by the sender (no copy of the event crosses over).
-        json: String,
+        ran_ms: u64,
+        event: FlowEvent,
     },
-    Memory {
-        run_id: String,
-        memory: StoredMemory,
-    },
-}
-
-impl Write {
-    /// Event `seq` of run `run_id`, which happened at `at` (ms since the epoch).
-    pub(crate) fn event(run_id: &str, seq: u64, at: i64, event: &FlowEvent) -> Write {
-        Write::Event {
-            run_id: run_id.to_string(),
-            seq,
-            at,
-            json: serde_json::to_string(event).unwrap_or_default(),
-        }
-    }
+    /// The flow's events ended: its state is written and forgotten.
+    Closed(Arc<str>),
 }
 
 type ReadJob = Box<dyn FnOnce(&mut dyn Backend, &Owner) + Send>;
@@ -284,6 +273,7 @@ impl Hurry {
 fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &Hurry) {
     let mut beat = Instant::now();
     let mut next = None;
+    let mut folds = Folds::default();
     loop {
         let job = match next.take() {
             Some(job) => Ok(job),
@@ -291,8 +281,8 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
         };
         match job {
             Ok(Job::Write(first)) => {
-                // Gather what comes within GATHER: one commit for many writes, and a run's
-                // snapshots in that time collapse into its last. The thread parks through
+                // Gather what comes within GATHER: one commit for many writes, and one row
+                // for each run's state however often it changed in that time. The thread parks through
                 // it rather than waiting on the channel, so writers never wake it.
                 hurry.gather(GATHER);
                 let mut batch = vec![*first];
@@ -304,11 +294,11 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
                             Err(_) => break,
                         }
                     }
-                    apply(db.as_mut(), &batch);
-                    if batch.len() < BATCH || next.is_some() {
+                    let full = batch.len() == BATCH;
+                    apply(db.as_mut(), &mut folds, std::mem::take(&mut batch));
+                    if !full || next.is_some() {
                         break;
                     }
-                    batch.clear();
                 }
             }
             Ok(Job::Read(f)) => f(db.as_mut(), owner),
@@ -340,25 +330,14 @@ fn retire(db: &mut dyn Backend, owner: &Owner) {
     }
 }
 
-/// Write a batch in one transaction. Only the newest state of each run is written: the
-/// state is a whole snapshot, so older ones in the same batch add nothing.
-fn apply(db: &mut dyn Backend, batch: &[Write]) {
-    let now = now_ms();
-    let mut seen = HashSet::new();
-    let stmts: Vec<super::Stmt> = batch
-        .iter()
-        .rev()
-        .filter_map(|w| match w {
-            Write::Run(r) => seen.insert(r.id.as_str()).then(|| r.upsert(now)),
-            Write::Event {
-                run_id,
-                seq,
-                at,
-                json,
-            } => Some(sql::insert_event(run_id, *seq, *at, json)),
-            Write::Memory { run_id, memory } => Some(sql::upsert_memory(run_id, memory)),
-        })
-        .collect();
+/// Write a batch in one transaction: its events, memories, and the newest state of each run
+/// they changed.
+fn apply(db: &mut dyn Backend, folds: &mut Folds, batch: Vec<Write>) {
+    let mut stmts = Vec::with_capacity(batch.len() + 1);
+    for w in batch {
+        folds.fold(w, &mut stmts);
+    }
+    folds.snapshots(now_ms(), &mut stmts);
     if let Err(e) = db.transaction(&stmts) {
         tracing::error!(
             "run store: {} write(s) lost, the flows go on: {e}",
@@ -371,8 +350,8 @@ fn apply(db: &mut dyn Backend, batch: &[Write]) {
 mod tests {
     use super::*;
     use manus_actors::llm::{Message, Usage};
-    use manus_actors::planner::plan::Plan;
-    use manus_actors::protocol::FlowMode;
+    use manus_actors::planner::plan::{Plan, StepStatus};
+    use manus_actors::protocol::{FlowMode, FlowOutcome, FlowStatus};
 
     fn row(id: &str, owner: &str) -> StoredRun {
         StoredRun {
@@ -402,32 +381,63 @@ mod tests {
             .await
             .unwrap();
         let me = store.owner().to_string();
-        store.write(Write::Run(Box::new(row("r1", &me))));
-        store.write(Write::Run(Box::new(row("r2", "gone:1:1"))));
-        for seq in 0..3 {
-            let event = FlowEvent::FlowStarted {
-                flow_id: "r1".into(),
-                task: format!("t{seq}"),
-            };
-            store.write(Write::event("r1", seq, 5, &event));
-        }
-        let memory = StoredMemory {
-            step: 1,
-            attempt: 2,
-            agent: "manus".into(),
-            messages: vec![Message::user("hi")],
+        store.write(Write::Open(Box::new(row("r1", &me))));
+        store.write(Write::Open(Box::new(row("r2", "gone:1:1"))));
+        let r1: Arc<str> = "r1".into();
+        let event = |seq: u64, ran_ms: u64, event: FlowEvent| Write::Event {
+            run_id: r1.clone(),
+            seq,
+            at: 5,
+            ran_ms,
+            event,
         };
-        store.write(Write::Memory {
-            run_id: "r1".into(),
-            memory,
-        });
-        let mut done = row("r1", &me);
-        done.status = "completed".into();
-        store.write(Write::Run(Box::new(done)));
+        store.write(event(
+            0,
+            1,
+            FlowEvent::FlowStarted {
+                flow_id: "r1".into(),
+                task: "count".into(),
+            },
+        ));
+        store.write(event(
+            1,
+            2,
+            FlowEvent::StepStarted {
+                step: 1,
+                agent: "manus".into(),
+                attempt: 2,
+                queued_ms: 0,
+            },
+        ));
+        // A memory takes no number: the next event is 2.
+        store.write(event(
+            2,
+            3,
+            FlowEvent::StepMemory {
+                step: 1,
+                agent: "manus".into(),
+                messages: vec![Message::user("hi")],
+            },
+        ));
+        let mut plan = Plan::new("p", "Count", vec!["a".into(), "b".into()]);
+        plan.steps[1].status = StepStatus::Completed;
+        let outcome = FlowOutcome {
+            flow_id: "r1".into(),
+            status: FlowStatus::Completed,
+            reason: "done".into(),
+            plan,
+            summary: String::new(),
+            usage: row("r1", &me).usage,
+            usage_by_agent: Default::default(),
+            elapsed_ms: 40,
+        };
+        store.write(event(2, 40, FlowEvent::FlowFinished { outcome }));
+        store.write(Write::Closed(r1.clone()));
 
         let r1 = store.get("r1").await.unwrap().unwrap();
-        assert_eq!((r1.status.as_str(), r1.elapsed_ms), ("completed", 7));
-        assert_eq!(r1.progress(), (0, 2));
+        // Its elapsed time goes on from the 7 ms it had when opened.
+        assert_eq!((r1.status.as_str(), r1.elapsed_ms), ("completed", 47));
+        assert_eq!(r1.progress(), (1, 2));
         assert_eq!(r1.usage.total(), 15);
         assert_eq!(store.list(10).await.unwrap().len(), 2);
         let events = store.events("r1").await.unwrap();
