@@ -22,7 +22,9 @@ const BATCH: usize = 2_000;
 /// How long a batch waits for more writes: the most a write waits before its commit.
 const GATHER: Duration = Duration::from_millis(20);
 
-/// One thing to write: what a flow's tap sends (see `tap`).
+/// One thing to write: what a flow's tap sends (see `tap`). Writes travel boxed (see
+/// `Job`), so an event's size costs nothing in the queue.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Write {
     /// A flow starts, or resumes, from this state; its events follow.
     Open(Box<StoredRun>),
