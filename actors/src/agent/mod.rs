@@ -17,7 +17,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSpec, Usage};
+use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSet, Usage};
 use crate::mcp::{McpHandle, McpToolset};
 use crate::planner::plan::StepStatus;
 use crate::protocol::{
@@ -43,7 +43,7 @@ pub struct AgentSpec {
     /// one, in arrival order (tokio's semaphore is fair), so extra work queues fairly.
     pub slots: std::sync::Arc<tokio::sync::Semaphore>,
     /// The profile's built-in tools as the model sees them, made once (`specs_for`).
-    pub tool_specs: Arc<[ToolSpec]>,
+    pub tool_specs: ToolSet,
     pub llm: LlmClient,
     pub tool_settings: ToolSettings,
     pub workspace: PathBuf,
@@ -214,7 +214,7 @@ struct StepRun<'a> {
     memory: Memory,
     /// The tools as the model sees them this round: the built-in ones (the spec's own,
     /// shared), then the MCP servers'.
-    tools: Arc<[ToolSpec]>,
+    tools: ToolSet,
     /// The MCP servers' tools this round, and where their names lead.
     mcp: McpToolset,
     usage: Usage,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::Value;
 #[cfg(test)]
 use serde_json::json;
@@ -177,7 +178,8 @@ impl LlmClient {
         tokens::count_messages(tokens::encoding_for(&self.settings.model), messages)
     }
 
-    /// The request body as the wire sees it, serialised straight from the borrowed request.
+    /// The request body as the wire sees it, serialised straight from the borrowed request;
+    /// the tools go in as the set's ready-made JSON.
     fn body(&self, req: &ChatRequest) -> Vec<u8> {
         #[derive(serde::Serialize)]
         struct Wire<'a> {
@@ -186,35 +188,27 @@ impl LlmClient {
             max_tokens: u32,
             temperature: f32,
             #[serde(skip_serializing_if = "Option::is_none")]
-            tools: Option<Vec<WireTool<'a>>>,
-            #[serde(skip_serializing_if = "Option::is_none")]
             tool_choice: Option<Value>,
         }
-        #[derive(serde::Serialize)]
-        struct WireTool<'a> {
-            #[serde(rename = "type")]
-            kind: &'static str,
-            function: &'a super::ToolSpec,
-        }
         let s = &self.settings;
-        let with_tools = !req.tools.is_empty();
+        let tools = req.tools.wire();
         let wire = Wire {
             model: &s.model,
             messages: &req.messages,
             max_tokens: s.max_tokens,
             temperature: s.temperature,
-            tools: with_tools.then(|| {
-                req.tools
-                    .iter()
-                    .map(|function| WireTool {
-                        kind: "function",
-                        function,
-                    })
-                    .collect()
-            }),
-            tool_choice: with_tools.then(|| req.tool_choice.to_wire()),
+            tool_choice: (!tools.is_empty()).then(|| req.tool_choice.to_wire()),
         };
-        serde_json::to_vec(&wire).expect("a chat request always serialises")
+        let mut body = Vec::with_capacity(1024 + tools.len());
+        serde_json::to_writer(&mut body, &wire).expect("a chat request always serialises");
+        if !tools.is_empty() {
+            // Reopen the object (serde_json ends it with its `}`) to add the tools.
+            body.pop();
+            body.extend_from_slice(br#","tools":"#);
+            body.extend_from_slice(tools.as_bytes());
+            body.push(b'}');
+        }
+        body
     }
 
     /// Ask the model. Retries 429, 5xx, timeouts and connection errors with backoff;
@@ -285,14 +279,15 @@ impl LlmClient {
             ));
         }
         let body = bytes::Bytes::from(self.body(req));
-        let raw = match (&s.api_type, &self.replay) {
+        let mut resp = match (&s.api_type, &self.replay) {
             (ApiType::Replay, Some(cursor)) => {
                 let first_user = req
                     .messages
                     .iter()
                     .find(|m| m.role == Role::User)
                     .map(|m| m.text().to_string());
-                cursor.next(first_user).await?
+                let raw = cursor.next(first_user).await?;
+                parse_response(Completion::deserialize(&raw))?
             }
             (ApiType::Replay, None) => {
                 return Err(LlmError::new(
@@ -300,12 +295,19 @@ impl LlmClient {
                     "replay profile used without a cursor (call llm::rewind first)",
                 ));
             }
-            _ => self.send_with_retries(&body).await?,
+            _ => {
+                let answer = self.send_with_retries(&body).await?;
+                match &self.recorder {
+                    Some(rec) => {
+                        let raw: Value = serde_json::from_slice(&answer).map_err(undecodable)?;
+                        rec.record(&body, &raw).await;
+                        parse_response(Completion::deserialize(&raw))?
+                    }
+                    // Read straight into the response: no JSON tree in between.
+                    None => parse_response(serde_json::from_slice(&answer))?,
+                }
+            }
         };
-        if let Some(rec) = &self.recorder {
-            rec.record(&body, &raw).await;
-        }
-        let mut resp = parse_response(&raw)?;
         if resp.usage.prompt_tokens == 0 && resp.usage.completion_tokens == 0 {
             // Some local servers omit usage: count it ourselves.
             let bpe = tokens::encoding_for(&s.model);
@@ -319,7 +321,8 @@ impl LlmClient {
         Ok(resp)
     }
 
-    async fn send_with_retries(&self, body: &bytes::Bytes) -> Result<Value, LlmError> {
+    /// The body of the model's successful answer.
+    async fn send_with_retries(&self, body: &bytes::Bytes) -> Result<bytes::Bytes, LlmError> {
         let policy = self.settings.retry;
         let mut attempt = 0u32;
         loop {
@@ -346,7 +349,7 @@ impl LlmClient {
         }
     }
 
-    async fn send_once(&self, body: &bytes::Bytes) -> Result<Value, Attempt> {
+    async fn send_once(&self, body: &bytes::Bytes) -> Result<bytes::Bytes, Attempt> {
         let s = &self.settings;
         let (url, parsed) = &*self.endpoint;
         let rb = match parsed {
@@ -385,7 +388,7 @@ impl LlmClient {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<f64>().ok())
             .map(Duration::from_secs_f64);
-        let text = resp.text().await.map_err(|e| Attempt {
+        let answer = resp.bytes().await.map_err(|e| Attempt {
             error: LlmError::new(
                 LlmErrorKind::Network,
                 format!("reading the answer from {url}: {e}"),
@@ -399,15 +402,9 @@ impl LlmClient {
             "model answered"
         );
         if status.is_success() {
-            return serde_json::from_str(&text).map_err(|e| Attempt {
-                error: LlmError::new(
-                    LlmErrorKind::Decode,
-                    format!("the answer from {url} is not JSON: {e}"),
-                ),
-                retryable: false,
-                retry_after: None,
-            });
+            return Ok(answer);
         }
+        let text = String::from_utf8_lossy(&answer);
         let detail = server_message(&text);
         let profile = profile_suffix(&s.profile);
         let code = status.as_u16();
@@ -519,54 +516,90 @@ fn server_message(text: &str) -> String {
     msg
 }
 
-/// Turn a chat-completion body into a response.
-fn parse_response(v: &Value) -> Result<ChatResponse, LlmError> {
+/// A chat completion as the wire has it: only what is read, leniently (a field of an
+/// unexpected type reads as absent, as most servers' quirks deserve).
+#[derive(Deserialize)]
+struct Completion {
+    id: Option<Lenient<String>>,
+    model: Option<Lenient<String>>,
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Option<Answer>,
+    finish_reason: Option<Lenient<String>>,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    content: Option<Lenient<String>>,
+    tool_calls: Option<Vec<ToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    prompt_tokens: Option<Lenient<u64>>,
+    completion_tokens: Option<Lenient<u64>>,
+}
+
+/// A `T`, or anything else (read and dropped).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Lenient<T> {
+    Is(T),
+    Other(serde::de::IgnoredAny),
+}
+
+impl<T> Lenient<T> {
+    fn get(v: Option<Lenient<T>>) -> Option<T> {
+        match v {
+            Some(Lenient::Is(t)) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+fn undecodable(e: serde_json::Error) -> LlmError {
+    LlmError::new(
+        LlmErrorKind::Decode,
+        format!("the model's answer is not a chat completion: {e}"),
+    )
+}
+
+/// Turn a chat completion, as read, into a response.
+fn parse_response(read: Result<Completion, serde_json::Error>) -> Result<ChatResponse, LlmError> {
+    let c = read.map_err(undecodable)?;
     let bad =
         |what: &str| LlmError::new(LlmErrorKind::Decode, format!("the model's answer {what}"));
-    let choice = v
-        .pointer("/choices/0")
+    let choice = c
+        .choices
+        .into_iter()
+        .next()
         .ok_or_else(|| bad("has no choices"))?;
-    let m = choice.get("message").ok_or_else(|| bad("has no message"))?;
-    let content = m
-        .get("content")
-        .and_then(Value::as_str)
-        .map(|t| super::Content::Text(t.to_string()));
-    let tool_calls: Vec<ToolCall> = match m.get("tool_calls") {
-        None | Some(Value::Null) => vec![],
-        Some(tc) => <Vec<ToolCall> as serde::Deserialize>::deserialize(tc)
-            .map_err(|e| bad(&format!("has malformed tool_calls: {e}")))?,
-    };
-    let u = v.get("usage");
-    let field = |k: &str| {
-        u.and_then(|u| u.get(k))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
+    let m = choice.message.ok_or_else(|| bad("has no message"))?;
+    let (prompt_tokens, completion_tokens) = c.usage.map_or((0, 0), |u| {
+        (
+            Lenient::get(u.prompt_tokens).unwrap_or(0),
+            Lenient::get(u.completion_tokens).unwrap_or(0),
+        )
+    });
     Ok(ChatResponse {
-        id: v
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        model: v
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
+        id: Lenient::get(c.id).unwrap_or_default(),
+        model: Lenient::get(c.model).unwrap_or_default(),
         message: Message {
             role: Role::Assistant,
-            content,
-            tool_calls,
+            content: Lenient::get(m.content).map(super::Content::Text),
+            tool_calls: m.tool_calls.unwrap_or_default(),
             tool_call_id: None,
             name: None,
         },
-        finish_reason: choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        finish_reason: Lenient::get(choice.finish_reason),
         usage: Usage {
-            prompt_tokens: field("prompt_tokens"),
-            completion_tokens: field("completion_tokens"),
+            prompt_tokens,
+            completion_tokens,
             calls: 1,
             cost: 0.0,
         },
@@ -576,16 +609,108 @@ fn parse_response(v: &Value) -> Result<ChatResponse, LlmError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::{ToolChoice, ToolSet, ToolSpec};
 
     #[test]
-    fn parses_tool_calls_and_usage() {
+    fn parses_tool_calls_and_usage_from_bytes_and_from_a_recorded_tree() {
         let v = json!({"id": "x", "model": "m", "choices": [{"message": {"role": "assistant", "content": null,
             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
-            "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}});
-        let r = parse_response(&v).unwrap();
-        assert_eq!(r.message.tool_calls[0].function.name, "bash");
-        assert_eq!(r.usage.prompt_tokens, 7);
-        assert!(parse_response(&json!({"choices": []})).is_err());
+            "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}, "system_fingerprint": "fp"});
+        let bytes = serde_json::to_vec(&v).unwrap();
+        for r in [
+            parse_response(serde_json::from_slice(&bytes)).unwrap(),
+            parse_response(Completion::deserialize(&v)).unwrap(),
+        ] {
+            assert_eq!(r.message.tool_calls[0].function.name, "bash");
+            assert_eq!(
+                r.message.tool_calls[0].function.arguments,
+                r#"{"command":"ls"}"#
+            );
+            assert_eq!(r.message.content, None);
+            assert_eq!((r.id.as_str(), r.model.as_str()), ("x", "m"));
+            assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+            assert_eq!((r.usage.prompt_tokens, r.usage.completion_tokens), (7, 3));
+        }
+        let err = |v: Value| {
+            parse_response(Completion::deserialize(&v))
+                .unwrap_err()
+                .message
+        };
+        assert!(err(json!({"choices": []})).contains("has no choices"));
+        assert!(err(json!({"choices": [{}]})).contains("has no message"));
+        let broken = json!({"choices": [{"message": {"tool_calls": [{"function": 3}]}}]});
+        assert!(err(broken).contains("not a chat completion"));
+        let not_json = parse_response(serde_json::from_slice(b"<html>")).unwrap_err();
+        assert!(
+            not_json.message.contains("not a chat completion"),
+            "{}",
+            not_json.message
+        );
+    }
+
+    #[test]
+    fn odd_fields_read_as_absent() {
+        // Content as parts, a numeric id, no usage, a fractional token count.
+        let v = json!({"id": 5, "choices": [{"message": {"content": [{"type": "text", "text": "hi"}]},
+            "finish_reason": null}], "usage": {"prompt_tokens": 2.5, "completion_tokens": 4}});
+        let r = parse_response(Completion::deserialize(&v)).unwrap();
+        assert_eq!((r.id.as_str(), r.message.content), ("", None));
+        assert_eq!((r.usage.prompt_tokens, r.usage.completion_tokens), (0, 4));
+        let plain = json!({"choices": [{"message": {"content": "hello"}}]});
+        let r = parse_response(Completion::deserialize(&plain)).unwrap();
+        assert_eq!(r.message.text(), "hello");
+        assert_eq!(r.usage.total(), 0);
+    }
+
+    #[test]
+    fn the_body_carries_the_tool_sets_json_only_when_there_are_tools() {
+        let settings = LlmSettings {
+            profile: "default".into(),
+            api_type: ApiType::OpenAi,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "m".into(),
+            api_key: None,
+            api_version: None,
+            max_tokens: 100,
+            max_input_tokens: None,
+            temperature: 0.5,
+            timeout: Duration::from_secs(1),
+            retry: RetryPolicy::default(),
+            input_price_per_mtok: 0.0,
+            output_price_per_mtok: 0.0,
+            capture_content: None,
+            cassette: None,
+            vision: false,
+        };
+        let client = LlmClient::new(Arc::new(settings), reqwest::Client::new(), None);
+        let spec = |name: &str| ToolSpec {
+            name: name.into(),
+            description: format!("does \"{name}\""),
+            parameters: json!({"type": "object", "properties": {}}),
+        };
+        let mut req = ChatRequest {
+            messages: vec![Message::user("hi")],
+            tools: ToolSet::new(vec![spec("a"), spec("b")]),
+            tool_choice: ToolChoice::Required,
+        };
+        let body: Value = serde_json::from_slice(&client.body(&req)).unwrap();
+        assert_eq!(body["model"], "m");
+        assert_eq!(body["messages"][0]["content"], "hi");
+        assert_eq!(body["tool_choice"], "required");
+        assert_eq!(body["tools"][1]["type"], "function");
+        assert_eq!(body["tools"][1]["function"]["name"], "b");
+        assert_eq!(body["tools"][1]["function"]["description"], "does \"b\"");
+        assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
+
+        req.tools = ToolSet::default();
+        let body: Value = serde_json::from_slice(&client.body(&req)).unwrap();
+        let keys: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(keys, ["max_tokens", "messages", "model", "temperature"]);
     }
 
     #[test]

@@ -150,6 +150,67 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// The tools a request offers, with their wire form (the request's `tools` array) made once
+/// with the set: an agent offers the same tools every round, so they are not serialised
+/// again for each request. Cheap to clone; derefs to the specs.
+#[derive(Debug, Clone, Default)]
+pub struct ToolSet(Arc<ToolSetInner>);
+
+#[derive(Debug, Default)]
+struct ToolSetInner {
+    specs: Vec<ToolSpec>,
+    /// `[{"type":"function","function":spec}, …]`; empty for no tools.
+    wire: String,
+}
+
+impl ToolSet {
+    pub fn new(specs: Vec<ToolSpec>) -> ToolSet {
+        #[derive(Serialize)]
+        struct WireTool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: &'a ToolSpec,
+        }
+        let wire = if specs.is_empty() {
+            String::new()
+        } else {
+            let tools: Vec<WireTool> = specs
+                .iter()
+                .map(|function| WireTool {
+                    kind: "function",
+                    function,
+                })
+                .collect();
+            serde_json::to_string(&tools).expect("tool specs always serialise")
+        };
+        ToolSet(Arc::new(ToolSetInner { specs, wire }))
+    }
+
+    /// The request's `tools` array as JSON (empty when there are no tools).
+    pub fn wire(&self) -> &str {
+        &self.0.wire
+    }
+}
+
+impl std::ops::Deref for ToolSet {
+    type Target = [ToolSpec];
+    fn deref(&self) -> &[ToolSpec] {
+        &self.0.specs
+    }
+}
+
+impl FromIterator<ToolSpec> for ToolSet {
+    fn from_iter<I: IntoIterator<Item = ToolSpec>>(iter: I) -> ToolSet {
+        ToolSet::new(iter.into_iter().collect())
+    }
+}
+
+impl From<Vec<ToolSpec>> for ToolSet {
+    fn from(specs: Vec<ToolSpec>) -> ToolSet {
+        ToolSet::new(specs)
+    }
+}
+
 /// Whether and which tool the model must call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolChoice {
@@ -177,7 +238,7 @@ impl ToolChoice {
 pub struct ChatRequest {
     pub messages: Vec<Message>,
     /// Shared with whoever offers the same tools every round, not copied per request.
-    pub tools: Arc<[ToolSpec]>,
+    pub tools: ToolSet,
     pub tool_choice: ToolChoice,
 }
 

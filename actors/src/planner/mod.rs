@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use crate::agent::{AgentArgs, AgentSpec, ExecutorAgent};
 use crate::llm::{
-    ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSpec, Usage,
+    ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSet, Usage,
 };
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, StepOutcome,
@@ -416,8 +416,8 @@ async fn planner_chat(
 }
 
 /// What the planning call offers the model: the planning tool, made once.
-static PLANNER_TOOLS: std::sync::LazyLock<Arc<[ToolSpec]>> =
-    std::sync::LazyLock::new(|| Arc::new([planning_spec()]));
+static PLANNER_TOOLS: std::sync::LazyLock<ToolSet> =
+    std::sync::LazyLock::new(|| ToolSet::new(vec![planning_spec()]));
 
 /// The planning call, with everything it needs, so it can run outside the actor.
 struct PlanJob {
@@ -852,7 +852,7 @@ async fn summarise(st: &mut PlannerState) -> String {
             Message::system(prompts::SUMMARY_SYSTEM),
             Message::user(prompts::summary_user(&st.task, &st.plan)),
         ],
-        tools: Arc::default(),
+        tools: ToolSet::default(),
         tool_choice: ToolChoice::None,
     };
     let span = tracing::info_span!(parent: &st.span, "summarise");

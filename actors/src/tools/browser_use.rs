@@ -5,7 +5,6 @@
 //! the first hit, and `extract_content` reads the page as markdown and asks the model for
 //! the goal through a forced tool call.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -14,7 +13,7 @@ use super::web::{markdown, search};
 use super::{
     Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, opt_int_arg, opt_str_arg,
 };
-use crate::llm::{ChatRequest, Message, ToolChoice, ToolSpec};
+use crate::llm::{ChatRequest, Message, ToolChoice, ToolSet, ToolSpec};
 use crate::protocol::{BrowserAction, BrowserReply, FlowMsg};
 
 const NAME: &str = "browser_use";
@@ -316,7 +315,7 @@ async fn extract(
             Message::system(EXTRACT_SYSTEM),
             Message::user(format!("Goal: {goal}\n\nPage: {title} ({url})\n\n{body}")),
         ],
-        tools: Arc::new([extraction_spec()]),
+        tools: ToolSet::new(vec![extraction_spec()]),
         tool_choice: ToolChoice::Function("record_extraction".into()),
     };
     let resp = llm
