@@ -221,9 +221,10 @@ impl RunStore {
     }
 }
 
-/// Lower the calling thread's scheduling priority (nice 10), so that when flows and the
-/// store both want the CPU the flows get it: nobody waits on a write, and under a burst the
-/// store catches up in the gaps (its queue grows meanwhile). Linux keeps a nice value per
+/// Lower the calling thread's scheduling priority to the least (nice 19), so that when flows
+/// and the store both want the CPU the flows get it: nobody waits on a write, and under a
+/// burst the store catches up in the gaps (its queue grows meanwhile; at nice 19 it still
+/// gets a small share of a busy CPU, so it never stops). Linux keeps a nice value per
 /// thread; elsewhere this does nothing.
 fn yield_to_flows() {
     #[cfg(target_os = "linux")]
@@ -232,7 +233,7 @@ fn yield_to_flows() {
         // lowering a thread's own priority needs no privilege.
         let failed = unsafe {
             let tid = libc::gettid() as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, 10) != 0
+            libc::setpriority(libc::PRIO_PROCESS, tid, 19) != 0
         };
         if failed {
             tracing::debug!(
