@@ -138,6 +138,10 @@ async fn two_agent_plan_is_routed_by_tags() {
     assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 6, "planner + 2 + 2 + summary");
+    for r in &reqs {
+        assert_eq!(r.header("authorization"), Some("Bearer test-key"));
+        assert_eq!(r.header("content-type"), Some("application/json"));
+    }
 
     // The planner is offered only `planning`, and told about both agents.
     assert_eq!(names(&reqs[0]), ["planning"]);

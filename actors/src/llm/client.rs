@@ -12,6 +12,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use super::cassette::{Recorder, ReplayCursor, ReplayFrom};
+use super::http::{Answer, Failure, Route};
 use super::retry::RetryPolicy;
 use super::tokens;
 use super::{ChatRequest, ChatResponse, Message, Role, ToolCall, Usage};
@@ -122,10 +123,8 @@ impl LlmError {
 #[derive(Clone)]
 pub struct LlmClient {
     settings: Arc<LlmSettings>,
-    /// The chat-completions URL, as text for messages and parsed once for sending (`None`
-    /// if it does not parse: sending then fails with reqwest's own account of why).
-    endpoint: Arc<(String, Option<reqwest::Url>)>,
-    http: reqwest::Client,
+    /// The chat-completions URL, as text for messages, and how it is reached.
+    endpoint: Arc<(String, Route)>,
     replay: Option<ReplayCursor>,
     recorder: Option<Recorder>,
 }
@@ -155,11 +154,14 @@ impl LlmClient {
         recorder: Option<Recorder>,
     ) -> Self {
         let url = endpoint(&settings);
-        let parsed = reqwest::Url::parse(&url).ok();
+        let key_header = match settings.api_type {
+            ApiType::Azure => Some("api-key"),
+            _ => None,
+        };
+        let route = Route::new(&url, http, settings.api_key.as_deref(), key_header);
         LlmClient {
             settings,
-            endpoint: Arc::new((url, parsed)),
-            http,
+            endpoint: Arc::new((url, route)),
             replay: None,
             recorder,
         }
@@ -355,29 +357,19 @@ impl LlmClient {
 
     async fn send_once(&self, body: &bytes::Bytes) -> Result<bytes::Bytes, Attempt> {
         let s = &self.settings;
-        let (url, parsed) = &*self.endpoint;
-        let rb = match parsed {
-            Some(u) => self.http.post(u.clone()),
-            None => self.http.post(url.as_str()),
-        };
-        let mut rb = rb
-            .timeout(s.timeout)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.clone());
-        if let Some(key) = &s.api_key {
-            rb = match s.api_type {
-                ApiType::Azure => rb.header("api-key", key),
-                _ => rb.bearer_auth(key),
-            };
-        }
+        let (url, route) = &*self.endpoint;
         let started = Instant::now();
-        let resp = rb.send().await.map_err(|e| {
-            let what = if e.is_timeout() {
-                format!("no answer from {url} within {}s", s.timeout.as_secs())
-            } else if e.is_connect() {
-                format!("cannot connect to {url}: is the server running?")
-            } else {
-                format!("request to {url} failed: {e}")
+        let Answer {
+            status,
+            retry_after,
+            body: answer,
+        } = route.exchange(body, s.timeout).await.map_err(|f| {
+            let what = match f {
+                Failure::Timeout => {
+                    format!("no answer from {url} within {}s", s.timeout.as_secs())
+                }
+                Failure::Connect => format!("cannot connect to {url}: is the server running?"),
+                Failure::Other(e) => format!("request to {url} failed: {e}"),
             };
             Attempt {
                 error: LlmError::new(LlmErrorKind::Network, what),
@@ -385,33 +377,18 @@ impl LlmClient {
                 retry_after: None,
             }
         })?;
-        let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map(Duration::from_secs_f64);
-        let answer = resp.bytes().await.map_err(|e| Attempt {
-            error: LlmError::new(
-                LlmErrorKind::Network,
-                format!("reading the answer from {url}: {e}"),
-            ),
-            retryable: true,
-            retry_after: None,
-        })?;
         tracing::debug!(
-            status = status.as_u16(),
+            status,
             ms = started.elapsed().as_millis() as u64,
             "model answered"
         );
-        if status.is_success() {
+        if (200..300).contains(&status) {
             return Ok(answer);
         }
         let text = String::from_utf8_lossy(&answer);
         let detail = server_message(&text);
         let profile = profile_suffix(&s.profile);
-        let code = status.as_u16();
+        let code = status;
         let (kind, retryable, message) = match code {
             401 | 403 => (
                 LlmErrorKind::Auth,
@@ -533,12 +510,12 @@ struct Completion {
 
 #[derive(Deserialize)]
 struct Choice {
-    message: Option<Answer>,
+    message: Option<WireMessage>,
     finish_reason: Option<Lenient<String>>,
 }
 
 #[derive(Deserialize)]
-struct Answer {
+struct WireMessage {
     content: Option<Lenient<String>>,
     tool_calls: Option<Vec<ToolCall>>,
 }

@@ -1,0 +1,263 @@
+//! One HTTP exchange with a model server: post the body, within the time limit, and read the
+//! whole answer. The client decides what the status means and whether to retry.
+//!
+//! A plain-HTTP endpoint that no proxy setting covers (a local vLLM, Ollama or llama.cpp
+//! server, where calls are many and fast) goes through a bare hyper client: the same HTTP/1
+//! code and connection pool that reqwest wraps, without the URL re-parsing and the redirect
+//! and retry layers reqwest adds to every request, which a model call does not use.
+//! Everything else (HTTPS, proxies) goes through reqwest.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+type Direct = Client<HttpConnector, Full<Bytes>>;
+
+/// A bare client, with its own connection pool: one per `Route`, so one per model profile
+/// of a runtime, shared by its clones.
+fn direct() -> Direct {
+    let mut connector = HttpConnector::new();
+    // As reqwest does: a request goes out at once, not when Nagle allows.
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .build(connector)
+}
+
+/// How one endpoint is reached, worked out once per client.
+pub(super) struct Route {
+    way: Way,
+    /// The key's header, made once.
+    auth: Option<(HeaderName, HeaderValue)>,
+}
+
+enum Way {
+    Direct(Box<Direct>, http::Uri),
+    Reqwest(reqwest::Client, reqwest::Url),
+    /// The URL does not parse: every attempt says so.
+    Invalid(String),
+}
+
+/// What the server answered.
+pub(super) struct Answer {
+    pub status: u16,
+    pub retry_after: Option<Duration>,
+    pub body: Bytes,
+}
+
+/// Why there is no answer.
+pub(super) enum Failure {
+    Timeout,
+    Connect,
+    Other(String),
+}
+
+impl Route {
+    /// The way to `url`; `api_key_header` names the header the key goes in (`None`: a
+    /// bearer token).
+    pub fn new(
+        url: &str,
+        http: reqwest::Client,
+        api_key: Option<&str>,
+        api_key_header: Option<&'static str>,
+    ) -> Route {
+        let auth = api_key.and_then(|key| {
+            let (name, value) = match api_key_header {
+                Some(name) => (HeaderName::from_static(name), key.to_string()),
+                None => (AUTHORIZATION, format!("Bearer {key}")),
+            };
+            let mut value = HeaderValue::from_str(&value).ok()?;
+            value.set_sensitive(true);
+            Some((name, value))
+        });
+        let way = match reqwest::Url::parse(url) {
+            Err(e) => Way::Invalid(format!("{url} is not a URL: {e}")),
+            Ok(parsed) => {
+                let uri = (parsed.scheme() == "http")
+                    .then(|| parsed.as_str().parse::<http::Uri>().ok())
+                    .flatten()
+                    .filter(|uri| Matcher::from_system().intercept(uri).is_none());
+                match uri {
+                    Some(uri) => Way::Direct(Box::new(direct()), uri),
+                    None => Way::Reqwest(http, parsed),
+                }
+            }
+        };
+        Route { way, auth }
+    }
+
+    /// Whether requests skip reqwest (for tests).
+    #[cfg(test)]
+    pub fn is_direct(&self) -> bool {
+        matches!(self.way, Way::Direct(..))
+    }
+
+    /// Post `body` as JSON and read the whole answer, all within `limit`.
+    pub async fn exchange(&self, body: &Bytes, limit: Duration) -> Result<Answer, Failure> {
+        match &self.way {
+            Way::Direct(client, uri) => {
+                let mut req = http::Request::post(uri.clone())
+                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                if let Some((name, value)) = &self.auth {
+                    req = req.header(name, value);
+                }
+                let req = req
+                    .body(Full::new(body.clone()))
+                    .map_err(|e| Failure::Other(e.to_string()))?;
+                let exchange = async {
+                    let resp = client.request(req).await.map_err(|e| {
+                        if e.is_connect() {
+                            Failure::Connect
+                        } else {
+                            Failure::Other(with_causes(&e))
+                        }
+                    })?;
+                    let status = resp.status().as_u16();
+                    let retry_after = retry_after(resp.headers());
+                    let body = resp
+                        .into_body()
+                        .collect()
+                        .await
+                        .map_err(|e| Failure::Other(format!("reading the answer: {e}")))?
+                        .to_bytes();
+                    Ok(Answer {
+                        status,
+                        retry_after,
+                        body,
+                    })
+                };
+                tokio::time::timeout(limit, exchange)
+                    .await
+                    .map_err(|_| Failure::Timeout)?
+            }
+            Way::Reqwest(client, url) => {
+                let mut rb = client
+                    .post(url.clone())
+                    .timeout(limit)
+                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                    .body(body.clone());
+                if let Some((name, value)) = &self.auth {
+                    rb = rb.header(name, value);
+                }
+                let failure = |e: reqwest::Error| {
+                    if e.is_timeout() {
+                        Failure::Timeout
+                    } else if e.is_connect() {
+                        Failure::Connect
+                    } else {
+                        Failure::Other(e.to_string())
+                    }
+                };
+                let resp = rb.send().await.map_err(failure)?;
+                let status = resp.status().as_u16();
+                let retry_after = retry_after(resp.headers());
+                let body = resp.bytes().await.map_err(failure)?;
+                Ok(Answer {
+                    status,
+                    retry_after,
+                    body,
+                })
+            }
+            Way::Invalid(why) => Err(Failure::Other(why.clone())),
+        }
+    }
+}
+
+/// `Retry-After` in seconds, when the server gives it so.
+fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    headers
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// An error with what caused it, as one line (hyper's own message is terse).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_goes_direct_and_https_through_reqwest() {
+        let http = reqwest::Client::new();
+        let local = Route::new(
+            "http://127.0.0.1:8000/v1/chat/completions",
+            http.clone(),
+            None,
+            None,
+        );
+        assert!(local.is_direct() && local.auth.is_none());
+        let remote = Route::new(
+            "https://api.example.com/v1/chat/completions",
+            http.clone(),
+            Some("sk-1"),
+            None,
+        );
+        assert!(!remote.is_direct());
+        let (name, value) = remote.auth.unwrap();
+        assert_eq!(
+            (name.as_str(), value.to_str().unwrap()),
+            ("authorization", "Bearer sk-1")
+        );
+        assert!(value.is_sensitive());
+        let azure = Route::new(
+            "http://127.0.0.1:1/x?api-version=1",
+            http,
+            Some("k"),
+            Some("api-key"),
+        );
+        assert_eq!(azure.auth.unwrap().0.as_str(), "api-key");
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_and_a_closed_port_are_told_apart() {
+        let http = reqwest::Client::new();
+        let body = Bytes::from_static(b"{}");
+        let bad = Route::new("not a url", http.clone(), None, None);
+        match bad.exchange(&body, Duration::from_secs(5)).await {
+            Err(Failure::Other(why)) => assert!(why.contains("not a URL"), "{why}"),
+            _ => panic!("a bad URL must fail as such"),
+        }
+        // A port nothing listens on (bound, then closed).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let closed = Route::new(&format!("http://127.0.0.1:{port}/v1"), http, None, None);
+        assert!(closed.is_direct());
+        assert!(matches!(
+            closed.exchange(&body, Duration::from_secs(5)).await,
+            Err(Failure::Connect)
+        ));
+    }
+
+    #[test]
+    fn retry_after_takes_only_sane_seconds() {
+        let mut h = http::HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static(" 1.5 "));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        for odd in ["-1", "NaN", "Wed, 21 Oct 2026 07:28:00 GMT"] {
+            h.insert(RETRY_AFTER, HeaderValue::from_static(odd));
+            assert_eq!(retry_after(&h), None, "{odd}");
+        }
+    }
+}
