@@ -40,7 +40,7 @@ use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::client::McpConnection;
 use manus_actors::mcp::server::ServeSettings;
 use manus_actors::planner::plan::Plan;
-use manus_actors::protocol::{BrowserMsg, SandboxMsg};
+use manus_actors::protocol::{BrowserMsg, EventObserver, EventSink, SandboxMsg};
 use manus_actors::protocol::{
     FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, RootMsg,
 };
@@ -50,7 +50,8 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::config::Config;
-use crate::store::{RunStore, StoreError, StoredRun, tap};
+use crate::store::tap::Tap;
+use crate::store::{RunStore, StoreError, StoredRun};
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
@@ -402,30 +403,25 @@ impl Runtime {
             None => ReplayFrom::Start,
         };
         llm::rewind(clients, from);
-        let (tx, planner_events) = unbounded_channel();
-        let events = match &self.store {
-            Some(store) => {
-                let (to_handle, rx) = unbounded_channel();
-                let before = run.resume.clone().unwrap_or_default();
-                let row = StoredRun {
-                    id: run.id.clone(),
-                    task: run.task.clone(),
-                    mode: run.mode,
-                    status: "running".into(),
-                    plan: before.plan,
-                    usage: before.usage,
-                    usage_by_agent: before.usage_by_agent,
-                    outcome: None,
-                    owner: Some(store.owner().to_string()),
-                    created_at: run.created_at,
-                    updated_at: run.created_at,
-                    elapsed_ms: before.elapsed.as_millis() as u64,
-                };
-                tap::spawn(store.clone(), row, run.seq, planner_events, to_handle);
-                rx
-            }
-            None => planner_events,
-        };
+        let (tx, events) = unbounded_channel();
+        let tap = self.store.as_ref().map(|store| {
+            let before = run.resume.clone().unwrap_or_default();
+            let row = StoredRun {
+                id: run.id.clone(),
+                task: run.task.clone(),
+                mode: run.mode,
+                status: "running".into(),
+                plan: before.plan,
+                usage: before.usage,
+                usage_by_agent: before.usage_by_agent,
+                outcome: None,
+                owner: Some(store.owner().to_string()),
+                created_at: run.created_at,
+                updated_at: run.created_at,
+                elapsed_ms: before.elapsed.as_millis() as u64,
+            };
+            Box::new(Tap::open(store.clone(), row, run.seq)) as Box<dyn EventObserver>
+        });
         let spec = FlowSpec {
             id: run.id.clone(),
             task: run.task.clone(),
@@ -434,7 +430,7 @@ impl Runtime {
             pool,
             planner_llm,
             planner_slots: self.planner_slots.clone(),
-            events: tx,
+            events: EventSink::new(tx, tap),
             sandbox: self.sandbox.clone(),
             browser: self.browser.clone(),
             resume: run.resume,

@@ -9,10 +9,11 @@
 //! ```
 //!
 //! Requests that need an answer carry an `RpcReplyPort`; everything else is a cast.
-//! Nothing is shared between actors but these messages and clones of the flow's event
-//! sender.
+//! Nothing is shared between actors but these messages and clones of the flow's
+//! `EventSink`.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ractor::{ActorRef, RpcReplyPort};
@@ -23,6 +24,52 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::llm::{Message, ToolCall, Usage};
 use crate::planner::plan::{Plan, StepStatus};
 use crate::tools::ToolCtx;
+
+// ─── A flow's events ────────────────────────────────────────────────────────────────────
+
+/// Sees each of a flow's events just before its handle does, in the handle's order, on the
+/// emitting actor's own thread: how the host's run store keeps its record with no task in
+/// between. It must be quick and must not block.
+pub trait EventObserver: Send {
+    fn observe(&mut self, event: &FlowEvent);
+}
+
+/// Where a flow's events go: the channel its handle reads, after the host's observer, if
+/// any. Cheap to clone: the planner and its agents each hold one. When the last clone is
+/// dropped the handle's stream ends and the observer is dropped.
+#[derive(Clone)]
+pub struct EventSink(Arc<SinkInner>);
+
+struct SinkInner {
+    tx: UnboundedSender<FlowEvent>,
+    /// Held while an event is observed and queued, so both see the same order.
+    observer: Option<Mutex<Box<dyn EventObserver>>>,
+}
+
+impl EventSink {
+    pub fn new(tx: UnboundedSender<FlowEvent>, observer: Option<Box<dyn EventObserver>>) -> Self {
+        EventSink(Arc::new(SinkInner {
+            tx,
+            observer: observer.map(Mutex::new),
+        }))
+    }
+
+    /// Pass `event` on. A handle that is gone is no error: the flow goes on, and the
+    /// observer still sees it.
+    pub fn send(&self, event: FlowEvent) {
+        let inner = &*self.0;
+        match &inner.observer {
+            Some(observer) => {
+                let mut observer = observer.lock().unwrap_or_else(|p| p.into_inner());
+                observer.observe(&event);
+                let _ = inner.tx.send(event);
+            }
+            None => {
+                let _ = inner.tx.send(event);
+            }
+        }
+    }
+}
 
 // ─── Root supervisor ────────────────────────────────────────────────────────────────────
 
@@ -43,7 +90,7 @@ pub struct FlowSpec {
     pub planner_llm: crate::llm::LlmClient,
     /// The runtime's `planner_replicas` permits: a planning or summary call holds one.
     pub planner_slots: std::sync::Arc<tokio::sync::Semaphore>,
-    pub events: UnboundedSender<FlowEvent>,
+    pub events: EventSink,
     /// The sandbox supervisor, told to remove the flow's container when it ends.
     pub sandbox: Option<ActorRef<SandboxMsg>>,
     /// The browser supervisor, told to close the flow's browser when it ends.
@@ -133,7 +180,7 @@ pub struct StepRequest {
     /// The plan with current statuses, as text.
     pub plan_view: String,
     pub flow: ActorRef<FlowMsg>,
-    pub events: UnboundedSender<FlowEvent>,
+    pub events: EventSink,
     /// The planner's step span; the agent's run span is its child.
     pub span: tracing::Span,
 }

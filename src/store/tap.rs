@@ -1,48 +1,65 @@
-//! A run's record as its events happen, in two halves. The tap sits between a flow's
-//! planner and its `FlowHandle`: it numbers each event, passes it on unchanged and queues a
-//! copy for the store; that is all the work a flow's own threads do for its record. The
+//! A run's record as its events happen, in two halves. The tap is the flow's
+//! `EventObserver`: on the emitting actor's thread, just before the handle gets an event, it
+//! numbers the event and queues a copy for the store; that is all the work a flow's own
+//! threads do for its record, and no task stands between the planner and its handle. The
 //! fold runs on the store's thread: it folds each run's events into its state (the same
-//! `FlowView` the board reads) and turns them into rows. The tap keeps going if the handle
-//! is dropped: the flow still runs, so its record must still be written.
+//! `FlowView` the board reads) and turns them into rows. The tap sees every event whether or
+//! not the handle is still read: the flow still runs, so its record must still be written.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use manus_actors::protocol::FlowEvent;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use manus_actors::protocol::{EventObserver, FlowEvent};
 
 use super::writer::{RunStore, Write};
 use super::{Stmt, StoredMemory, StoredRun, now_ms, sql};
 use crate::view::FlowView;
 
-/// Follow a flow whose state so far is `row`, numbering its events from `seq`.
-pub(crate) fn spawn(
+/// The store's observer of one flow.
+pub(crate) struct Tap {
     store: RunStore,
-    row: StoredRun,
-    mut seq: u64,
-    mut events: UnboundedReceiver<FlowEvent>,
-    handle: UnboundedSender<FlowEvent>,
-) {
-    tokio::spawn(async move {
-        let started = Instant::now();
+    run_id: Arc<str>,
+    /// The number the next event gets.
+    seq: u64,
+    opened: Instant,
+}
+
+impl Tap {
+    /// Record a flow whose state so far is `row`, numbering its events from `seq`.
+    pub(crate) fn open(store: RunStore, row: StoredRun, seq: u64) -> Tap {
         let run_id: Arc<str> = row.id.as_str().into();
         store.write(Write::Open(Box::new(row)));
-        while let Some(event) = events.recv().await {
-            // Memories are rows of their own, not numbered events.
-            let numbered = !matches!(event, FlowEvent::StepMemory { .. });
-            store.write(Write::Event {
-                run_id: run_id.clone(),
-                seq,
-                at: now_ms(),
-                ran_ms: started.elapsed().as_millis() as u64,
-                event: event.clone(),
-            });
-            seq += u64::from(numbered);
-            let _ = handle.send(event);
+        Tap {
+            store,
+            run_id,
+            seq,
+            opened: Instant::now(),
         }
-        store.write(Write::Closed(run_id));
-    });
+    }
+}
+
+impl EventObserver for Tap {
+    fn observe(&mut self, event: &FlowEvent) {
+        self.store.write(Write::Event {
+            run_id: self.run_id.clone(),
+            seq: self.seq,
+            at: now_ms(),
+            ran_ms: self.opened.elapsed().as_millis() as u64,
+            event: event.clone(),
+        });
+        // Memories are rows of their own, not numbered events.
+        if !matches!(event, FlowEvent::StepMemory { .. }) {
+            self.seq += 1;
+        }
+    }
+}
+
+impl Drop for Tap {
+    /// The flow's events have ended (every sender is gone).
+    fn drop(&mut self) {
+        self.store.write(Write::Closed(self.run_id.clone()));
+    }
 }
 
 /// The state of each run with a tap open, on the store's thread.

@@ -256,7 +256,7 @@ impl<'a> StepRun<'a> {
     }
 
     fn emit(&self, e: FlowEvent) {
-        let _ = self.req.events.send(e);
+        self.req.events.send(e);
     }
 
     fn outcome(&self, status: StepStatus, summary: String, rounds: u32) -> StepOutcome {
@@ -657,7 +657,7 @@ mod tests {
             task: "t".into(),
             plan_view: Plan::new("p", "t", vec!["crash then recover".into()]).view(),
             flow: sink.clone(),
-            events,
+            events: crate::protocol::EventSink::new(events, None),
             span: tracing::Span::none(),
         };
         // The model's side, as a cassette: crash the worker, use the shell, finish.

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{Semaphore, oneshot};
 use tracing::Instrument;
 
@@ -26,8 +25,8 @@ use crate::llm::{
     ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSet, Usage,
 };
 use crate::protocol::{
-    AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, StepOutcome,
-    StepRequest,
+    AgentMsg, EventSink, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume,
+    StepOutcome, StepRequest,
 };
 use crate::tools::planning::{PlanningTool, planning_spec};
 use plan::{Plan, StepStatus};
@@ -80,7 +79,7 @@ pub struct PlannerState {
     settings: FlowSettings,
     llm: LlmClient,
     planner_slots: Arc<Semaphore>,
-    events: UnboundedSender<FlowEvent>,
+    events: EventSink,
     specs: Vec<Arc<AgentSpec>>,
     /// Replicas by agent name, in pool order.
     replicas: HashMap<String, Vec<ActorRef<AgentMsg>>>,
@@ -129,7 +128,7 @@ impl PlannerState {
     }
 
     fn emit(&self, e: FlowEvent) {
-        let _ = self.events.send(e);
+        self.events.send(e);
     }
 
     fn spec(&self, name: &str) -> &Arc<AgentSpec> {
@@ -399,14 +398,14 @@ fn make_plan(myself: &ActorRef<FlowMsg>, st: &PlannerState) {
 async fn planner_chat(
     llm: &LlmClient,
     slots: &Semaphore,
-    events: &UnboundedSender<FlowEvent>,
+    events: &EventSink,
     request: &ChatRequest,
 ) -> Result<ChatResponse, LlmError> {
     // The semaphore is never closed, so this waits for a permit and never fails.
     let _permit = slots.acquire().await.ok();
     let started = Instant::now();
     let resp = llm.chat(request).await?;
-    let _ = events.send(FlowEvent::LlmCalled {
+    events.send(FlowEvent::LlmCalled {
         agent: "planner".into(),
         model: llm.model().to_string(),
         usage: resp.usage,
@@ -426,7 +425,7 @@ struct PlanJob {
     agents: Vec<(String, String)>,
     llm: LlmClient,
     slots: Arc<Semaphore>,
-    events: UnboundedSender<FlowEvent>,
+    events: EventSink,
     span: tracing::Span,
 }
 
