@@ -67,15 +67,24 @@ impl Route {
         api_key: Option<&str>,
         api_key_header: Option<&'static str>,
     ) -> Route {
-        let auth = api_key.and_then(|key| {
+        let auth = api_key.map(|key| {
             let (name, value) = match api_key_header {
                 Some(name) => (HeaderName::from_static(name), key.to_string()),
                 None => (AUTHORIZATION, format!("Bearer {key}")),
             };
-            let mut value = HeaderValue::from_str(&value).ok()?;
-            value.set_sensitive(true);
-            Some((name, value))
+            HeaderValue::from_str(&value).map(|mut value| {
+                value.set_sensitive(true);
+                (name, value)
+            })
         });
+        let Ok(auth) = auth.transpose() else {
+            // Sending without the key would only earn a 401 that blames the key's value.
+            let why = "the API key holds characters an HTTP header cannot carry";
+            return Route {
+                way: Way::Invalid(why.into()),
+                auth: None,
+            };
+        };
         let way = match reqwest::Url::parse(url) {
             Err(e) => Way::Invalid(format!("{url} is not a URL: {e}")),
             Ok(parsed) => {
@@ -228,13 +237,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_bad_url_and_a_closed_port_are_told_apart() {
+    async fn a_bad_url_a_bad_key_and_a_closed_port_are_told_apart() {
         let http = reqwest::Client::new();
         let body = Bytes::from_static(b"{}");
         let bad = Route::new("not a url", http.clone(), None, None);
         match bad.exchange(&body, Duration::from_secs(5)).await {
             Err(Failure::Other(why)) => assert!(why.contains("not a URL"), "{why}"),
             _ => panic!("a bad URL must fail as such"),
+        }
+        // A key a header cannot carry is refused, not silently left off.
+        let url = "http://127.0.0.1:1/v1";
+        let bad_key = Route::new(url, http.clone(), Some("sk-\n1"), None);
+        match bad_key.exchange(&body, Duration::from_secs(5)).await {
+            Err(Failure::Other(why)) => assert!(why.contains("API key"), "{why}"),
+            _ => panic!("a key with a newline must fail as such"),
         }
         // A port nothing listens on (bound, then closed).
         let port = std::net::TcpListener::bind("127.0.0.1:0")
