@@ -360,35 +360,52 @@ impl LlmClient {
         let (url, route) = &*self.endpoint;
         let started = Instant::now();
         let Answer {
-            status,
+            status: code,
             retry_after,
             body: answer,
         } = route.exchange(body, s.timeout).await.map_err(|f| {
-            let what = match f {
-                Failure::Timeout => {
-                    format!("no answer from {url} within {}s", s.timeout.as_secs())
-                }
-                Failure::Connect => format!("cannot connect to {url}: is the server running?"),
-                Failure::Other(e) => format!("request to {url} failed: {e}"),
+            let (kind, retryable, what) = match f {
+                Failure::Timeout => (
+                    LlmErrorKind::Network,
+                    true,
+                    format!("no answer from {url} within {}s", s.timeout.as_secs()),
+                ),
+                Failure::Connect => (
+                    LlmErrorKind::Network,
+                    true,
+                    format!("cannot connect to {url}: is the server running?"),
+                ),
+                Failure::Other(e) => (
+                    LlmErrorKind::Network,
+                    true,
+                    format!("request to {url} failed: {e}"),
+                ),
+                Failure::Unsendable(why) => (
+                    LlmErrorKind::BadRequest,
+                    false,
+                    format!(
+                        "cannot send to {url}: {why}; check [llm{}]",
+                        profile_suffix(&s.profile)
+                    ),
+                ),
             };
             Attempt {
-                error: LlmError::new(LlmErrorKind::Network, what),
-                retryable: true,
+                error: LlmError::new(kind, what),
+                retryable,
                 retry_after: None,
             }
         })?;
         tracing::debug!(
-            status,
+            status = code,
             ms = started.elapsed().as_millis() as u64,
             "model answered"
         );
-        if (200..300).contains(&status) {
+        if (200..300).contains(&code) {
             return Ok(answer);
         }
         let text = String::from_utf8_lossy(&answer);
         let detail = server_message(&text);
         let profile = profile_suffix(&s.profile);
-        let code = status;
         let (kind, retryable, message) = match code {
             401 | 403 => (
                 LlmErrorKind::Auth,
@@ -643,14 +660,14 @@ mod tests {
         assert_eq!(r.usage.total(), 0);
     }
 
-    #[test]
-    fn the_body_carries_the_tool_sets_json_only_when_there_are_tools() {
+    /// A client of an OpenAI-compatible profile at `base_url` (nothing listens on port 1).
+    fn client_for(base_url: &str, api_key: Option<&str>) -> LlmClient {
         let settings = LlmSettings {
             profile: "default".into(),
             api_type: ApiType::OpenAi,
-            base_url: "http://127.0.0.1:1/v1".into(),
+            base_url: base_url.into(),
             model: "m".into(),
-            api_key: None,
+            api_key: api_key.map(str::to_string),
             api_version: None,
             max_tokens: 100,
             max_input_tokens: None,
@@ -663,7 +680,31 @@ mod tests {
             cassette: None,
             vision: false,
         };
-        let client = LlmClient::new(Arc::new(settings), reqwest::Client::new(), None);
+        LlmClient::new(Arc::new(settings), reqwest::Client::new(), None)
+    }
+
+    #[tokio::test]
+    async fn a_request_that_cannot_be_sent_fails_at_once_and_says_what_to_fix() {
+        let req = ChatRequest {
+            messages: vec![Message::user("hi")],
+            tools: ToolSet::default(),
+            tool_choice: ToolChoice::Auto,
+        };
+        for client in [
+            client_for("not a url", None),
+            client_for("http://127.0.0.1:1/v1", Some("sk-\n1")),
+        ] {
+            let e = client.chat(&req).await.unwrap_err();
+            assert_eq!(e.kind, LlmErrorKind::BadRequest, "{}", e.message);
+            assert!(e.message.contains("check [llm]"), "{}", e.message);
+            // Not retried: a retried failure says how many attempts it gave up after.
+            assert!(!e.message.contains("gave up"), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn the_body_carries_the_tool_sets_json_only_when_there_are_tools() {
+        let client = client_for("http://127.0.0.1:1/v1", None);
         let spec = |name: &str| ToolSpec {
             name: name.into(),
             description: format!("does \"{name}\""),

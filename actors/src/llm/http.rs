@@ -56,6 +56,8 @@ pub(super) enum Failure {
     Timeout,
     Connect,
     Other(String),
+    /// The request cannot be made at all (a bad URL or key): trying again cannot help.
+    Unsendable(String),
 }
 
 impl Route {
@@ -173,7 +175,7 @@ impl Route {
                     body,
                 })
             }
-            Way::Invalid(why) => Err(Failure::Other(why.clone())),
+            Way::Invalid(why) => Err(Failure::Unsendable(why.clone())),
         }
     }
 }
@@ -242,14 +244,14 @@ mod tests {
         let body = Bytes::from_static(b"{}");
         let bad = Route::new("not a url", http.clone(), None, None);
         match bad.exchange(&body, Duration::from_secs(5)).await {
-            Err(Failure::Other(why)) => assert!(why.contains("not a URL"), "{why}"),
+            Err(Failure::Unsendable(why)) => assert!(why.contains("not a URL"), "{why}"),
             _ => panic!("a bad URL must fail as such"),
         }
         // A key a header cannot carry is refused, not silently left off.
         let url = "http://127.0.0.1:1/v1";
         let bad_key = Route::new(url, http.clone(), Some("sk-\n1"), None);
         match bad_key.exchange(&body, Duration::from_secs(5)).await {
-            Err(Failure::Other(why)) => assert!(why.contains("API key"), "{why}"),
+            Err(Failure::Unsendable(why)) => assert!(why.contains("API key"), "{why}"),
             _ => panic!("a key with a newline must fail as such"),
         }
         // A port nothing listens on (bound, then closed).
