@@ -58,16 +58,13 @@ impl EventSink {
     /// observer still sees it.
     pub fn send(&self, event: FlowEvent) {
         let inner = &*self.0;
-        match &inner.observer {
-            Some(observer) => {
-                let mut observer = observer.lock().unwrap_or_else(|p| p.into_inner());
-                observer.observe(&event);
-                let _ = inner.tx.send(event);
-            }
-            None => {
-                let _ = inner.tx.send(event);
-            }
-        }
+        // Held until the event is queued too.
+        let _observed = inner.observer.as_ref().map(|observer| {
+            let mut observer = observer.lock().unwrap_or_else(|p| p.into_inner());
+            observer.observe(&event);
+            observer
+        });
+        let _ = inner.tx.send(event);
     }
 }
 

@@ -86,7 +86,7 @@ impl StoredRun {
     }
 }
 
-/// Event `seq` of a run, given as the event's JSON.
+/// Event `seq` of a run, stored as JSON with its kind beside it.
 pub fn insert_event(run_id: &str, seq: u64, at: i64, event: &FlowEvent) -> Stmt {
     let json = serde_json::to_string(event).unwrap_or_default();
     Stmt {

@@ -126,10 +126,12 @@ impl Folds {
     pub(crate) fn snapshots(&mut self, now: i64, stmts: &mut Vec<Stmt>) {
         for f in self.runs.values_mut().filter(|f| f.changed) {
             f.changed = false;
+            // The state as folded; usage by agent is kept on the row itself.
             let v = &f.view;
             f.row.plan.clone_from(&v.plan);
             f.row.usage = v.usage;
             f.row.status = v.status();
+            f.row.outcome.clone_from(&v.outcome);
             stmts.push(f.row.upsert(now));
         }
         self.runs.retain(|_, f| !f.closed);
@@ -169,7 +171,6 @@ impl Folding {
             }
             FlowEvent::FlowFinished { ref outcome } => {
                 self.row.usage_by_agent = outcome.usage_by_agent.clone();
-                self.row.outcome = Some(outcome.clone());
             }
             _ => {}
         }

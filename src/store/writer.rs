@@ -285,8 +285,9 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
         match job {
             Ok(Job::Write(first)) => {
                 // Gather what comes within GATHER: one commit for many writes, and one row
-                // for each run's state however often it changed in that time. The thread parks through
-                // it rather than waiting on the channel, so writers never wake it.
+                // for each run's state however often it changed in that time. The thread
+                // parks through it rather than waiting on the channel, so writers never
+                // wake it.
                 hurry.gather(GATHER);
                 let mut batch = vec![*first];
                 loop {
@@ -440,6 +441,7 @@ mod tests {
         let r1 = store.get("r1").await.unwrap().unwrap();
         // Its elapsed time goes on from the 7 ms it had when opened.
         assert_eq!((r1.status.as_str(), r1.elapsed_ms), ("completed", 47));
+        assert_eq!(r1.outcome.as_ref().map(|o| o.reason.as_str()), Some("done"));
         assert_eq!(r1.progress(), (1, 2));
         assert_eq!(r1.usage.total(), 15);
         assert_eq!(store.list(10).await.unwrap().len(), 2);
