@@ -177,6 +177,9 @@ pub struct StepRequest {
     /// The plan with current statuses, as text.
     pub plan_view: String,
     pub flow: ActorRef<FlowMsg>,
+    /// Whether the flow has a token or cost budget. Only then does the agent wait for the
+    /// planner's word after each model call; otherwise it reports what it spent and goes on.
+    pub budgeted: bool,
     pub events: EventSink,
     /// The planner's step span; the agent's run span is its child.
     pub span: tracing::Span,

@@ -259,6 +259,34 @@ impl<'a> StepRun<'a> {
         self.req.events.send(e);
     }
 
+    /// Tell the planner, which keeps the flow's tally, what a model call spent, and whether
+    /// the flow may go on. Only a flow with a budget waits for the planner's word; the
+    /// message still goes ahead of the step's outcome, so the tally is whole when it ends.
+    async fn spent(&self, usage: Usage) -> bool {
+        let agent = self.state.spec.name.clone();
+        if !self.req.budgeted {
+            let _ = self.req.flow.send_message(FlowMsg::Spent {
+                agent,
+                usage,
+                go_on: None,
+            });
+            return true;
+        }
+        let go_on = self
+            .req
+            .flow
+            .call(
+                |reply| FlowMsg::Spent {
+                    agent,
+                    usage,
+                    go_on: Some(reply),
+                },
+                Some(Duration::from_secs(30)),
+            )
+            .await;
+        !matches!(go_on, Ok(ractor::rpc::CallResult::Success(false)))
+    }
+
     fn outcome(&self, status: StepStatus, summary: String, rounds: u32) -> StepOutcome {
         StepOutcome {
             status,
@@ -303,22 +331,7 @@ impl<'a> StepRun<'a> {
                 }
             };
             self.usage.add(resp.usage);
-            // The planner keeps the flow's budget: wait for its word before going on.
-            let agent = self.state.spec.name.clone();
-            let usage = resp.usage;
-            let go_on = self
-                .req
-                .flow
-                .call(
-                    |reply| FlowMsg::Spent {
-                        agent,
-                        usage,
-                        go_on: Some(reply),
-                    },
-                    Some(Duration::from_secs(30)),
-                )
-                .await;
-            let go_on = !matches!(go_on, Ok(ractor::rpc::CallResult::Success(false)));
+            let go_on = self.spent(resp.usage).await;
             self.emit(FlowEvent::LlmCalled {
                 agent: self.state.label.clone(),
                 model: self.state.spec.llm.model().to_string(),
@@ -657,6 +670,7 @@ mod tests {
             task: "t".into(),
             plan_view: Plan::new("p", "t", vec!["crash then recover".into()]).view(),
             flow: sink.clone(),
+            budgeted: false,
             events: crate::protocol::EventSink::new(events, None),
             span: tracing::Span::none(),
         };

@@ -1,5 +1,5 @@
 //! The Planner actor: one per flow. It asks the model for a plan whose steps carry
-//! `[AGENT]` tags, routes each step to a free replica of that agent, keeps every step's
+//! `[AGENT]` tags, routes each step to the flow's agent of that kind, keeps every step's
 //! status honest, enforces the step and flow timeouts and the retry budget, relays
 //! `ask_human` questions, and has the model summarise the run at the end.
 //!
@@ -66,7 +66,6 @@ struct Running {
     dispatch: u64,
     step: usize,
     agent: String,
-    replica: usize,
     /// When the step was sent, then when its agent began it.
     started: Instant,
     span: tracing::Span,
@@ -81,8 +80,10 @@ pub struct PlannerState {
     planner_slots: Arc<Semaphore>,
     events: EventSink,
     specs: Vec<Arc<AgentSpec>>,
-    /// Replicas by agent name, in pool order.
-    replicas: HashMap<String, Vec<ActorRef<AgentMsg>>>,
+    /// The flow's agent of each kind it has used so far, by name: started on the flow's
+    /// first step of that kind. Steps run one at a time, so one of each serves the flow;
+    /// the kind's `replicas` bound how many of its steps run at once across flows.
+    agents: HashMap<String, ActorRef<AgentMsg>>,
     plan: Plan,
     running: Option<Running>,
     next_dispatch: u64,
@@ -131,13 +132,6 @@ impl PlannerState {
         self.events.send(e);
     }
 
-    fn spec(&self, name: &str) -> &Arc<AgentSpec> {
-        self.specs
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap_or(&self.specs[0])
-    }
-
     /// The agent a step goes to: its tag if the pool has that agent, else the primary.
     fn route(&self, step: usize) -> String {
         self.plan.steps[step]
@@ -159,7 +153,7 @@ impl Actor for Planner {
 
     async fn pre_start(
         &self,
-        myself: ActorRef<FlowMsg>,
+        _myself: ActorRef<FlowMsg>,
         spec: FlowSpec,
     ) -> Result<PlannerState, ActorProcessingErr> {
         let span = tracing::info_span!(
@@ -177,17 +171,6 @@ impl Actor for Planner {
             manus.cost = tracing::field::Empty,
         );
         let pool: Vec<Arc<AgentSpec>> = spec.pool.into_iter().map(Arc::new).collect();
-        // A flow runs its steps one at a time, so one replica of each agent serves it;
-        // `replicas` bounds concurrency where steps of a kind run at once (a shared pool).
-        let mut replicas = HashMap::new();
-        for agent in &pool {
-            let args = AgentArgs {
-                spec: agent.clone(),
-                replica: 0,
-            };
-            let (r, _) = Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell()).await?;
-            replicas.insert(agent.name.clone(), vec![r]);
-        }
         let before = spec.resume.clone().unwrap_or_default();
         Ok(PlannerState {
             id: spec.id,
@@ -198,7 +181,7 @@ impl Actor for Planner {
             planner_slots: spec.planner_slots,
             events: spec.events,
             specs: pool,
-            replicas,
+            agents: HashMap::new(),
             plan: Plan::default(),
             running: None,
             next_dispatch: 0,
@@ -291,9 +274,9 @@ impl Actor for Planner {
             }
             FlowMsg::StepTimedOut { dispatch } => {
                 if let Some(r) = st.running.as_ref().filter(|r| r.dispatch == dispatch) {
-                    // The replica is mid-step in an unknown state: replace it.
-                    let (agent, replica) = (r.agent.clone(), r.replica);
-                    replace_replica(&myself, st, &agent, replica).await;
+                    // The agent is mid-step in an unknown state: retire it.
+                    let agent = r.agent.clone();
+                    retire_agent(st, &agent);
                     let secs = st.settings.step_timeout.as_secs();
                     let outcome = StepOutcome {
                         status: StepStatus::Failed,
@@ -363,9 +346,16 @@ impl Actor for Planner {
         st: &mut PlannerState,
     ) -> Result<(), ActorProcessingErr> {
         // A crashed agent's step comes back as a failed StepDone (its reply port is dropped);
-        // the replica itself is replaced when the step is retried.
-        if let SupervisionEvent::ActorFailed(cell, err) = evt {
-            tracing::warn!(flow = %st.id, agent = %cell.get_id(), "agent crashed: {err}");
+        // the flow's next step of that kind starts a fresh agent.
+        match evt {
+            SupervisionEvent::ActorFailed(cell, err) => {
+                tracing::warn!(flow = %st.id, agent = %cell.get_id(), "agent crashed: {err}");
+                st.agents.retain(|_, a| a.get_id() != cell.get_id());
+            }
+            SupervisionEvent::ActorTerminated(cell, ..) => {
+                st.agents.retain(|_, a| a.get_id() != cell.get_id());
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -553,21 +543,12 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         return;
     };
     let agent = st.route(step);
-    let replica = 0; // the flow's only replica of this agent: steps run one at a time
-    let Some(target) = st
-        .replicas
-        .get(&agent)
-        .and_then(|r| r.get(replica))
-        .cloned()
-    else {
-        finish(
-            myself,
-            st,
-            FlowStatus::Failed,
-            format!("no agent `{agent}` in the pool"),
-        )
-        .await;
-        return;
+    let target = match agent_for(myself, st, &agent).await {
+        Ok(target) => target,
+        Err(why) => {
+            finish(myself, st, FlowStatus::Failed, why).await;
+            return;
+        }
     };
     let s = &mut st.plan.steps[step];
     s.status = StepStatus::InProgress;
@@ -594,6 +575,7 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         task: st.task.clone(),
         plan_view: st.plan.view(),
         flow: myself.clone(),
+        budgeted: st.settings.max_tokens.is_some() || st.settings.max_cost.is_some(),
         events: st.events.clone(),
         span: step_span.clone(),
     };
@@ -603,7 +585,6 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         dispatch,
         step,
         agent,
-        replica,
         started: Instant::now(),
         span: step_span,
     });
@@ -692,7 +673,7 @@ fn reopen(plan: &mut Plan, max_step_retries: u32) -> Vec<usize> {
 }
 
 /// Record how a step attempt ended, then retry it, stop the flow, or move on.
-/// `fresh`: the replica was already replaced (after a timeout), so a retry can use it as is.
+/// `fresh`: the agent was already retired (after a timeout), so a retry starts a new one.
 async fn step_ended(
     myself: &ActorRef<FlowMsg>,
     st: &mut PlannerState,
@@ -728,8 +709,8 @@ async fn step_ended(
         elapsed_ms,
     });
     if retry && !fresh {
-        // The replica may hold broken state (a crashed worker, a wedged shell): start clean.
-        replace_replica(myself, st, &run.agent, run.replica).await;
+        // The agent may hold broken state (a crashed worker, a wedged shell): start clean.
+        retire_agent(st, &run.agent);
     } else if !retry
         && outcome.status != StepStatus::Completed
         && st.settings.on_step_failure == OnStepFailure::Stop
@@ -745,34 +726,34 @@ async fn step_ended(
     dispatch_next(myself, st).await;
 }
 
-/// Kill a replica and start a fresh one in its place.
-async fn replace_replica(
+/// The flow's agent of kind `name`, started if the flow has none (yet, or since one was
+/// retired).
+async fn agent_for(
     myself: &ActorRef<FlowMsg>,
     st: &mut PlannerState,
-    agent: &str,
-    replica: usize,
-) {
-    let spec = st.spec(agent).clone();
-    if let Some(old) = st.replicas.get(agent).and_then(|r| r.get(replica)) {
-        old.kill();
+    name: &str,
+) -> Result<ActorRef<AgentMsg>, String> {
+    if let Some(agent) = st.agents.get(name) {
+        return Ok(agent.clone());
     }
-    match Actor::spawn_linked(
-        None,
-        ExecutorAgent,
-        AgentArgs {
-            spec,
-            replica: replica as u32,
-        },
-        myself.get_cell(),
-    )
-    .await
-    {
-        Ok((fresh, _)) => {
-            if let Some(slot) = st.replicas.get_mut(agent).and_then(|r| r.get_mut(replica)) {
-                *slot = fresh;
-            }
-        }
-        Err(e) => tracing::error!(flow = %st.id, "cannot restart agent {agent}: {e}"),
+    let spec = st
+        .specs
+        .iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| format!("no agent `{name}` in the pool"))?
+        .clone();
+    let args = AgentArgs { spec, replica: 0 };
+    let (agent, _) = Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell())
+        .await
+        .map_err(|e| format!("cannot start agent `{name}`: {e}"))?;
+    st.agents.insert(name.to_string(), agent.clone());
+    Ok(agent)
+}
+
+/// Kill the flow's agent of kind `name`; its next step starts a fresh one.
+fn retire_agent(st: &mut PlannerState, name: &str) {
+    if let Some(agent) = st.agents.remove(name) {
+        agent.kill();
     }
 }
 
@@ -784,7 +765,7 @@ async fn finish(
     reason: String,
 ) {
     if let Some(run) = st.running.take() {
-        if let Some(agent) = st.replicas.get(&run.agent).and_then(|r| r.get(run.replica)) {
+        if let Some(agent) = st.agents.get(&run.agent) {
             agent.kill();
         }
         let s = &mut st.plan.steps[run.step];
