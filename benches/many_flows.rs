@@ -7,7 +7,9 @@
 //!
 //! The model server runs in a child process (this same binary, started with
 //! `MANY_FLOWS_MODEL_SERVER` set), so what is measured here is the runtime alone: its CPU,
-//! its memory, its time. The two processes still share the machine's cores.
+//! its memory, its time. The two processes still share the machine's cores, so the model
+//! server reads what it needs of each request from the body's bytes rather than building a
+//! JSON tree of every prompt, which cost it more CPU per call than the runtime spends.
 //!
 //! Prints flows/s, agent steps/s (think/act rounds), the runtime's CPU time per agent step
 //! and per model call, and:
@@ -15,6 +17,8 @@
 //!   `StepFinished` as this bench reads them from the flow's event stream, minus the time
 //!   the model server held the step's calls (as it measured them), per agent step; p50 and
 //!   p99 over plan steps. The loopback HTTP exchange counts as the runtime's;
+//! - the same step overhead's p99 in each fifth of the plan steps, in the order they began:
+//!   the first fifth holds the start, when every flow is submitted and planned at once;
 //! - how long steps waited for a replica (`StepStarted`'s `queued_ms`);
 //! - a flow's whole time beyond the model's, per model call, waits included;
 //! - the think/act turnaround: from the model's answer to the same step's next request, on
@@ -32,6 +36,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -42,7 +47,7 @@ use manus_rt::{
     Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions,
 };
 use serde_json::{Value, json};
-use support::llm_server::{Reply, ScriptedLlm};
+use support::llm_server::{Reply, Request, ScriptedLlm};
 use support::scenario::{Scratch, config_with_for, plan_reply};
 
 // The allocator the `manus-rt` binary uses.
@@ -74,24 +79,57 @@ fn model_ms_for(i: u64, model_ms: u64, jitter: u64) -> u64 {
     model_ms.saturating_sub(jitter) + offset
 }
 
-/// The number that follows `cue` in a message of the request, up to `end`.
-fn number_after(body: &Value, cue: &str, end: char) -> Option<u64> {
-    body["messages"].as_array()?.iter().find_map(|m| {
-        let text = m["content"].as_str()?;
-        let rest = &text[text.find(cue)? + cue.len()..];
-        rest[..rest.find(end)?].parse().ok()
-    })
+/// The first number that follows `cue` in the request's body, up to `end`. The body is
+/// read as bytes: the cues and their numbers need no JSON escapes.
+fn number_after(body: &[u8], cue: &str, end: u8) -> Option<u64> {
+    let cue = cue.as_bytes();
+    body.windows(cue.len())
+        .enumerate()
+        .filter(|(_, w)| *w == cue)
+        .find_map(|(at, _)| {
+            let rest = &body[at + cue.len()..];
+            let digits = &rest[..rest.iter().position(|&b| b == end)?];
+            std::str::from_utf8(digits).ok()?.parse().ok()
+        })
 }
 
 /// The flow a request belongs to: every prompt carries the task, "Flow {i}: ...".
-fn flow_of(body: &Value) -> Option<u64> {
-    number_after(body, "Flow ", ':')
+fn flow_of(body: &[u8]) -> Option<u64> {
+    number_after(body, "Flow ", b':')
 }
 
 /// Which step of its flow an agent's request is for: agents are told "Your job now is step
 /// N only".
-fn step_of(body: &Value) -> Option<u64> {
-    number_after(body, "Your job now is step ", ' ')
+fn step_of(body: &[u8]) -> Option<u64> {
+    number_after(body, "Your job now is step ", b' ')
+}
+
+/// What the model reads of a request to answer it: who said what, and which tools it may
+/// call (strings borrowed from the body, the rest skipped).
+#[derive(serde::Deserialize)]
+struct Seen<'a> {
+    #[serde(borrow, default)]
+    messages: Vec<Said<'a>>,
+    #[serde(borrow, default)]
+    tools: Vec<Offered<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Said<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+}
+
+#[derive(serde::Deserialize)]
+struct Offered<'a> {
+    #[serde(borrow)]
+    function: Named<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct Named<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
 }
 
 /// What the model server saw: how long it held each flow's calls in all, and, between two
@@ -106,7 +144,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn observe(&mut self, body: &Value, held: Duration) {
+    fn observe(&mut self, body: &[u8], held: Duration) {
         let Some(flow) = flow_of(body) else { return };
         let held_us = held.as_micros() as u64;
         *self.held_us.entry(flow).or_default() += held_us;
@@ -136,8 +174,8 @@ impl Tally {
 #[derive(Default)]
 struct Watched {
     began: HashMap<usize, Instant>,
-    /// (step, its time from StepStarted to StepFinished)
-    ran: Vec<(usize, Duration)>,
+    /// (step, when StepStarted came, its time from StepStarted to StepFinished)
+    ran: Vec<(usize, Instant, Duration)>,
     queued_ms: Vec<u64>,
 }
 
@@ -153,8 +191,8 @@ async fn watch(mut flow: FlowHandle) -> (Watched, FlowOutcome) {
                 w.queued_ms.push(queued_ms);
             }
             FlowEvent::StepFinished { step, .. } => {
-                if let Some(t) = w.began.get(&step) {
-                    w.ran.push((step, t.elapsed()));
+                if let Some(&t) = w.began.get(&step) {
+                    w.ran.push((step, t, t.elapsed()));
                 }
             }
             _ => {}
@@ -165,34 +203,25 @@ async fn watch(mut flow: FlowHandle) -> (Watched, FlowOutcome) {
 
 /// The model's answer, from the request alone: the planner gets a plan, an agent a tool
 /// call (planning, then terminate once it has seen a tool result), the summary a sentence.
-fn answer(body: &Value, model_ms: u64, jitter: u64) -> Reply {
-    let tools: Vec<&str> = body["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .filter_map(|t| t["function"]["name"].as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    let reply = if tools.contains(&"terminate") {
-        let seen = body["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
-        if seen == 0 {
+fn answer(body: &[u8], model_ms: u64, jitter: u64) -> Option<Reply> {
+    let seen: Seen = serde_json::from_slice(body).ok()?;
+    let offers = |tool: &str| seen.tools.iter().any(|t| t.function.name == tool);
+    let reply = if offers("terminate") {
+        if seen.messages.iter().any(|m| m.role == "tool") {
+            Reply::tool("terminate", json!({"status": "success"})).with_text("done")
+        } else {
             Reply::tool(
                 "planning",
                 json!({"command": "create", "plan_id": "p", "title": "t", "steps": ["a"]}),
             )
-        } else {
-            Reply::tool("terminate", json!({"status": "success"})).with_text("done")
         }
-    } else if tools.contains(&"planning") {
+    } else if offers("planning") {
         plan_reply(&["[MANUS] first half", "[MANUS] second half"])
     } else {
         Reply::text("Both halves are done.")
     };
     let ms = flow_of(body).map_or(model_ms, |i| model_ms_for(i, model_ms, jitter));
-    reply.delay(ms)
+    Some(reply.delay(ms))
 }
 
 /// The child: serve the model on 127.0.0.1 and print the base URL; then, for each line
@@ -206,13 +235,13 @@ fn serve_model(model_ms: u64, jitter: u64) {
     rt.block_on(async {
         let server = ScriptedLlm::start().await;
         server.set_recording(false);
-        server.set_responder(Some(Arc::new(move |body: &Value| {
-            Some(answer(body, model_ms, jitter))
+        server.set_responder(Some(Arc::new(move |req: &Request| {
+            answer(req.raw(), model_ms, jitter)
         })));
         let tally: Arc<Mutex<Tally>> = Arc::default();
         let observed = tally.clone();
-        server.set_hold_observer(Some(Arc::new(move |body: &Value, d: Duration| {
-            observed.lock().unwrap().observe(body, d);
+        server.set_hold_observer(Some(Arc::new(move |req: &Request, d: Duration| {
+            observed.lock().unwrap().observe(req.raw(), d);
         })));
         println!("{}", server.base_url());
         std::io::stdout().flush().unwrap();
@@ -322,7 +351,7 @@ fn main() {
     };
     let mut model = ModelServer::start();
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env_or("WORKERS", 2) as usize)
         .enable_all()
         .build()
         .unwrap()
@@ -424,7 +453,7 @@ async fn run(model: &mut ModelServer, load: Load) {
         .unwrap_or_default();
     gaps.sort_by(f64::total_cmp);
     // Per plan step: its time on its agent minus the model's, spread over its rounds.
-    let mut step_overhead: Vec<f64> = vec![];
+    let mut step_overhead: Vec<(Instant, f64)> = vec![];
     let mut queued: Vec<f64> = vec![];
     let step_held: HashMap<(u64, u64), u64> = tally["step_held"]
         .as_array()
@@ -433,16 +462,28 @@ async fn run(model: &mut ModelServer, load: Load) {
         .filter_map(|t| Some(((t[0].as_u64()?, t[1].as_u64()?), t[2].as_u64()?)))
         .collect();
     for (i, w) in watched.iter().enumerate() {
-        for &(step, ran) in &w.ran {
+        for &(step, began, ran) in &w.ran {
             let held_us = step_held
                 .get(&(i as u64, step as u64))
                 .copied()
                 .unwrap_or(0);
             let own_ms = ran.as_secs_f64() * 1000.0 - held_us as f64 / 1000.0;
-            step_overhead.push(own_ms.max(0.0) / ROUNDS as f64);
+            step_overhead.push((began, own_ms.max(0.0) / ROUNDS as f64));
         }
         queued.extend(w.queued_ms.iter().map(|&q| q as f64));
     }
+    // The p99 of each fifth of the plan steps, in the order they began: the first fifth
+    // holds the start, when every flow is submitted and planned at once.
+    step_overhead.sort_by_key(|&(began, _)| began);
+    let by_fifth: Vec<String> = step_overhead
+        .chunks(step_overhead.len().div_ceil(5).max(1))
+        .map(|fifth| {
+            let mut ms: Vec<f64> = fifth.iter().map(|&(_, ms)| ms).collect();
+            ms.sort_by(f64::total_cmp);
+            format!("{:.2}", percentile(&ms, 99))
+        })
+        .collect();
+    let mut step_overhead: Vec<f64> = step_overhead.into_iter().map(|(_, ms)| ms).collect();
     step_overhead.sort_by(f64::total_cmp);
     queued.sort_by(f64::total_cmp);
     let steps = flows * STEPS * ROUNDS;
@@ -480,6 +521,10 @@ async fn run(model: &mut ModelServer, load: Load) {
         step_overhead.len(),
         percentile(&step_overhead, 50),
         percentile(&step_overhead, 99)
+    );
+    println!(
+        "  step overhead p99 by fifth of the plan steps, in the order they began: {} ms",
+        by_fifth.join(" / ")
     );
     println!(
         "  waiting for a replica before a plan step: p50 {:.0} ms, p99 {:.0} ms",

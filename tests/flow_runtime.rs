@@ -15,8 +15,8 @@ use manus_rt::engine::planner::plan::StepStatus;
 use manus_rt::{
     Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions,
 };
-use serde_json::{Value, json};
-use support::llm_server::{Recorded, Reply, ScriptedLlm};
+use serde_json::json;
+use support::llm_server::{Recorded, Reply, Request, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, plan_reply};
 
 const MANUS_TOOLS: [&str; 8] = [
@@ -980,8 +980,8 @@ async fn planner_replicas_bound_the_planning_calls_in_flight() {
     // Planning calls, by flow: when each arrived and was answered.
     let spans: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
     let seen = spans.clone();
-    server.set_hold_observer(Some(Arc::new(move |body: &Value, held: Duration| {
-        let planning = body["tools"]
+    server.set_hold_observer(Some(Arc::new(move |req: &Request, held: Duration| {
+        let planning = req.json()["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "planning"));
         if planning {

@@ -28,11 +28,42 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-/// A reply computed from a request's JSON body.
-pub type Responder = Arc<dyn Fn(&Value) -> Option<Reply> + Send + Sync>;
+/// A reply computed from a request.
+pub type Responder = Arc<dyn Fn(&Request) -> Option<Reply> + Send + Sync>;
 
 /// Told, for each answered request, how long the server held it (its delay, as slept).
-pub type HoldObserver = Arc<dyn Fn(&Value, Duration) + Send + Sync>;
+pub type HoldObserver = Arc<dyn Fn(&Request, Duration) + Send + Sync>;
+
+/// A request's body as a responder or hold observer sees it: the bytes as they came, and
+/// the JSON tree, built only if something asks for it. A benchmark's responder reads the
+/// bytes, so the stand-in model does not spend more CPU per call than the runtime it
+/// measures (a tree of every request's prompts costs more than handling the call).
+pub struct Request<'a> {
+    raw: &'a [u8],
+    tree: std::sync::OnceLock<Value>,
+}
+
+impl<'a> Request<'a> {
+    /// The body as received (checked to be JSON).
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+
+    /// The body's JSON tree.
+    pub fn json(&self) -> &Value {
+        self.tree
+            .get_or_init(|| serde_json::from_slice(self.raw).unwrap_or(Value::Null))
+    }
+}
+
+/// What the server itself must know of every request; reading it also checks the JSON.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(default)]
+    stream: Value,
+    #[serde(default)]
+    model: Value,
+}
 
 /// The running server. Stops (aborts its accept task) on drop.
 pub struct ScriptedLlm {
@@ -56,6 +87,12 @@ struct Shared {
     requests: Mutex<Vec<Recorded>>,
     next_call_id: AtomicU64,
     next_completion_id: AtomicU64,
+}
+
+impl Shared {
+    fn recording(&self) -> bool {
+        !self.not_recording.load(Ordering::Relaxed)
+    }
 }
 
 impl ScriptedLlm {
@@ -358,7 +395,7 @@ impl Reply {
 }
 
 fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value) {
-    if shared.not_recording.load(Ordering::Relaxed) {
+    if !shared.recording() {
         return;
     }
     let headers = headers
@@ -429,14 +466,20 @@ async fn chat_completions(
     body: Bytes,
 ) -> Response {
     let arrived = std::time::Instant::now();
-    let parsed: Result<Value, _> = serde_json::from_slice(&body);
-    let Ok(body) = parsed else {
+    let head: Result<Head, _> = serde_json::from_slice(&body);
+    let Ok(head) = head else {
         let raw = String::from_utf8_lossy(&body).into_owned();
         record(&shared, &uri, &headers, &Value::String(raw));
         return error_response(400, "request body is not valid JSON", None);
     };
-    record(&shared, &uri, &headers, &body);
-    if body.get("stream").and_then(Value::as_bool) == Some(true) {
+    let body = Request {
+        raw: &body,
+        tree: Default::default(),
+    };
+    if shared.recording() {
+        record(&shared, &uri, &headers, body.json());
+    }
+    if head.stream == true {
         return error_response(
             400,
             "scripted LLM server does not support stream=true",
@@ -444,22 +487,22 @@ async fn chat_completions(
         );
     }
 
-    let first_user = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|ms| {
-            ms.iter()
-                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        })
-        .and_then(content_text)
-        .unwrap_or_default();
-    let keyed = shared
-        .keyed
-        .lock()
-        .unwrap()
-        .iter_mut()
-        .find(|(needle, _)| first_user.contains(needle.as_str()))
-        .and_then(|(_, queue)| queue.pop_front());
+    let keyed = {
+        let mut keyed = shared.keyed.lock().unwrap();
+        if keyed.is_empty() {
+            None
+        } else {
+            let first_user = body.json()["messages"]
+                .as_array()
+                .and_then(|ms| ms.iter().find(|m| m["role"] == "user"))
+                .and_then(content_text)
+                .unwrap_or_default();
+            keyed
+                .iter_mut()
+                .find(|(needle, _)| first_user.contains(needle.as_str()))
+                .and_then(|(_, queue)| queue.pop_front())
+        }
+    };
     let reply = keyed.or_else(|| shared.queue.lock().unwrap().pop_front());
     let computed = || {
         let responder = shared.responder.lock().unwrap().clone();
@@ -507,9 +550,9 @@ async fn chat_completions(
         "tool_calls"
     };
 
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
+    let model = head
+        .model
+        .as_str()
         .map(str::to_owned)
         .or_else(|| {
             // Azure puts the deployment in the path and may omit `model`.
