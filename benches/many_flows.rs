@@ -20,6 +20,7 @@
 //! - the same step overhead's p99 in each fifth of the plan steps, in the order they began:
 //!   the first fifth holds the start, when every flow is submitted and planned at once;
 //! - how long steps waited for a replica (`StepStarted`'s `queued_ms`);
+//! - how long submitting the flows took (`Runtime::submit`, one after another);
 //! - a flow's whole time beyond the model's, per model call, waits included;
 //! - the think/act turnaround: from the model's answer to the same step's next request, on
 //!   the model server's clock;
@@ -423,6 +424,7 @@ async fn run(model: &mut ModelServer, load: Load) {
         let flow = rt.submit(&task, options).await.unwrap();
         handles.push(tokio::spawn(watch(flow)));
     }
+    let submitted = started.elapsed();
     let watched = futures_util::future::join_all(handles).await;
     let (watched, outcomes): (Vec<Watched>, Vec<FlowOutcome>) =
         watched.into_iter().map(|w| w.unwrap()).unzip();
@@ -507,6 +509,11 @@ async fn run(model: &mut ModelServer, load: Load) {
         calls / flows
     );
     println!("  flows/s            {:.0}", flows as f64 / wall);
+    println!(
+        "  submitting them    {:.1} ms ({:.0} µs a flow)",
+        submitted.as_secs_f64() * 1000.0,
+        submitted.as_secs_f64() * 1e6 / flows as f64
+    );
     println!("  agent steps/s      {:.0}", steps as f64 / wall);
     println!(
         "  runtime CPU        {cpu:.2} s: {:.3} ms per agent step, {:.3} ms per model call \
