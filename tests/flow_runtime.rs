@@ -136,6 +136,23 @@ async fn two_agent_plan_is_routed_by_tags() {
     rt.shutdown().await;
 
     assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+    // A step's own events all come after its StepStarted.
+    let mut begun = std::collections::HashSet::new();
+    for e in &events {
+        match e {
+            FlowEvent::StepStarted { step, .. } => {
+                begun.insert(*step);
+            }
+            FlowEvent::Thought { step, .. }
+            | FlowEvent::ToolCalled { step, .. }
+            | FlowEvent::ToolFinished { step, .. }
+            | FlowEvent::StepMemory { step, .. }
+            | FlowEvent::StepFinished { step, .. } => {
+                assert!(begun.contains(step), "{e:?} came before its StepStarted");
+            }
+            _ => {}
+        }
+    }
     let reqs = server.requests();
     assert_eq!(reqs.len(), 6, "planner + 2 + 2 + summary");
     for r in &reqs {

@@ -136,8 +136,14 @@ pub enum FlowMsg {
         go_on: Option<RpcReplyPort<bool>>,
     },
     /// The agent got one of its kind's replica permits and began the step sent under
-    /// `dispatch`, after waiting `queued` for it. The step's timeout runs from here.
-    StepBegan { dispatch: u64, queued: Duration },
+    /// `dispatch`, after waiting `queued` for it. The step's timeout runs from here. The
+    /// planner answers once it has published `StepStarted`, so that event comes before
+    /// any of the step's own.
+    StepBegan {
+        dispatch: u64,
+        queued: Duration,
+        ack: RpcReplyPort<()>,
+    },
     /// An agent finished the step it was sent under dispatch number `dispatch`.
     StepDone { dispatch: u64, outcome: StepOutcome },
     /// The step sent under `dispatch` ran past `step_timeout_secs`.

@@ -152,10 +152,19 @@ impl Actor for ExecutorAgent {
                             .await?
                     }
                 };
-                let _ = req.flow.send_message(FlowMsg::StepBegan {
-                    dispatch: req.dispatch,
-                    queued: asked.elapsed(),
-                });
+                // Wait for the planner to publish StepStarted before emitting anything.
+                let queued = asked.elapsed();
+                let _ = req
+                    .flow
+                    .call(
+                        |ack| FlowMsg::StepBegan {
+                            dispatch: req.dispatch,
+                            queued,
+                            ack,
+                        },
+                        Some(Duration::from_secs(30)),
+                    )
+                    .await;
                 let mut run = StepRun::new(state, &req, &myself);
                 let outcome = run.run().instrument(span.clone()).await;
                 drop(permit);

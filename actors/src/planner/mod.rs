@@ -266,7 +266,14 @@ impl Actor for Planner {
                     finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
                 }
             }
-            FlowMsg::StepBegan { dispatch, queued } => step_began(&myself, st, dispatch, queued),
+            FlowMsg::StepBegan {
+                dispatch,
+                queued,
+                ack,
+            } => {
+                step_began(&myself, st, dispatch, queued);
+                let _ = ack.send(());
+            }
             FlowMsg::StepDone { dispatch, outcome } => {
                 if st.running.as_ref().is_some_and(|r| r.dispatch == dispatch) {
                     step_ended(&myself, st, outcome, false).await;
