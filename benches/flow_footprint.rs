@@ -9,7 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use manus_rt::Config;
-use manus_rt::engine::agent::{AgentArgs, ExecutorAgent};
+use manus_rt::engine::agent::ExecutorAgent;
 use manus_rt::engine::llm::LlmClient;
 use ractor::Actor;
 use serde_json::json;
@@ -96,34 +96,20 @@ async fn main() {
     let n = 2000u32;
     let mut agents = Vec::with_capacity(n as usize);
     // Warm the allocator and the actor machinery first.
-    for i in 0..50 {
+    for _ in 0..50 {
         agents.push(
-            Actor::spawn(
-                None,
-                ExecutorAgent,
-                AgentArgs {
-                    spec: spec.clone(),
-                    replica: i,
-                },
-            )
-            .await
-            .unwrap(),
+            Actor::spawn(None, ExecutorAgent, spec.clone())
+                .await
+                .unwrap(),
         );
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = rss_kb();
-    for i in 0..n {
+    for _ in 0..n {
         agents.push(
-            Actor::spawn(
-                None,
-                ExecutorAgent,
-                AgentArgs {
-                    spec: spec.clone(),
-                    replica: i,
-                },
-            )
-            .await
-            .unwrap(),
+            Actor::spawn(None, ExecutorAgent, spec.clone())
+                .await
+                .unwrap(),
         );
     }
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -161,11 +161,9 @@ impl Folding {
             FlowEvent::LlmCalled {
                 ref agent, usage, ..
             } => {
-                // A replica's label (`manus#2`) counts for its agent, as in the outcome.
-                let name = agent.split('#').next().unwrap_or(agent);
                 self.row
                     .usage_by_agent
-                    .entry(name.to_string())
+                    .entry(agent.clone())
                     .or_default()
                     .add(usage);
             }

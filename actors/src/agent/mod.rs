@@ -68,17 +68,10 @@ const NO_TOOL_NUDGE: &str = "You replied without calling a tool. If the step is 
 pub struct ExecutorAgent;
 
 pub struct AgentState {
+    /// Shared by every flow's agent of this kind.
     spec: Arc<AgentSpec>,
-    /// The replica's name, e.g. `manus#1`.
-    label: String,
     /// Started on the first tool call, so an idle agent is one small actor.
     worker: Option<ActorRef<ToolMsg>>,
-}
-
-pub struct AgentArgs {
-    /// Shared by every replica of the agent.
-    pub spec: Arc<AgentSpec>,
-    pub replica: u32,
 }
 
 async fn spawn_worker(
@@ -96,23 +89,14 @@ async fn spawn_worker(
 impl Actor for ExecutorAgent {
     type Msg = AgentMsg;
     type State = AgentState;
-    type Arguments = AgentArgs;
+    type Arguments = Arc<AgentSpec>;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<AgentMsg>,
-        args: AgentArgs,
+        spec: Arc<AgentSpec>,
     ) -> Result<AgentState, ActorProcessingErr> {
-        let label = if args.replica > 0 {
-            format!("{}#{}", args.spec.name, args.replica + 1)
-        } else {
-            args.spec.name.clone()
-        };
-        Ok(AgentState {
-            spec: args.spec,
-            label,
-            worker: None,
-        })
+        Ok(AgentState { spec, worker: None })
     }
 
     async fn handle(
@@ -142,7 +126,7 @@ impl Actor for ExecutorAgent {
                 let permit = match slots.try_acquire_owned() {
                     Ok(p) => p,
                     Err(_) => {
-                        tracing::debug!(agent = %state.label, "all {} replicas busy; the step waits its turn", state.spec.replicas);
+                        tracing::debug!(agent = %state.spec.name, "all {} replicas busy; the step waits its turn", state.spec.replicas);
                         state
                             .spec
                             .slots
@@ -170,7 +154,7 @@ impl Actor for ExecutorAgent {
                 drop(permit);
                 run.emit(FlowEvent::StepMemory {
                     step: req.step_index,
-                    agent: run.state.label.clone(),
+                    agent: run.state.spec.name.clone(),
                     messages: run.memory.request(None),
                 });
                 drop(run);
@@ -209,7 +193,7 @@ impl Actor for ExecutorAgent {
     ) -> Result<(), ActorProcessingErr> {
         // The worker is replaced where its crash is noticed (in the step); here we only log.
         if let SupervisionEvent::ActorFailed(cell, err) = evt {
-            tracing::warn!(agent = %state.label, worker = %cell.get_id(), "tool worker crashed: {err}");
+            tracing::warn!(agent = %state.spec.name, worker = %cell.get_id(), "tool worker crashed: {err}");
         }
         Ok(())
     }
@@ -317,7 +301,7 @@ impl<'a> StepRun<'a> {
                 self.mcp =
                     McpToolset::gather(&self.state.spec.mcp, &self.state.spec.profile.tools).await;
                 for why in &self.mcp.unavailable {
-                    tracing::warn!(agent = %self.state.label, "{why}");
+                    tracing::warn!(agent = %self.state.spec.name, "{why}");
                 }
                 let builtin = self.state.spec.tool_specs.iter();
                 self.tools = builtin.chain(&self.mcp.specs).cloned().collect();
@@ -342,7 +326,7 @@ impl<'a> StepRun<'a> {
             self.usage.add(resp.usage);
             let go_on = self.spent(resp.usage).await;
             self.emit(FlowEvent::LlmCalled {
-                agent: self.state.label.clone(),
+                agent: self.state.spec.name.clone(),
                 model: self.state.spec.llm.model().to_string(),
                 usage: resp.usage,
                 elapsed_ms: started.elapsed().as_millis() as u64,
@@ -358,7 +342,7 @@ impl<'a> StepRun<'a> {
             if !msg.text().trim().is_empty() {
                 self.emit(FlowEvent::Thought {
                     step: self.req.step_index,
-                    agent: self.state.label.clone(),
+                    agent: self.state.spec.name.clone(),
                     text: msg.text().to_string(),
                 });
             }
@@ -405,7 +389,7 @@ impl<'a> StepRun<'a> {
                 };
                 self.emit(FlowEvent::ToolFinished {
                     step: self.req.step_index,
-                    agent: self.state.label.clone(),
+                    agent: self.state.spec.name.clone(),
                     tool: call.function.name.clone(),
                     ok: result.ok,
                     output: clip(&result.output, 2_000),
@@ -505,7 +489,7 @@ impl<'a> StepRun<'a> {
         let name = &call.function.name;
         self.emit(FlowEvent::ToolCalled {
             step: self.req.step_index,
-            agent: self.state.label.clone(),
+            agent: self.state.spec.name.clone(),
             tool: name.clone(),
             arguments: clip(&call.function.arguments, 2_000),
         });
@@ -543,7 +527,7 @@ impl<'a> StepRun<'a> {
             args,
             ctx: ToolCtx {
                 flow_id: self.req.flow_id.clone(),
-                agent: self.state.label.clone(),
+                agent: self.state.spec.name.clone(),
                 workspace: self.state.spec.workspace.clone(),
                 flow: Some(self.req.flow.clone()),
                 sandbox: self.state.spec.sandbox.clone(),
@@ -719,16 +703,9 @@ mod tests {
             browser: None,
             mcp: vec![],
         };
-        let (agent, _) = Actor::spawn(
-            None,
-            ExecutorAgent,
-            AgentArgs {
-                spec: Arc::new(spec),
-                replica: 0,
-            },
-        )
-        .await
-        .unwrap();
+        let (agent, _) = Actor::spawn(None, ExecutorAgent, Arc::new(spec))
+            .await
+            .unwrap();
         let outcome = ractor::call!(agent, AgentMsg::RunStep, req).unwrap();
         assert_eq!(outcome.status, StepStatus::Completed, "{}", outcome.summary);
         let mut finished = vec![];

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, oneshot};
 use tracing::Instrument;
 
-use crate::agent::{AgentArgs, AgentSpec, ExecutorAgent};
+use crate::agent::{AgentSpec, ExecutorAgent};
 use crate::llm::{
     ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSet, Usage,
 };
@@ -749,8 +749,7 @@ async fn agent_for(
         .find(|s| s.name == name)
         .ok_or_else(|| format!("no agent `{name}` in the pool"))?
         .clone();
-    let args = AgentArgs { spec, replica: 0 };
-    let (agent, _) = Actor::spawn_linked(None, ExecutorAgent, args, myself.get_cell())
+    let (agent, _) = Actor::spawn_linked(None, ExecutorAgent, spec, myself.get_cell())
         .await
         .map_err(|e| format!("cannot start agent `{name}`: {e}"))?;
     st.agents.insert(name.to_string(), agent.clone());
