@@ -24,15 +24,19 @@
 //! - a flow's whole time beyond the model's, per model call, waits included;
 //! - the think/act turnaround: from the model's answer to the same step's next request, on
 //!   the model server's clock;
-//! - the runtime's peak RSS.
+//! - the runtime's peak RSS;
+//! - how much of the machine's CPU time the hypervisor took for other guests during the run
+//!   ("steal" in `/proc/stat`): on a shared VM the tail moves with it.
 //!
 //! `cargo bench --bench many_flows`; FLOWS, MODEL_MS and JITTER_MS can be set in the
 //! environment. With JITTER_MS = J, flow i's model answers after MODEL_MS - J + (a fixed
 //! per-flow offset in 0..=2J), so flows drift apart as real ones do; with 0 (the default)
 //! every call of every flow takes exactly MODEL_MS and the flows move in lockstep, the worst
 //! case. REPLICAS=FLOWS runs every step at once. RATE=R submits the flows at R per second
-//! instead of all at once (an open-loop load). STORE=off runs without the run store. It
-//! asserts nothing but that every flow completed.
+//! instead of all at once (an open-loop load). STORE=off runs without the run store.
+//! DUMP=path writes each plan step's start (ms into the run) and overhead (ms per agent step),
+//! one step a line, to see when in the run the tail happens. It asserts nothing but that
+//! every flow completed.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -318,6 +322,45 @@ fn cpu_secs(stat: &str) -> f64 {
     ticks as f64 / 100.0
 }
 
+/// The machine's CPU time so far, from `/proc/stat`'s first line: all of it, and what the
+/// hypervisor gave to other guests ("steal"). On a shared virtual machine, stolen time is
+/// time no process here could run, so it shows how far a run's latencies are the host's.
+struct MachineTicks {
+    total: u64,
+    steal: u64,
+}
+
+fn machine_ticks() -> MachineTicks {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    let fields: Vec<u64> = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    MachineTicks {
+        total: fields.iter().sum(),
+        steal: fields.get(7).copied().unwrap_or(0),
+    }
+}
+
+impl MachineTicks {
+    /// The share of the machine's CPU time since `before` that was stolen.
+    fn stolen_since(&self, before: &MachineTicks) -> f64 {
+        let total = self.total.saturating_sub(before.total);
+        let steal = self.steal.saturating_sub(before.steal);
+        if total == 0 {
+            0.0
+        } else {
+            steal as f64 / total as f64
+        }
+    }
+}
+
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -408,6 +451,7 @@ async fn run(model: &mut ModelServer, load: Load) {
     assert_eq!(warm.outcome().await.status, FlowStatus::Completed);
 
     let cpu_before = cpu_secs("/proc/self/stat");
+    let machine_before = machine_ticks();
     let model_cpu_before = model.cpu_secs();
     let started = Instant::now();
     let mut handles = Vec::with_capacity(flows as usize);
@@ -430,6 +474,7 @@ async fn run(model: &mut ModelServer, load: Load) {
         watched.into_iter().map(|w| w.unwrap()).unzip();
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_secs("/proc/self/stat") - cpu_before;
+    let stolen = machine_ticks().stolen_since(&machine_before);
     let model_cpu = model.cpu_secs() - model_cpu_before;
 
     let tally = model.tally();
@@ -477,6 +522,13 @@ async fn run(model: &mut ModelServer, load: Load) {
     // The p99 of each fifth of the plan steps, in the order they began: the first fifth
     // holds the start, when every flow is submitted and planned at once.
     step_overhead.sort_by_key(|&(began, _)| began);
+    if let Ok(path) = std::env::var("DUMP") {
+        let lines: Vec<String> = step_overhead
+            .iter()
+            .map(|&(began, ms)| format!("{:.3} {ms:.3}", (began - started).as_secs_f64() * 1e3))
+            .collect();
+        std::fs::write(&path, lines.join("\n")).expect("write DUMP");
+    }
     let by_fifth: Vec<String> = step_overhead
         .chunks(step_overhead.len().div_ceil(5).max(1))
         .map(|fifth| {
@@ -552,5 +604,9 @@ async fn run(model: &mut ModelServer, load: Load) {
         percentile(&gaps, 99)
     );
     println!("  peak RSS           {:.1} MB", peak_rss_mb());
+    println!(
+        "  CPU time the hypervisor took from this machine during the run: {:.0} %",
+        stolen * 100.0
+    );
     rt.shutdown().await;
 }
