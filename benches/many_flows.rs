@@ -34,6 +34,8 @@
 //! every call of every flow takes exactly MODEL_MS and the flows move in lockstep, the worst
 //! case. REPLICAS=FLOWS runs every step at once. RATE=R submits the flows at R per second
 //! instead of all at once (an open-loop load). STORE=off runs without the run store.
+//! WARM=N runs N planned flows at once before the measured ones instead of one, so the
+//! model client's connection pool is already as large as the load needs.
 //! DUMP=path writes each plan step's start (ms into the run) and overhead (ms per agent step),
 //! one step a line, to see when in the run the tail happens. It asserts nothing but that
 //! every flow completed.
@@ -443,12 +445,18 @@ async fn run(model: &mut ModelServer, load: Load) {
     let config = Config::parse(&text, "bench-many", None).unwrap();
     let rt = Runtime::builder().config(config).start().await.unwrap();
 
-    // Warm-up: connections, token tables, allocator.
-    let warm = rt
-        .submit("warm up", SubmitOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(warm.outcome().await.status, FlowStatus::Completed);
+    // Warm-up: connections, token tables, allocator. One flow opens a connection or two;
+    // WARM=256 fills the pool to what the measured flows use at once.
+    let mut warming = vec![];
+    for i in 0..env_or("WARM", 1) {
+        let options = SubmitOptions {
+            mode: FlowMode::Plan,
+        };
+        warming.push(rt.submit(&format!("warm up {i}"), options).await.unwrap());
+    }
+    for warm in warming {
+        assert_eq!(warm.outcome().await.status, FlowStatus::Completed);
+    }
 
     let cpu_before = cpu_secs("/proc/self/stat");
     let machine_before = machine_ticks();
