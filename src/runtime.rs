@@ -435,8 +435,8 @@ impl Runtime {
             browser: self.browser.clone(),
             resume: run.resume,
         };
-        let planner = ractor::call!(self.root, RootMsg::StartFlow, spec)
-            .map_err(|e| RuntimeError::Submit(e.to_string()))?
+        let planner = manus_actors::root::start_flow(&self.root, spec)
+            .await
             .map_err(RuntimeError::Submit)?;
         Ok(FlowHandle {
             id: run.id,

@@ -70,11 +70,9 @@ impl EventSink {
 
 // ─── Root supervisor ────────────────────────────────────────────────────────────────────
 
-/// Messages to the root supervisor, which owns every flow.
-pub enum RootMsg {
-    /// Start a flow; the reply is its planner, already running.
-    StartFlow(FlowSpec, RpcReplyPort<Result<ActorRef<FlowMsg>, String>>),
-}
+/// Messages to the root supervisor, which owns every flow: none. It only supervises; flows
+/// are started under it by `root::start_flow`, in the submitter's own task.
+pub enum RootMsg {}
 
 /// Everything a planner needs to run one flow.
 pub struct FlowSpec {

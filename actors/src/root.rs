@@ -1,12 +1,32 @@
 //! The root supervisor: owns every flow's planner, so a crashed flow is logged and
-//! contained, never the end of the process.
+//! contained, never the end of the process, and stopping it stops every flow. It takes no
+//! messages; `start_flow` starts a flow under it.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::planner::Planner;
-use crate::protocol::{FlowMsg, RootMsg};
+use crate::protocol::{FlowMsg, FlowSpec, RootMsg};
 
 pub struct Root;
+
+/// Start the flow `spec` describes under `root` and tell its planner to begin; returns the
+/// planner. This runs in the caller's task: the planner's `pre_start` is quick and runs
+/// inline, so submitting a flow costs no round trip through the root's mailbox, and the
+/// planner is linked to the root (stopped with it, its crash reported to it) before this
+/// returns.
+pub async fn start_flow(
+    root: &ActorRef<RootMsg>,
+    spec: FlowSpec,
+) -> Result<ActorRef<FlowMsg>, String> {
+    let id = spec.id.clone();
+    let (planner, _) = Actor::spawn_linked(None, Planner, spec, root.get_cell())
+        .await
+        .map_err(|e| format!("cannot start flow {id}: {e}"))?;
+    planner
+        .send_message(FlowMsg::Begin)
+        .map_err(|e| format!("cannot start flow {id}: {e}"))?;
+    Ok(planner)
+}
 
 impl Actor for Root {
     type Msg = RootMsg;
@@ -23,25 +43,11 @@ impl Actor for Root {
 
     async fn handle(
         &self,
-        myself: ActorRef<RootMsg>,
+        _myself: ActorRef<RootMsg>,
         msg: RootMsg,
         _state: &mut (),
     ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            RootMsg::StartFlow(spec, reply) => {
-                let id = spec.id.clone();
-                let started = Actor::spawn_linked(None, Planner, spec, myself.get_cell()).await;
-                let answer = match started {
-                    Ok((planner, _)) => planner
-                        .send_message(FlowMsg::Begin)
-                        .map(|_| planner)
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(format!("cannot start flow {id}: {e}")),
-                };
-                let _ = reply.send(answer);
-            }
-        }
-        Ok(())
+        match msg {}
     }
 
     async fn post_stop(
