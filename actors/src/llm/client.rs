@@ -543,20 +543,86 @@ struct WireUsage {
     completion_tokens: Option<Lenient<u64>>,
 }
 
-/// A `T`, or anything else (read and dropped).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Lenient<T> {
-    Is(T),
-    Other(serde::de::IgnoredAny),
-}
+/// A `T`, or anything else (read and dropped), in one pass over the input: no copy of the
+/// value is buffered first, as an untagged enum would, for every field of every answer.
+struct Lenient<T>(Option<T>);
 
 impl<T> Lenient<T> {
     fn get(v: Option<Lenient<T>>) -> Option<T> {
-        match v {
-            Some(Lenient::Is(t)) => Some(t),
-            _ => None,
-        }
+        v.and_then(|l| l.0)
+    }
+}
+
+/// What a lenient field wants from a JSON scalar; anything else reads as absent.
+trait Wanted: Sized {
+    fn text(_: &str) -> Option<Self> {
+        None
+    }
+    fn whole(_: u64) -> Option<Self> {
+        None
+    }
+}
+
+impl Wanted for String {
+    fn text(s: &str) -> Option<Self> {
+        Some(s.to_owned())
+    }
+}
+
+impl Wanted for u64 {
+    fn whole(n: u64) -> Option<Self> {
+        Some(n)
+    }
+}
+
+impl<'de, T: Wanted> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LenientVisitor(std::marker::PhantomData))
+    }
+}
+
+struct LenientVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Wanted> serde::de::Visitor<'de> for LenientVisitor<T> {
+    type Value = Lenient<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Lenient(None))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Self::Value, E> {
+        Ok(Lenient(T::whole(n)))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Self::Value, E> {
+        Ok(Lenient(u64::try_from(n).ok().and_then(T::whole)))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Lenient(None))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(Lenient(T::text(s)))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Lenient(None))
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Lenient(None))
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Lenient(None))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(Lenient(None))
     }
 }
 
@@ -648,12 +714,24 @@ mod tests {
 
     #[test]
     fn odd_fields_read_as_absent() {
-        // Content as parts, a numeric id, no usage, a fractional token count.
-        let v = json!({"id": 5, "choices": [{"message": {"content": [{"type": "text", "text": "hi"}]},
-            "finish_reason": null}], "usage": {"prompt_tokens": 2.5, "completion_tokens": 4}});
-        let r = parse_response(Completion::deserialize(&v)).unwrap();
-        assert_eq!((r.id.as_str(), r.message.content), ("", None));
-        assert_eq!((r.usage.prompt_tokens, r.usage.completion_tokens), (0, 4));
+        // Content as parts, a numeric id, an object for a model, a fractional token count,
+        // a negative one; read from a tree (replay) and from the bytes (the wire).
+        let v = json!({"id": 5, "model": {"name": ["m"]}, "choices": [{"message": {"content":
+            [{"type": "text", "text": "hi"}]}, "finish_reason": true}],
+            "usage": {"prompt_tokens": 2.5, "completion_tokens": 4, "total_tokens": -1}});
+        let bytes = serde_json::to_vec(&v).unwrap();
+        for r in [
+            parse_response(Completion::deserialize(&v)).unwrap(),
+            parse_response(serde_json::from_slice(&bytes)).unwrap(),
+        ] {
+            assert_eq!((r.id.as_str(), r.model.as_str()), ("", ""));
+            assert_eq!((r.message.content, r.finish_reason), (None, None));
+            assert_eq!((r.usage.prompt_tokens, r.usage.completion_tokens), (0, 4));
+        }
+        let negative =
+            br#"{"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": -3}}"#;
+        let r = parse_response(serde_json::from_slice(negative)).unwrap();
+        assert_eq!(r.usage.prompt_tokens, 0);
         let plain = json!({"choices": [{"message": {"content": "hello"}}]});
         let r = parse_response(Completion::deserialize(&plain)).unwrap();
         assert_eq!(r.message.text(), "hello");
