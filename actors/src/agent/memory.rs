@@ -53,7 +53,9 @@ impl Memory {
         self.trim();
     }
 
-    fn add(&mut self, message: Message) {
+    fn add(&mut self, mut message: Message) {
+        // Kept unchanged from here on, and sent every round: serialised once.
+        message.freeze();
         let bound = bound_message(&message);
         self.bound += bound;
         self.entries.push(Entry {

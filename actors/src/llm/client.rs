@@ -181,12 +181,11 @@ impl LlmClient {
     }
 
     /// The request body as the wire sees it, serialised straight from the borrowed request;
-    /// the tools go in as the set's ready-made JSON.
+    /// frozen messages go in as the JSON they were frozen with, and the tools as the set's
+    /// ready-made JSON.
     fn body(&self, req: &ChatRequest) -> Vec<u8> {
         #[derive(serde::Serialize)]
-        struct Wire<'a> {
-            model: &'a str,
-            messages: &'a [Message],
+        struct Wire {
             max_tokens: u32,
             temperature: f32,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -195,14 +194,24 @@ impl LlmClient {
         let s = &self.settings;
         let tools = req.tools.wire();
         let wire = Wire {
-            model: &s.model,
-            messages: &req.messages,
             max_tokens: s.max_tokens,
             temperature: s.temperature,
             tool_choice: (!tools.is_empty()).then(|| req.tool_choice.to_wire()),
         };
-        let mut body = Vec::with_capacity(1024 + tools.len());
-        serde_json::to_writer(&mut body, &wire).expect("a chat request always serialises");
+        let mut body = Vec::with_capacity(4096 + tools.len());
+        body.extend_from_slice(br#"{"model":"#);
+        serde_json::to_writer(&mut body, &s.model).expect("a string always serialises");
+        body.extend_from_slice(br#","messages":["#);
+        for (i, m) in req.messages.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            m.write_json(&mut body);
+        }
+        body.extend_from_slice(b"],");
+        // The rest as serde writes it, without its opening brace.
+        let rest = serde_json::to_vec(&wire).expect("a chat request always serialises");
+        body.extend_from_slice(&rest[1..]);
         if !tools.is_empty() {
             // Reopen the object (serde_json ends it with its `}`) to add the tools.
             body.pop();
@@ -659,6 +668,7 @@ fn parse_response(read: Result<Completion, serde_json::Error>) -> Result<ChatRes
             tool_calls: m.tool_calls.unwrap_or_default(),
             tool_call_id: None,
             name: None,
+            frozen: Default::default(),
         },
         finish_reason: Lenient::get(choice.finish_reason),
         usage: Usage {
@@ -811,6 +821,45 @@ mod tests {
             .map(|k| k.as_str())
             .collect();
         assert_eq!(keys, ["max_tokens", "messages", "model", "temperature"]);
+    }
+
+    #[test]
+    fn frozen_messages_go_out_as_they_were_frozen_and_equal_their_twins() {
+        let client = client_for("http://127.0.0.1:1/v1", None);
+        let call = ToolCall {
+            id: "c1".into(),
+            kind: "function".into(),
+            function: crate::llm::FunctionCall {
+                name: "bash".into(),
+                arguments: r#"{"command": "echo \"hi\"\n"}"#.into(),
+            },
+        };
+        let mut asked = Message::assistant("line one\n\t\"quoted\" \u{1F600}");
+        asked.tool_calls = vec![call.clone()];
+        let thawed = vec![
+            Message::system("You are {agent}.\u{0007}"),
+            asked,
+            Message::tool(&call, "hi\n"),
+            Message::user_with_images("look", ["data:image/png;base64,AAAA".to_string()]),
+        ];
+        let mut frozen = thawed.clone();
+        frozen.iter_mut().for_each(Message::freeze);
+        assert_eq!(frozen, thawed);
+        let body = |messages: Vec<Message>| -> Value {
+            let req = ChatRequest {
+                messages,
+                tools: ToolSet::default(),
+                tool_choice: ToolChoice::Auto,
+            };
+            serde_json::from_slice(&client.body(&req)).unwrap()
+        };
+        // The first request makes the frozen JSON, which its clones share; the second sends it.
+        let cold = body(thawed.clone());
+        assert_eq!(body(frozen.clone()), cold);
+        assert_eq!(body(frozen), cold);
+        assert_eq!(cold["messages"], serde_json::to_value(&thawed).unwrap());
+        // A request of only fresh messages, and of none, is still one JSON object.
+        assert_eq!(body(vec![]).get("messages"), Some(&json!([])));
     }
 
     #[test]

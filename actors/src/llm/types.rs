@@ -27,6 +27,21 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Set by `freeze`: the message's wire JSON once first sent; not part of its value.
+    #[serde(skip)]
+    pub(crate) frozen: Frozen,
+}
+
+/// A frozen message's wire JSON, made on first need and shared by all its clones (a
+/// memory's copy and every request's). Equal to any other, so that a frozen message equals
+/// its thawed twin.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Frozen(Option<Arc<std::sync::OnceLock<Box<str>>>>);
+
+impl PartialEq for Frozen {
+    fn eq(&self, _: &Frozen) -> bool {
+        true
+    }
 }
 
 impl Message {
@@ -37,8 +52,30 @@ impl Message {
             tool_calls: vec![],
             tool_call_id: None,
             name: None,
+            frozen: Frozen::default(),
         }
     }
+
+    /// Mark the message as one that no longer changes, so that it is serialised once, when
+    /// first sent, for every request that carries it or a clone of it: an agent's memory
+    /// freezes what it keeps, so a long system prompt is not escaped again each round. A
+    /// field changed afterwards would not reach the wire.
+    pub(crate) fn freeze(&mut self) {
+        self.frozen = Frozen(Some(Arc::default()));
+    }
+
+    /// Append the message's wire JSON to `out`; a frozen message's is made once.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+        const ALWAYS: &str = "a message always serialises";
+        match &self.frozen.0 {
+            Some(json) => {
+                let json = json.get_or_init(|| serde_json::to_string(self).expect(ALWAYS).into());
+                out.extend_from_slice(json.as_bytes());
+            }
+            None => serde_json::to_writer(out, self).expect(ALWAYS),
+        }
+    }
+
     /// A user message of text followed by images (`data:` or `https:` URLs), for models
     /// that accept images.
     pub fn user_with_images(
@@ -71,6 +108,7 @@ impl Message {
             tool_calls: vec![],
             tool_call_id: Some(call.id.clone()),
             name: Some(call.function.name.clone()),
+            frozen: Frozen::default(),
         }
     }
     /// The text of the message (the first text part of a multi-part one).
