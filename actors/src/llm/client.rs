@@ -185,7 +185,8 @@ impl LlmClient {
     /// ready-made JSON.
     fn body(&self, req: &ChatRequest) -> Vec<u8> {
         #[derive(serde::Serialize)]
-        struct Wire {
+        struct Wire<'a> {
+            model: &'a str,
             max_tokens: u32,
             temperature: f32,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,13 +195,15 @@ impl LlmClient {
         let s = &self.settings;
         let tools = req.tools.wire();
         let wire = Wire {
+            model: &s.model,
             max_tokens: s.max_tokens,
             temperature: s.temperature,
             tool_choice: (!tools.is_empty()).then(|| req.tool_choice.to_wire()),
         };
         let mut body = Vec::with_capacity(4096 + tools.len());
-        body.extend_from_slice(br#"{"model":"#);
-        serde_json::to_writer(&mut body, &s.model).expect("a string always serialises");
+        serde_json::to_writer(&mut body, &wire).expect("a chat request always serialises");
+        // Reopen the object (serde_json ends it with its `}`) to add the messages and tools.
+        body.pop();
         body.extend_from_slice(br#","messages":["#);
         for (i, m) in req.messages.iter().enumerate() {
             if i > 0 {
@@ -208,17 +211,12 @@ impl LlmClient {
             }
             m.write_json(&mut body);
         }
-        body.extend_from_slice(b"],");
-        // The rest as serde writes it, without its opening brace.
-        let rest = serde_json::to_vec(&wire).expect("a chat request always serialises");
-        body.extend_from_slice(&rest[1..]);
+        body.push(b']');
         if !tools.is_empty() {
-            // Reopen the object (serde_json ends it with its `}`) to add the tools.
-            body.pop();
             body.extend_from_slice(br#","tools":"#);
             body.extend_from_slice(tools.as_bytes());
-            body.push(b'}');
         }
+        body.push(b'}');
         body
     }
 
