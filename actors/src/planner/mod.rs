@@ -354,16 +354,15 @@ impl Actor for Planner {
     ) -> Result<(), ActorProcessingErr> {
         // A crashed agent's step comes back as a failed StepDone (its reply port is dropped);
         // the flow's next step of that kind starts a fresh agent.
-        match evt {
+        let gone = match evt {
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::warn!(flow = %st.id, agent = %cell.get_id(), "agent crashed: {err}");
-                st.agents.retain(|_, a| a.get_id() != cell.get_id());
+                cell.get_id()
             }
-            SupervisionEvent::ActorTerminated(cell, ..) => {
-                st.agents.retain(|_, a| a.get_id() != cell.get_id());
-            }
-            _ => {}
-        }
+            SupervisionEvent::ActorTerminated(cell, ..) => cell.get_id(),
+            _ => return Ok(()),
+        };
+        st.agents.retain(|_, a| a.get_id() != gone);
         Ok(())
     }
 }
@@ -771,9 +770,7 @@ async fn finish(
     reason: String,
 ) {
     if let Some(run) = st.running.take() {
-        if let Some(agent) = st.agents.get(&run.agent) {
-            agent.kill();
-        }
+        retire_agent(st, &run.agent);
         let s = &mut st.plan.steps[run.step];
         s.status = StepStatus::Failed;
         s.notes = format!("stopped: {reason}");
