@@ -34,6 +34,7 @@
 //! every call of every flow takes exactly MODEL_MS and the flows move in lockstep, the worst
 //! case. REPLICAS=FLOWS runs every step at once. RATE=R submits the flows at R per second
 //! instead of all at once (an open-loop load). STORE=off runs without the run store.
+//! WORKERS=N gives the runtime N tokio worker threads instead of 2 (one per core here).
 //! WARM=N runs N planned flows at once before the measured ones instead of one, so the
 //! model client's connection pool is already as large as the load needs.
 //! DUMP=path writes each plan step's start (ms into the run) and overhead (ms per agent step),
