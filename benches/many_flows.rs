@@ -91,14 +91,11 @@ fn model_ms_for(i: u64, model_ms: u64, jitter: u64) -> u64 {
 /// read as bytes: the cues and their numbers need no JSON escapes.
 fn number_after(body: &[u8], cue: &str, end: u8) -> Option<u64> {
     let cue = cue.as_bytes();
-    body.windows(cue.len())
-        .enumerate()
-        .filter(|(_, w)| *w == cue)
-        .find_map(|(at, _)| {
-            let rest = &body[at + cue.len()..];
-            let digits = &rest[..rest.iter().position(|&b| b == end)?];
-            std::str::from_utf8(digits).ok()?.parse().ok()
-        })
+    memchr::memmem::find_iter(body, cue).find_map(|at| {
+        let rest = &body[at + cue.len()..];
+        let digits = &rest[..rest.iter().position(|&b| b == end)?];
+        std::str::from_utf8(digits).ok()?.parse().ok()
+    })
 }
 
 /// The flow a request belongs to: every prompt carries the task, "Flow {i}: ...".
