@@ -8,7 +8,8 @@
 //! Sandbox supervisor ──► container (one per flow that runs code in the sandbox)
 //! ```
 //!
-//! Requests that need an answer carry an `RpcReplyPort`; everything else is a cast.
+//! Requests that need an answer carry an `RpcReplyPort`, except a plan step, whose outcome
+//! comes back as a message of its own (`StepReport`); everything else is a cast.
 //! Nothing is shared between actors but these messages and clones of the flow's
 //! `EventSink`.
 
@@ -164,8 +165,54 @@ pub enum FlowMsg {
 
 /// Messages to an executor agent.
 pub enum AgentMsg {
-    /// Run one plan step to its end; the reply is how it ended.
-    RunStep(StepRequest, RpcReplyPort<StepOutcome>),
+    /// Run one plan step to its end, then say how it ended through the report.
+    RunStep(StepRequest, StepReport),
+}
+
+/// Where a step's outcome goes: straight to its planner, as `FlowMsg::StepDone` under the
+/// step's dispatch number, with no task in between. It is sent once. A report dropped
+/// unsent (the agent crashed, or was stopped before or while running the step) tells the
+/// planner the step failed, so no step is left waiting for an agent that is gone.
+pub struct StepReport {
+    flow: ActorRef<FlowMsg>,
+    dispatch: u64,
+    sent: bool,
+}
+
+impl StepReport {
+    pub fn new(flow: ActorRef<FlowMsg>, dispatch: u64) -> Self {
+        StepReport {
+            flow,
+            dispatch,
+            sent: false,
+        }
+    }
+
+    pub fn send(mut self, outcome: StepOutcome) {
+        self.sent = true;
+        self.deliver(outcome);
+    }
+
+    fn deliver(&self, outcome: StepOutcome) {
+        let dispatch = self.dispatch;
+        // A planner that is gone has no step to settle.
+        let _ = self
+            .flow
+            .send_message(FlowMsg::StepDone { dispatch, outcome });
+    }
+}
+
+impl Drop for StepReport {
+    fn drop(&mut self) {
+        if !self.sent {
+            self.deliver(StepOutcome {
+                status: StepStatus::Failed,
+                summary: "the agent stopped before finishing the step".into(),
+                usage: Usage::default(),
+                rounds: 0,
+            });
+        }
+    }
 }
 
 /// One plan step as an agent receives it.

@@ -106,7 +106,7 @@ impl Actor for ExecutorAgent {
         state: &mut AgentState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            AgentMsg::RunStep(req, reply) => {
+            AgentMsg::RunStep(req, report) => {
                 let span = tracing::info_span!(
                     parent: &req.span,
                     "invoke_agent",
@@ -170,7 +170,7 @@ impl Actor for ExecutorAgent {
                 // the flow at once, and the flow's span must close with nothing open below it.
                 drop(span);
                 drop(req);
-                let _ = reply.send(outcome);
+                report.send(outcome);
             }
         }
         Ok(())
@@ -626,16 +626,33 @@ mod tests {
     use crate::llm::{Cassette, LlmSettings};
     use crate::planner::plan::Plan;
     use crate::protocol::FlowMsg;
+    use crate::protocol::StepReport;
     use serde_json::json;
-    use tokio::sync::mpsc::unbounded_channel;
+    use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-    /// Stands in for a planner: takes the agent's casts and answers nothing.
+    /// Stands in for a planner: passes on how steps ended, takes the agent's other casts and
+    /// answers nothing.
     struct Sink;
     impl Actor for Sink {
         type Msg = FlowMsg;
-        type State = ();
-        type Arguments = ();
-        async fn pre_start(&self, _m: ActorRef<FlowMsg>, _a: ()) -> Result<(), ActorProcessingErr> {
+        type State = UnboundedSender<StepOutcome>;
+        type Arguments = UnboundedSender<StepOutcome>;
+        async fn pre_start(
+            &self,
+            _m: ActorRef<FlowMsg>,
+            ended: Self::Arguments,
+        ) -> Result<Self::State, ActorProcessingErr> {
+            Ok(ended)
+        }
+        async fn handle(
+            &self,
+            _m: ActorRef<FlowMsg>,
+            msg: FlowMsg,
+            ended: &mut Self::State,
+        ) -> Result<(), ActorProcessingErr> {
+            if let FlowMsg::StepDone { outcome, .. } = msg {
+                let _ = ended.send(outcome);
+            }
             Ok(())
         }
     }
@@ -648,36 +665,40 @@ mod tests {
             "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
     }
 
-    #[tokio::test]
-    async fn a_panicking_tool_is_an_observation_and_its_worker_restarts() {
-        let workspace =
-            std::env::temp_dir().join(format!("manus-agent-panic-{}", std::process::id()));
-        std::fs::create_dir_all(&workspace).unwrap();
-        let (sink, _) = Actor::spawn(None, Sink, ()).await.unwrap();
-        let (events, mut rx) = unbounded_channel();
-        let req = StepRequest {
+    /// Step 0 of a one-step plan, for `flow`, its events into `events`.
+    fn step_request(
+        step: &str,
+        flow: &ActorRef<FlowMsg>,
+        events: UnboundedSender<FlowEvent>,
+    ) -> StepRequest {
+        StepRequest {
             flow_id: "f".into(),
             dispatch: 0,
             step_index: 0,
-            step: "crash then recover".into(),
+            step: step.into(),
             task: "t".into(),
-            plan_view: Plan::new("p", "t", vec!["crash then recover".into()]).view(),
-            flow: sink.clone(),
+            plan_view: Plan::new("p", "t", vec![step.into()]).view(),
+            flow: flow.clone(),
             budgeted: false,
             events: crate::protocol::EventSink::new(events, None),
             span: tracing::Span::none(),
-        };
-        // The model's side, as a cassette: crash the worker, use the shell, finish.
-        let first_user = step_prompt(&req);
+        }
+    }
+
+    /// A `manus` agent with these tools and replica permits, whose model replays `replies`
+    /// to any request whose first user message is `first_user`.
+    fn agent_spec(
+        workspace: &std::path::Path,
+        tools: &[&str],
+        permits: usize,
+        first_user: &str,
+        replies: Vec<Value>,
+    ) -> AgentSpec {
         let request = json!({"messages": [{"role": "user", "content": first_user}]});
-        let lines: Vec<String> = [
-            tool_reply("panic_for_test", json!({})),
-            tool_reply("bash", json!({"command": "echo still here"})),
-            tool_reply("terminate", json!({"status": "success"})),
-        ]
-        .into_iter()
-        .map(|response| json!({"request": request, "response": response}).to_string())
-        .collect();
+        let lines: Vec<String> = replies
+            .into_iter()
+            .map(|response| json!({"request": request, "response": response}).to_string())
+            .collect();
         let cassette = Arc::new(Cassette::parse("test", &lines.join("\n")).unwrap());
         let mut llm = LlmClient::new(
             Arc::new(LlmSettings::replay("default", cassette)),
@@ -686,27 +707,95 @@ mod tests {
         );
         crate::llm::rewind([&mut llm], crate::llm::ReplayFrom::Start);
         let mut profile = crate::agent::profile::builtin("manus").unwrap();
-        profile.tools = vec!["panic_for_test".into(), "bash".into(), "terminate".into()];
+        profile.tools = tools.iter().map(|t| t.to_string()).collect();
         let tool_specs =
             crate::tools::worker::specs_for(&profile.tools, &ToolSettings::default()).into();
-        let spec = AgentSpec {
+        AgentSpec {
             name: "manus".into(),
             description: "d".into(),
             profile,
             replicas: 1,
-            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(permits)),
             tool_specs,
             llm,
             tool_settings: ToolSettings::default(),
-            workspace: workspace.clone(),
+            workspace: workspace.to_path_buf(),
             sandbox: None,
             browser: None,
             mcp: vec![],
-        };
+        }
+    }
+
+    /// The next step outcome the sink passed on; a missing one fails the test.
+    async fn next_outcome(
+        outcomes: &mut tokio::sync::mpsc::UnboundedReceiver<StepOutcome>,
+    ) -> StepOutcome {
+        tokio::time::timeout(Duration::from_secs(10), outcomes.recv())
+            .await
+            .expect("no step outcome within 10 s")
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_step_its_agent_never_finishes_comes_back_failed() {
+        let (ended, mut outcomes) = unbounded_channel();
+        let (sink, _) = Actor::spawn(None, Sink, ended).await.unwrap();
+        let (events, _rx) = unbounded_channel();
+        let req = step_request("wait for a replica", &sink, events);
+        // No replica permit is free, so the step waits until its agent is killed.
+        let finish = vec![tool_reply("terminate", json!({"status": "success"}))];
+        let spec = agent_spec(&std::env::temp_dir(), &["terminate"], 0, "", finish);
+        let (agent, handle) = Actor::spawn(None, ExecutorAgent, Arc::new(spec))
+            .await
+            .unwrap();
+        let report = StepReport::new(sink.clone(), 7);
+        agent.send_message(AgentMsg::RunStep(req, report)).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(outcomes.try_recv().is_err(), "the step is still waiting");
+        agent.kill();
+        handle.await.unwrap();
+        let outcome = next_outcome(&mut outcomes).await;
+        assert_eq!(outcome.status, StepStatus::Failed);
+        assert!(
+            outcome.summary.contains("stopped before finishing"),
+            "{outcome:?}"
+        );
+
+        // A step sent to an agent that is already gone fails the same way.
+        let (events, _rx) = unbounded_channel();
+        let req = step_request("too late", &sink, events);
+        let refused = agent.send_message(AgentMsg::RunStep(req, StepReport::new(sink.clone(), 8)));
+        assert!(refused.is_err());
+        drop(refused);
+        let outcome = next_outcome(&mut outcomes).await;
+        assert_eq!(outcome.status, StepStatus::Failed);
+        assert!(outcomes.try_recv().is_err(), "each report is sent once");
+        sink.stop(None);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_tool_is_an_observation_and_its_worker_restarts() {
+        let workspace =
+            std::env::temp_dir().join(format!("manus-agent-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&workspace).unwrap();
+        let (ended, mut outcomes) = unbounded_channel();
+        let (sink, _) = Actor::spawn(None, Sink, ended).await.unwrap();
+        let (events, mut rx) = unbounded_channel();
+        let req = step_request("crash then recover", &sink, events);
+        // The model's side, as a cassette: crash the worker, use the shell, finish.
+        let replies = vec![
+            tool_reply("panic_for_test", json!({})),
+            tool_reply("bash", json!({"command": "echo still here"})),
+            tool_reply("terminate", json!({"status": "success"})),
+        ];
+        let tools = ["panic_for_test", "bash", "terminate"];
+        let spec = agent_spec(&workspace, &tools, 1, &step_prompt(&req), replies);
         let (agent, _) = Actor::spawn(None, ExecutorAgent, Arc::new(spec))
             .await
             .unwrap();
-        let outcome = ractor::call!(agent, AgentMsg::RunStep, req).unwrap();
+        let report = StepReport::new(sink.clone(), 0);
+        agent.send_message(AgentMsg::RunStep(req, report)).unwrap();
+        let outcome = outcomes.recv().await.unwrap();
         assert_eq!(outcome.status, StepStatus::Completed, "{}", outcome.summary);
         let mut finished = vec![];
         while let Ok(e) = rx.try_recv() {

@@ -3,9 +3,9 @@
 //! status honest, enforces the step and flow timeouts and the retry budget, relays
 //! `ask_human` questions, and has the model summarise the run at the end.
 //!
-//! The planner never waits on an agent inside a handler: a step is sent with a reply port
-//! whose answer comes back as a `StepDone` message, so cancellation, timeouts and answers
-//! to questions are handled while a step runs.
+//! The planner never waits on an agent inside a handler: a step is sent with a report that
+//! the agent sends back as a `StepDone` message, so cancellation, timeouts and answers to
+//! questions are handled while a step runs.
 
 pub mod plan;
 mod prompts;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::agent::{AgentSpec, ExecutorAgent};
@@ -26,7 +26,7 @@ use crate::llm::{
 };
 use crate::protocol::{
     AgentMsg, EventSink, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume,
-    StepOutcome, StepRequest,
+    StepOutcome, StepReport, StepRequest,
 };
 use crate::tools::planning::{PlanningTool, planning_spec};
 use plan::{Plan, StepStatus};
@@ -352,7 +352,7 @@ impl Actor for Planner {
         evt: SupervisionEvent,
         st: &mut PlannerState,
     ) -> Result<(), ActorProcessingErr> {
-        // A crashed agent's step comes back as a failed StepDone (its reply port is dropped);
+        // A crashed agent's step comes back as a failed StepDone (its report is dropped);
         // the flow's next step of that kind starts a fresh agent.
         let gone = match evt {
             SupervisionEvent::ActorFailed(cell, err) => {
@@ -585,27 +585,15 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         events: st.events.clone(),
         span: step_span.clone(),
     };
-    let (tx, rx) = oneshot::channel();
-    let sent = target.send_message(AgentMsg::RunStep(req, tx.into()));
+    // If the agent is gone, the refused message drops its report, which fails the step.
+    let report = StepReport::new(myself.clone(), dispatch);
+    let _ = target.send_message(AgentMsg::RunStep(req, report));
     st.running = Some(Running {
         dispatch,
         step,
         agent,
         started: Instant::now(),
         span: step_span,
-    });
-    let me = myself.clone();
-    tokio::spawn(async move {
-        let outcome = match (sent, rx.await) {
-            (Ok(()), Ok(outcome)) => outcome,
-            _ => StepOutcome {
-                status: StepStatus::Failed,
-                summary: "the agent stopped before finishing the step".into(),
-                usage: Usage::default(),
-                rounds: 0,
-            },
-        };
-        let _ = me.send_message(FlowMsg::StepDone { dispatch, outcome });
     });
     // The step's timeout starts when the agent begins it (`StepBegan`), not while it waits
     // for a replica; the flow's timeout covers the wait.
