@@ -44,7 +44,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -109,32 +108,17 @@ fn step_of(body: &[u8]) -> Option<u64> {
     number_after(body, "Your job now is step ", b' ')
 }
 
-/// What the model reads of a request to answer it: who said what, and which tools it may
-/// call (strings borrowed from the body, the rest skipped).
-#[derive(serde::Deserialize)]
-struct Seen<'a> {
-    #[serde(borrow, default)]
-    messages: Vec<Said<'a>>,
-    #[serde(borrow, default)]
-    tools: Vec<Offered<'a>>,
+/// Whether the request's compact JSON holds `needle` (a key and its value, quotes and all):
+/// inside a JSON string every quote is escaped, so such a pair cannot come from text.
+fn holds(body: &[u8], needle: &str) -> bool {
+    memchr::memmem::find(body, needle.as_bytes()).is_some()
 }
 
-#[derive(serde::Deserialize)]
-struct Said<'a> {
-    #[serde(borrow)]
-    role: Cow<'a, str>,
-}
-
-#[derive(serde::Deserialize)]
-struct Offered<'a> {
-    #[serde(borrow)]
-    function: Named<'a>,
-}
-
-#[derive(serde::Deserialize)]
-struct Named<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
+/// Whether the request offers the model this tool: the tools come after the messages, and
+/// an entry there names its tool as `"name":"..."`.
+fn offers(body: &[u8], tool: &str) -> bool {
+    memchr::memmem::rfind(body, br#""tools":["#)
+        .is_some_and(|at| holds(&body[at..], &format!(r#""name":"{tool}""#)))
 }
 
 /// What the model server saw: how long it held each flow's calls in all, and, between two
@@ -206,13 +190,11 @@ async fn watch(mut flow: FlowHandle) -> (Watched, FlowOutcome) {
     (w, flow.outcome().await)
 }
 
-/// The model's answer, from the request alone: the planner gets a plan, an agent a tool
+/// The model's answer, from the request's bytes alone: the planner gets a plan, an agent a tool
 /// call (planning, then terminate once it has seen a tool result), the summary a sentence.
 fn answer(body: &[u8], model_ms: u64, jitter: u64) -> Option<Reply> {
-    let seen: Seen = serde_json::from_slice(body).ok()?;
-    let offers = |tool: &str| seen.tools.iter().any(|t| t.function.name == tool);
-    let reply = if offers("terminate") {
-        if seen.messages.iter().any(|m| m.role == "tool") {
+    let reply = if offers(body, "terminate") {
+        if holds(body, r#""role":"tool""#) {
             Reply::tool("terminate", json!({"status": "success"})).with_text("done")
         } else {
             Reply::tool(
@@ -220,7 +202,7 @@ fn answer(body: &[u8], model_ms: u64, jitter: u64) -> Option<Reply> {
                 json!({"command": "create", "plan_id": "p", "title": "t", "steps": ["a"]}),
             )
         }
-    } else if offers("planning") {
+    } else if offers(body, "planning") {
         plan_reply(&["[MANUS] first half", "[MANUS] second half"])
     } else {
         Reply::text("Both halves are done.")
