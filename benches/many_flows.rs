@@ -190,9 +190,10 @@ async fn watch(mut flow: FlowHandle) -> (Watched, FlowOutcome) {
     (w, flow.outcome().await)
 }
 
-/// The model's answer, from the request's bytes alone: the planner gets a plan, an agent a tool
-/// call (planning, then terminate once it has seen a tool result), the summary a sentence.
-fn answer(body: &[u8], model_ms: u64, jitter: u64) -> Option<Reply> {
+/// The model's answer, from the request's bytes alone: the planner gets a plan, an agent a
+/// tool call (planning, then terminate once it has seen a tool result), the summary a
+/// sentence.
+fn answer(body: &[u8], model_ms: u64, jitter: u64) -> Reply {
     let reply = if offers(body, "terminate") {
         if holds(body, r#""role":"tool""#) {
             Reply::tool("terminate", json!({"status": "success"})).with_text("done")
@@ -208,7 +209,7 @@ fn answer(body: &[u8], model_ms: u64, jitter: u64) -> Option<Reply> {
         Reply::text("Both halves are done.")
     };
     let ms = flow_of(body).map_or(model_ms, |i| model_ms_for(i, model_ms, jitter));
-    Some(reply.delay(ms))
+    reply.delay(ms)
 }
 
 /// The child: serve the model on 127.0.0.1 and print the base URL; then, for each line
@@ -223,7 +224,7 @@ fn serve_model(model_ms: u64, jitter: u64) {
         let server = ScriptedLlm::start().await;
         server.set_recording(false);
         server.set_responder(Some(Arc::new(move |req: &Request| {
-            answer(req.raw(), model_ms, jitter)
+            Some(answer(req.raw(), model_ms, jitter))
         })));
         let tally: Arc<Mutex<Tally>> = Arc::default();
         let observed = tally.clone();
