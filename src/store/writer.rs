@@ -221,19 +221,21 @@ impl RunStore {
     }
 }
 
-/// Lower the calling thread's scheduling priority to the least (nice 19), so that when flows
-/// and the store both want the CPU the flows get it: nobody waits on a write, and under a
-/// burst the store catches up in the gaps (its queue grows meanwhile; at nice 19 it still
-/// gets a small share of a busy CPU, so it never stops). Linux keeps a nice value per
-/// thread; elsewhere this does nothing.
+/// Put the calling thread in Linux's idle scheduling class (SCHED_IDLE), so that when flows
+/// and the store both want the CPU the flows get it: a flow's thread that wakes takes the
+/// core from the store at once, rather than after the store's time slice (which at nice 19,
+/// the fallback, could hold a flow up for a millisecond or more). Nobody waits on a write;
+/// under a burst the store catches up in the gaps (its queue grows meanwhile; it still gets
+/// a sliver of a busy CPU, so it never stops). Elsewhere this does nothing.
 fn yield_to_flows() {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: gettid has no preconditions; setpriority only reads its arguments, and
-        // lowering a thread's own priority needs no privilege.
+        // SAFETY: gettid has no preconditions; sched_setscheduler and setpriority only read
+        // their arguments, and lowering a thread's own priority needs no privilege.
         let failed = unsafe {
-            let tid = libc::gettid() as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, 19) != 0
+            let param = libc::sched_param { sched_priority: 0 };
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0
+                && libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) != 0
         };
         if failed {
             tracing::debug!(
