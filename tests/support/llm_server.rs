@@ -516,7 +516,7 @@ async fn chat_completions(
         None => return error_response(500, "script exhausted", None),
     };
     if reply.delay_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
+        timer::sleep_until(arrived + Duration::from_millis(reply.delay_ms)).await;
     }
     let observer = shared.observer.lock().unwrap().clone();
     if let Some(observe) = observer {
@@ -585,4 +585,58 @@ async fn chat_completions(
         }
     });
     with_retry_after(axum::Json(response).into_response(), reply.retry_after)
+}
+
+/// Delays to the microsecond. Tokio's timer fires on whole milliseconds, so every answer due
+/// within one millisecond would go out at once: calls that reached the server apart would be
+/// answered together, and a benchmark would see bursts the model did not make. One thread
+/// keeps the deadlines and wakes each call at its own.
+mod timer {
+    use std::collections::BTreeMap;
+    use std::sync::OnceLock;
+    use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+    use std::time::Instant;
+
+    use tokio::sync::oneshot;
+
+    type Due = (Instant, oneshot::Sender<()>);
+
+    pub async fn sleep_until(deadline: Instant) {
+        static TIMER: OnceLock<Sender<Due>> = OnceLock::new();
+        let (tx, rx) = oneshot::channel();
+        if TIMER.get_or_init(start).send((deadline, tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    fn start() -> Sender<Due> {
+        let (tx, rx) = mpsc::channel::<Due>();
+        std::thread::Builder::new()
+            .name("scripted-llm-timer".into())
+            .spawn(move || {
+                // Keyed by deadline, then by arrival, so equal deadlines do not collide.
+                let mut due: BTreeMap<(Instant, u64), oneshot::Sender<()>> = BTreeMap::new();
+                let mut n = 0u64;
+                loop {
+                    let now = Instant::now();
+                    while let Some(entry) = due.first_entry().filter(|e| e.key().0 <= now) {
+                        let _ = entry.remove().send(());
+                    }
+                    let next = match due.first_key_value() {
+                        Some((&(at, _), _)) => rx.recv_timeout(at - now),
+                        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    };
+                    match next {
+                        Ok((at, wake)) => {
+                            n += 1;
+                            due.insert((at, n), wake);
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })
+            .expect("start the scripted server's timer thread");
+        tx
+    }
 }
