@@ -398,6 +398,7 @@ impl AgentTemplate {
             sandbox,
             browser,
             mcp,
+            system: AgentSpec::opening(&self.profile, workspace, &self.name),
         }
     }
 

@@ -53,6 +53,23 @@ pub struct AgentSpec {
     pub browser: Option<crate::browser::BrowserHandle>,
     /// MCP servers whose tools join this agent's (`[agents.NAME] mcp_servers`).
     pub mcp: Vec<McpHandle>,
+    /// The system message every step opens with, made once (`AgentSpec::opening`).
+    pub system: Message,
+}
+
+impl AgentSpec {
+    /// The system message of agent `name` with `profile` in `workspace`: the profile's
+    /// prompt with `{workspace}` and `{agent}` filled in. It is frozen, and every step's
+    /// memory holds a clone, so its JSON is made once for all steps of all flows.
+    pub fn opening(profile: &AgentProfile, workspace: &std::path::Path, name: &str) -> Message {
+        let text = profile
+            .system_prompt
+            .replace("{workspace}", &workspace.display().to_string())
+            .replace("{agent}", name);
+        let mut system = Message::system(text);
+        system.freeze();
+        system
+    }
 }
 
 /// Same output this many times in a row means the agent is going in circles.
@@ -226,11 +243,7 @@ impl<'a> StepRun<'a> {
     ) -> Self {
         let p = &state.spec.profile;
         let mut memory = Memory::new(state.spec.llm.model(), p.memory_messages, p.memory_tokens);
-        let system = p
-            .system_prompt
-            .replace("{workspace}", &state.spec.workspace.display().to_string())
-            .replace("{agent}", &state.spec.name);
-        memory.pin(Message::system(system));
+        memory.pin(state.spec.system.clone());
         memory.pin(Message::user(step_prompt(req)));
         let tools = state.spec.tool_specs.clone();
         StepRun {
@@ -713,7 +726,6 @@ mod tests {
         AgentSpec {
             name: "manus".into(),
             description: "d".into(),
-            profile,
             replicas: 1,
             slots: std::sync::Arc::new(tokio::sync::Semaphore::new(permits)),
             tool_specs,
@@ -723,6 +735,8 @@ mod tests {
             sandbox: None,
             browser: None,
             mcp: vec![],
+            system: AgentSpec::opening(&profile, workspace, "manus"),
+            profile,
         }
     }
 

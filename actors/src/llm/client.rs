@@ -854,6 +854,11 @@ mod tests {
         // The first request makes the frozen JSON, which its clones share; the second sends it.
         let cold = body(thawed.clone());
         assert_eq!(body(frozen.clone()), cold);
+        // A clone frozen again (as each step's memory does with its agent's system message)
+        // keeps the JSON its original made.
+        let mut refrozen = frozen[0].clone();
+        refrozen.freeze();
+        assert!(refrozen.json_made(), "the JSON would be made again");
         assert_eq!(body(frozen), cold);
         assert_eq!(cold["messages"], serde_json::to_value(&thawed).unwrap());
         // A request of only fresh messages, and of none, is still one JSON object.

@@ -59,9 +59,21 @@ impl Message {
     /// Mark the message as one that no longer changes, so that it is serialised once, when
     /// first sent, for every request that carries it or a clone of it: an agent's memory
     /// freezes what it keeps, so a long system prompt is not escaped again each round. A
-    /// field changed afterwards would not reach the wire.
+    /// field changed afterwards would not reach the wire. Freezing a frozen message (or a
+    /// clone of one) keeps the JSON it shares.
     pub(crate) fn freeze(&mut self) {
-        self.frozen = Frozen(Some(Arc::default()));
+        if self.frozen.0.is_none() {
+            self.frozen = Frozen(Some(Arc::default()));
+        }
+    }
+
+    /// Whether the message is frozen and its JSON already made.
+    #[cfg(test)]
+    pub(crate) fn json_made(&self) -> bool {
+        self.frozen
+            .0
+            .as_ref()
+            .is_some_and(|json| json.get().is_some())
     }
 
     /// Append the message's wire JSON to `out`; a frozen message's is made once.
