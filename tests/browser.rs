@@ -368,7 +368,8 @@ async fn long_pages_tabs_and_a_page_that_never_loads() {
         &dir,
         &driver,
         &[
-            ("browser.page_load_timeout_secs", "2"),
+            // Long enough for the test site's pages on a loaded machine; /slow never loads.
+            ("browser.page_load_timeout_secs", "5"),
             ("agents.manus.max_steps", "20"),
         ],
     );
@@ -381,7 +382,13 @@ async fn long_pages_tabs_and_a_page_that_never_loads() {
     assert_completed(&outcome);
     let r = server.requests();
     let obs = |n: usize| last_tool_text(&r[n]);
-    assert!(obs(2).contains("opened a new tab (tab_id 1)"), "{}", obs(2));
+    assert!(
+        obs(2).contains("opened a new tab (tab_id 1)"),
+        "{}\n(the page it clicked on, after {}:\n{})",
+        obs(2),
+        obs(1),
+        closing(&r[1]).0
+    );
     let (state, _) = closing(&r[2]);
     assert!(
         state.contains("Title: Order form") && state.contains("tab_id 1: Order form"),
@@ -419,7 +426,7 @@ async fn long_pages_tabs_and_a_page_that_never_loads() {
     assert_eq!(obs(10), "Pressed End");
     let slow = obs(11);
     assert!(
-        slow.starts_with("Error:") && slow.contains("did not finish loading within 2 s"),
+        slow.starts_with("Error:") && slow.contains("did not finish loading within 5 s"),
         "{slow}"
     );
     let (state, _) = closing(&r[11]);
