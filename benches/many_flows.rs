@@ -12,7 +12,7 @@
 //! JSON tree of every prompt, which cost it more CPU per call than the runtime spends.
 //!
 //! Prints flows/s, agent steps/s (think/act rounds), the runtime's CPU time per agent step
-//! and per model call, and:
+//! and per model call (and how much of it the run store's thread used), and:
 //! - the step overhead: a plan step's time on its agent, from `StepStarted` to
 //!   `StepFinished` as this bench reads them from the flow's event stream, minus the time
 //!   the model server held the step's calls (as it measured them), per agent step; p50 and
@@ -305,6 +305,19 @@ fn cpu_secs(stat: &str) -> f64 {
     ticks as f64 / 100.0
 }
 
+/// CPU seconds of this process's threads named `name` (the run store's is `run-store`), so
+/// the runtime's CPU can be split between the flows' threads and the store's.
+fn threads_cpu_secs(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .map(|t| cpu_secs(&t.path().join("stat").to_string_lossy()))
+        .sum()
+}
+
 /// The machine's CPU time so far, from `/proc/stat`'s first line: all of it, and what the
 /// hypervisor gave to other guests ("steal"). On a shared virtual machine, stolen time is
 /// time no process here could run, so it shows how far a run's latencies are the host's.
@@ -440,6 +453,7 @@ async fn run(model: &mut ModelServer, load: Load) {
     }
 
     let cpu_before = cpu_secs("/proc/self/stat");
+    let store_cpu_before = threads_cpu_secs("run-store");
     let machine_before = machine_ticks();
     let model_cpu_before = model.cpu_secs();
     let started = Instant::now();
@@ -463,6 +477,7 @@ async fn run(model: &mut ModelServer, load: Load) {
         watched.into_iter().map(|w| w.unwrap()).unzip();
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_secs("/proc/self/stat") - cpu_before;
+    let store_cpu = threads_cpu_secs("run-store") - store_cpu_before;
     let stolen = machine_ticks().stolen_since(&machine_before);
     let model_cpu = model.cpu_secs() - model_cpu_before;
 
@@ -561,6 +576,11 @@ async fn run(model: &mut ModelServer, load: Load) {
          (model server: {model_cpu:.2} s)",
         cpu * 1000.0 / steps as f64,
         cpu * 1000.0 / calls as f64
+    );
+    println!(
+        "  of it the run store's thread {store_cpu:.2} s ({:.3} ms per model call), in the \
+         idle scheduling class: it runs when the flows' threads leave a core free",
+        store_cpu * 1000.0 / calls as f64
     );
     println!(
         "  step overhead: per agent step, a plan step's time on its agent (StepStarted to \
