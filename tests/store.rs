@@ -364,23 +364,27 @@ async fn the_store_thread_yields_the_cpu_to_flows() {
     let store = RunStore::open(&StoreUrl::Sqlite(dir.workspace().join("runs.db")))
         .await
         .unwrap();
-    let policy_of = |comm: &str| -> Option<i64> {
-        std::fs::read_dir("/proc/self/task").ok()?.find_map(|task| {
-            let path = task.ok()?.path();
-            let name = std::fs::read_to_string(path.join("comm")).ok()?;
-            if name.trim() != comm {
-                return None;
-            }
-            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
-            // Fields after the command name; the policy is field 41, the 39th of these.
-            let (_, rest) = stat.rsplit_once(')')?;
-            rest.split_whitespace().nth(38)?.parse().ok()
-        })
+    // The scheduling policy in a thread's `stat`: field 41, the 39th after the command name.
+    let policy_in = |task: &std::path::Path| -> Option<i64> {
+        let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(38)?
+            .parse()
+            .ok()
     };
-    assert_eq!(policy_of("run-store"), Some(i64::from(libc::SCHED_IDLE)));
-    let own = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-    let own_policy = own.rsplit_once(')').unwrap().1.split_whitespace().nth(38);
-    assert_eq!(own_policy, Some("0"), "other threads keep the normal class");
+    let store_thread = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .map(|task| task.path())
+        .find(|task| {
+            std::fs::read_to_string(task.join("comm")).is_ok_and(|c| c.trim() == "run-store")
+        })
+        .expect("the store's thread");
+    assert_eq!(policy_in(&store_thread), Some(i64::from(libc::SCHED_IDLE)));
+    let own = policy_in(std::path::Path::new("/proc/thread-self"));
+    assert_eq!(own, Some(0), "other threads keep the normal class");
     store.close().await;
 }
 
