@@ -143,31 +143,52 @@ impl Plan {
 
     /// The plan as the models read it: title, progress, and each step with its mark.
     pub fn view(&self) -> String {
+        use std::fmt::Write;
         let total = self.steps.len();
         let done = self.count(StepStatus::Completed);
         let pct = (done * 100).checked_div(total).unwrap_or(0);
-        let mut out = format!(
+        // One buffer, written in place: this runs for every step's prompt.
+        let mut out = String::with_capacity(
+            128 + self
+                .steps
+                .iter()
+                .map(|s| s.text.len() + s.notes.len() + 16)
+                .sum::<usize>(),
+        );
+        let _ = write!(
+            out,
             "Plan: {} (id {})\nProgress: {done}/{total} steps completed ({pct}%)",
             self.title, self.id
         );
-        let others: Vec<String> = [
+        let others = [
             StepStatus::InProgress,
             StepStatus::Blocked,
             StepStatus::Failed,
             StepStatus::NotStarted,
         ]
         .into_iter()
-        .filter(|s| self.count(*s) > 0)
-        .map(|s| format!("{} {}", self.count(s), s.as_str()))
-        .collect();
-        if !others.is_empty() {
-            out.push_str(&format!("; {}", others.join(", ")));
+        .map(|s| (s, self.count(s)))
+        .filter(|&(_, n)| n > 0);
+        for (i, (s, n)) in others.enumerate() {
+            let _ = write!(
+                out,
+                "{}{n} {}",
+                if i == 0 { "; " } else { ", " },
+                s.as_str()
+            );
         }
         out.push_str("\n\nSteps:\n");
         for (i, s) in self.steps.iter().enumerate() {
-            out.push_str(&format!("{i}. {} {}\n", s.status.mark(), s.text));
+            let _ = writeln!(out, "{i}. {} {}", s.status.mark(), s.text);
             if !s.notes.is_empty() {
-                out.push_str(&format!("   Notes: {}\n", s.notes.replace('\n', "\n   ")));
+                out.push_str("   Notes: ");
+                for (j, line) in s.notes.split('\n').enumerate() {
+                    if j > 0 {
+                        out.push_str("\n   ");
+                    }
+                    out.push_str(line);
+                }
+                out.push('\n');
             }
         }
         out
@@ -200,5 +221,20 @@ mod tests {
         assert!(v.contains("1/2 steps completed (50%); 1 failed"), "{v}");
         assert!(v.contains("0. [✓] [MANUS] a\n   Notes: done it"), "{v}");
         assert!(v.contains("1. [✗] b"), "{v}");
+
+        let mut p = Plan::new("p2", "U", vec!["a".into(), "b".into(), "c".into()]);
+        p.steps[0].status = StepStatus::InProgress;
+        p.steps[0].notes = "first line\nsecond line".into();
+        let v = p.view();
+        let expected = format!(
+            "Plan: U (id p2)\nProgress: 0/3 steps completed (0%); 1 {}, 2 {}\n\nSteps:\n\
+             0. {} a\n   Notes: first line\n   second line\n1. {} b\n2. {} c\n",
+            StepStatus::InProgress.as_str(),
+            StepStatus::NotStarted.as_str(),
+            StepStatus::InProgress.mark(),
+            StepStatus::NotStarted.mark(),
+            StepStatus::NotStarted.mark(),
+        );
+        assert_eq!(v, expected);
     }
 }
