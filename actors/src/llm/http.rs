@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderName, HeaderValue, RETRY_AFTER};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -38,7 +38,9 @@ pub(super) struct Route {
 }
 
 enum Way {
-    Direct(Box<Direct>, http::Uri),
+    /// The client, the URL, and its `Host` header, made once rather than by hyper-util for
+    /// each request.
+    Direct(Box<Direct>, http::Uri, HeaderValue),
     Reqwest(reqwest::Client, reqwest::Url),
     /// The URL does not parse: every attempt says so.
     Invalid(String),
@@ -90,12 +92,13 @@ impl Route {
         let way = match reqwest::Url::parse(url) {
             Err(e) => Way::Invalid(format!("{url} is not a URL: {e}")),
             Ok(parsed) => {
-                let uri = (parsed.scheme() == "http")
+                let direct_to = (parsed.scheme() == "http")
                     .then(|| parsed.as_str().parse::<http::Uri>().ok())
                     .flatten()
-                    .filter(|uri| Matcher::from_system().intercept(uri).is_none());
-                match uri {
-                    Some(uri) => Way::Direct(Box::new(direct()), uri),
+                    .filter(|uri| Matcher::from_system().intercept(uri).is_none())
+                    .and_then(|uri| Some((host_header(&uri)?, uri)));
+                match direct_to {
+                    Some((host, uri)) => Way::Direct(Box::new(direct()), uri, host),
                     None => Way::Reqwest(http, parsed),
                 }
             }
@@ -112,8 +115,9 @@ impl Route {
     /// Post `body` as JSON and read the whole answer, all within `limit`.
     pub async fn exchange(&self, body: &Bytes, limit: Duration) -> Result<Answer, Failure> {
         match &self.way {
-            Way::Direct(client, uri) => {
+            Way::Direct(client, uri, host) => {
                 let mut req = http::Request::post(uri.clone())
+                    .header(HOST, host.clone())
                     .header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 if let Some((name, value)) = &self.auth {
                     req = req.header(name, value);
@@ -180,6 +184,17 @@ impl Route {
     }
 }
 
+/// The `Host` header of a plain-HTTP `uri`, as hyper-util would write it: the host, and the
+/// port unless it is 80.
+fn host_header(uri: &http::Uri) -> Option<HeaderValue> {
+    let host = uri.host()?;
+    let value = match uri.port_u16() {
+        Some(port) if port != 80 => format!("{host}:{port}"),
+        _ => host.to_string(),
+    };
+    HeaderValue::from_str(&value).ok()
+}
+
 /// `Retry-After` in seconds, when the server gives it so.
 fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
     headers
@@ -216,6 +231,14 @@ mod tests {
             None,
         );
         assert!(local.is_direct() && local.auth.is_none());
+        let host_of = |url: &str| match Route::new(url, http.clone(), None, None).way {
+            Way::Direct(_, _, host) => host,
+            _ => panic!("{url} must go direct"),
+        };
+        assert_eq!(host_of("http://127.0.0.1:8000/v1"), "127.0.0.1:8000");
+        assert_eq!(host_of("http://localhost/v1"), "localhost");
+        assert_eq!(host_of("http://localhost:80/v1"), "localhost");
+        assert_eq!(host_of("http://[::1]:8080/v1"), "[::1]:8080");
         let remote = Route::new(
             "https://api.example.com/v1/chat/completions",
             http.clone(),
@@ -266,6 +289,38 @@ mod tests {
             closed.exchange(&body, Duration::from_secs(5)).await,
             Err(Failure::Connect)
         ));
+    }
+
+    /// The request a server reads: one `Host` header, the one made with the route.
+    #[tokio::test]
+    async fn a_direct_request_carries_one_host_header() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            // The head, then the two bytes of body.
+            while !seen.windows(6).any(|w| w == b"\r\n\r\n{}") {
+                let n = conn.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed before sending its request");
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+            conn.write_all(answer).await.unwrap();
+            String::from_utf8(seen).unwrap()
+        });
+        let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+        let route = Route::new(&url, reqwest::Client::new(), None, None);
+        let body = Bytes::from_static(b"{}");
+        let Ok(answer) = route.exchange(&body, Duration::from_secs(5)).await else {
+            panic!("the exchange failed");
+        };
+        assert_eq!((answer.status, &answer.body[..]), (200, &b"{}"[..]));
+        let head = server.await.unwrap().to_ascii_lowercase();
+        let hosts: Vec<&str> = head.lines().filter(|l| l.starts_with("host:")).collect();
+        assert_eq!(hosts, [format!("host: 127.0.0.1:{port}")], "{head}");
     }
 
     #[test]
