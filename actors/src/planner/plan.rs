@@ -181,14 +181,7 @@ impl Plan {
         for (i, s) in self.steps.iter().enumerate() {
             let _ = writeln!(out, "{i}. {} {}", s.status.mark(), s.text);
             if !s.notes.is_empty() {
-                out.push_str("   Notes: ");
-                for (j, line) in s.notes.split('\n').enumerate() {
-                    if j > 0 {
-                        out.push_str("\n   ");
-                    }
-                    out.push_str(line);
-                }
-                out.push('\n');
+                let _ = writeln!(out, "   Notes: {}", s.notes.replace('\n', "\n   "));
             }
         }
         out
