@@ -308,13 +308,9 @@ fn cpu_secs(stat: &str) -> f64 {
 /// CPU seconds of this process's threads named `name` (the run store's is `run-store`), so
 /// the runtime's CPU can be split between the flows' threads and the store's.
 fn threads_cpu_secs(name: &str) -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    tasks
-        .flatten()
-        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
-        .map(|t| cpu_secs(&t.path().join("stat").to_string_lossy()))
+    support::threads::named(name)
+        .iter()
+        .map(|t| cpu_secs(&t.join("stat").to_string_lossy()))
         .sum()
 }
 

@@ -5,3 +5,4 @@ pub mod browser;
 pub mod llm_server;
 pub mod otlp;
 pub mod scenario;
+pub mod threads;
