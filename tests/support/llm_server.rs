@@ -515,14 +515,22 @@ async fn chat_completions(
         Some(reply) => reply,
         None => return error_response(500, "script exhausted", None),
     };
-    if reply.delay_ms > 0 {
-        timer::sleep_until(arrived + Duration::from_millis(reply.delay_ms)).await;
+    // The answer is made before the delay, so the time it takes is the model's and the
+    // answer leaves as soon as it is due, as a model's finished answer would.
+    let delay = Duration::from_millis(reply.delay_ms);
+    let response = answer(&shared, &uri, &head, reply);
+    if !delay.is_zero() {
+        timer::sleep_until(arrived + delay).await;
     }
     let observer = shared.observer.lock().unwrap().clone();
     if let Some(observe) = observer {
         observe(&body, arrived.elapsed());
     }
+    response
+}
 
+/// The HTTP response for `reply`: a chat completion, or the scripted error.
+fn answer(shared: &Shared, uri: &Uri, head: &Head, reply: Reply) -> Response {
     let (content, calls) = match reply.kind {
         Kind::Status { code, message } => {
             let message = message.unwrap_or_else(|| format!("scripted error {code}"));
