@@ -2,33 +2,20 @@
 //! whole answer. The client decides what the status means and whether to retry.
 //!
 //! A plain-HTTP endpoint that no proxy setting covers (a local vLLM, Ollama or llama.cpp
-//! server, where calls are many and fast) goes through a bare hyper client: the same HTTP/1
-//! code and connection pool that reqwest wraps, without the URL re-parsing and the redirect
-//! and retry layers reqwest adds to every request, which a model call does not use.
-//! Everything else (HTTPS, proxies) goes through reqwest.
+//! server, where calls are many and fast) is reached over hyper's HTTP/1 connections,
+//! driven by the calling task itself (`direct`): the same HTTP/1 code reqwest wraps, without
+//! its connection tasks, URL re-parsing, and the redirect and retry layers it adds to every
+//! request, which a model call does not use. Everything else (HTTPS, proxies) goes through
+//! reqwest.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderName, HeaderValue, RETRY_AFTER};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+use http_body_util::Full;
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-type Direct = Client<HttpConnector, Full<Bytes>>;
-
-/// A bare client, with its own connection pool: one per `Route`, so one per model profile
-/// of a runtime, shared by its clones.
-fn direct() -> Direct {
-    let mut connector = HttpConnector::new();
-    // As reqwest does: a request goes out at once, not when Nagle allows.
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .build(connector)
-}
+use super::direct::{self, Endpoint};
 
 /// How one endpoint is reached, worked out once per client.
 pub(super) struct Route {
@@ -38,9 +25,10 @@ pub(super) struct Route {
 }
 
 enum Way {
-    /// The client, the URL, and its `Host` header, made once rather than by hyper-util for
-    /// each request.
-    Direct(Box<Direct>, http::Uri, HeaderValue),
+    /// The server (with its idle connections: one set per `Route`, so per model profile of
+    /// a runtime, shared by its clones), the URL's path and query, and its `Host` header,
+    /// made once.
+    Direct(Box<Endpoint>, http::Uri, HeaderValue),
     Reqwest(reqwest::Client, reqwest::Url),
     /// The URL does not parse: every attempt says so.
     Invalid(String),
@@ -96,11 +84,8 @@ impl Route {
                     .then(|| parsed.as_str().parse::<http::Uri>().ok())
                     .flatten()
                     .filter(|uri| Matcher::from_system().intercept(uri).is_none())
-                    .and_then(|uri| Some((host_header(&uri)?, uri)));
-                match direct_to {
-                    Some((host, uri)) => Way::Direct(Box::new(direct()), uri, host),
-                    None => Way::Reqwest(http, parsed),
-                }
+                    .and_then(|uri| direct_way(&uri));
+                direct_to.unwrap_or(Way::Reqwest(http, parsed))
             }
         };
         Route { way, auth }
@@ -115,8 +100,8 @@ impl Route {
     /// Post `body` as JSON and read the whole answer, all within `limit`.
     pub async fn exchange(&self, body: &Bytes, limit: Duration) -> Result<Answer, Failure> {
         match &self.way {
-            Way::Direct(client, uri, host) => {
-                let mut req = http::Request::post(uri.clone())
+            Way::Direct(endpoint, path, host) => {
+                let mut req = http::Request::post(path.clone())
                     .header(HOST, host.clone())
                     .header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 if let Some((name, value)) = &self.auth {
@@ -126,24 +111,13 @@ impl Route {
                     .body(Full::new(body.clone()))
                     .map_err(|e| Failure::Other(e.to_string()))?;
                 let exchange = async {
-                    let resp = client.request(req).await.map_err(|e| {
-                        if e.is_connect() {
-                            Failure::Connect
-                        } else {
-                            Failure::Other(with_causes(&e))
-                        }
+                    let (head, body) = endpoint.exchange(req).await.map_err(|e| match e {
+                        direct::Error::Connect => Failure::Connect,
+                        direct::Error::Http(why) => Failure::Other(why),
                     })?;
-                    let status = resp.status().as_u16();
-                    let retry_after = retry_after(resp.headers());
-                    let body = resp
-                        .into_body()
-                        .collect()
-                        .await
-                        .map_err(|e| Failure::Other(format!("reading the answer: {e}")))?
-                        .to_bytes();
                     Ok(Answer {
-                        status,
-                        retry_after,
+                        status: head.status.as_u16(),
+                        retry_after: retry_after(&head.headers),
                         body,
                     })
                 };
@@ -184,15 +158,27 @@ impl Route {
     }
 }
 
-/// The `Host` header of a plain-HTTP `uri`, as hyper-util would write it: the host, and the
-/// port unless it is 80.
-fn host_header(uri: &http::Uri) -> Option<HeaderValue> {
+/// The direct way to a plain-HTTP `uri`: its server, the path and query a request line
+/// carries, and the `Host` header (the host, and the port unless it is 80).
+fn direct_way(uri: &http::Uri) -> Option<Way> {
     let host = uri.host()?;
-    let value = match uri.port_u16() {
-        Some(port) if port != 80 => format!("{host}:{port}"),
-        _ => host.to_string(),
+    let port = uri.port_u16().unwrap_or(80);
+    let value = if port == 80 {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
     };
-    HeaderValue::from_str(&value).ok()
+    let header = HeaderValue::from_str(&value).ok()?;
+    let path = uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .ok()?;
+    Some(Way::Direct(
+        Box::new(Endpoint::new(host, port)),
+        path,
+        header,
+    ))
 }
 
 /// `Retry-After` in seconds, when the server gives it so.
@@ -206,7 +192,7 @@ fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
 }
 
 /// An error with what caused it, as one line (hyper's own message is terse).
-fn with_causes(e: &dyn std::error::Error) -> String {
+pub(super) fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {

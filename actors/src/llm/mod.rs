@@ -7,6 +7,7 @@
 
 mod cassette;
 mod client;
+mod direct;
 mod http;
 mod retry;
 pub mod tokens;
