@@ -178,7 +178,7 @@ impl RuntimeBuilder {
                 connect_timeout: server.connect_timeout,
             });
         }
-        let pool = config
+        let pool: Vec<_> = config
             .agents
             .iter()
             .map(|(t, llm)| {
@@ -213,6 +213,7 @@ impl RuntimeBuilder {
             store,
             planner_llm,
             planner_slots,
+            planning_opening: manus_actors::planner::planning_opening(&pool),
             pool,
             sandbox: sandbox.map(|(s, _)| s),
             browser: browser.map(|b| b.supervisor),
@@ -233,6 +234,8 @@ pub struct Runtime {
     root: ActorRef<RootMsg>,
     config: Config,
     planner_llm: LlmClient,
+    /// The planning call's system message, made once for the pool.
+    planning_opening: Arc<manus_actors::llm::Message>,
     /// `[flow] planner_replicas` permits, shared by every flow's planner.
     planner_slots: Arc<tokio::sync::Semaphore>,
     pool: Vec<manus_actors::agent::AgentSpec>,
@@ -428,6 +431,7 @@ impl Runtime {
             mode: run.mode,
             settings: self.config.flow.clone(),
             pool,
+            planning_opening: self.planning_opening.clone(),
             planner_llm,
             planner_slots: self.planner_slots.clone(),
             events: EventSink::new(tx, tap),

@@ -83,6 +83,9 @@ pub struct FlowSpec {
     pub mode: FlowMode,
     pub settings: crate::planner::FlowSettings,
     pub pool: Vec<crate::agent::AgentSpec>,
+    /// The planning call's system message for this pool (`planner::planning_opening`),
+    /// made once per runtime.
+    pub planning_opening: std::sync::Arc<crate::llm::Message>,
     pub planner_llm: crate::llm::LlmClient,
     /// The runtime's `planner_replicas` permits: a planning or summary call holds one.
     pub planner_slots: std::sync::Arc<tokio::sync::Semaphore>,

@@ -110,8 +110,9 @@ impl Memory {
     }
 
     /// The messages to send, followed by `closing` (the next-step prompt), which is not kept.
-    pub fn request(&self, closing: Option<Message>) -> Vec<Message> {
-        let mut out: Vec<Message> = self.entries.iter().map(|e| e.message.clone()).collect();
+    pub fn request<'a>(&'a self, closing: Option<&'a Message>) -> Vec<&'a Message> {
+        let mut out = Vec::with_capacity(self.entries.len() + 1);
+        out.extend(self.entries.iter().map(|e| &e.message));
         out.extend(closing);
         out
     }
@@ -164,7 +165,7 @@ mod tests {
         m.push(asst);
         m.push(Message::tool(&call, "word ".repeat(20)));
         m.push(Message::assistant("word ".repeat(30)));
-        let msgs = m.request(None);
+        let msgs: Vec<Message> = m.request(None).into_iter().cloned().collect();
         assert!(m.tokens() <= 60 || msgs.len() == 2, "tokens {}", m.tokens());
         assert!(
             msgs.iter()

@@ -172,7 +172,7 @@ impl Actor for ExecutorAgent {
                 run.emit(FlowEvent::StepMemory {
                     step: req.step_index,
                     agent: run.state.spec.name.clone(),
-                    messages: run.memory.request(None),
+                    messages: run.memory.request(None).into_iter().cloned().collect(),
                 });
                 drop(run);
                 span.record("manus.step.status", outcome.status.as_str());
@@ -321,7 +321,7 @@ impl<'a> StepRun<'a> {
             }
             let closing = self.closing_prompt(prompt).await;
             let request = ChatRequest {
-                messages: self.memory.request(Some(closing)),
+                messages: self.memory.request(Some(&closing)),
                 tools: self.tools.clone(),
                 tool_choice: ToolChoice::Auto,
             };

@@ -176,14 +176,14 @@ impl LlmClient {
     }
 
     /// Tokens the request's messages would cost.
-    pub fn count_tokens(&self, messages: &[Message]) -> usize {
+    pub fn count_tokens(&self, messages: &[&Message]) -> usize {
         tokens::count_messages(tokens::encoding_for(&self.settings.model), messages)
     }
 
     /// The request body as the wire sees it, serialised straight from the borrowed request;
     /// frozen messages go in as the JSON they were frozen with, and the tools as the set's
     /// ready-made JSON.
-    fn body(&self, req: &ChatRequest) -> Vec<u8> {
+    fn body(&self, req: &ChatRequest<'_>) -> Vec<u8> {
         #[derive(serde::Serialize)]
         struct Wire<'a> {
             model: &'a str,
@@ -222,7 +222,7 @@ impl LlmClient {
 
     /// Ask the model. Retries 429, 5xx, timeouts and connection errors with backoff;
     /// fails at once on everything else.
-    pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    pub async fn chat(&self, req: &ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         let span = tracing::info_span!(
             "chat",
@@ -277,7 +277,7 @@ impl LlmClient {
         result
     }
 
-    async fn chat_inner(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    async fn chat_inner(&self, req: &ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         if let Some(limit) = s.max_input_tokens
             && let Err(input_tokens) = tokens::fits(&s.model, &req.messages, limit)
@@ -771,8 +771,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_that_cannot_be_sent_fails_at_once_and_says_what_to_fix() {
+        let hi = Message::user("hi");
         let req = ChatRequest {
-            messages: vec![Message::user("hi")],
+            messages: vec![&hi],
             tools: ToolSet::default(),
             tool_choice: ToolChoice::Auto,
         };
@@ -796,8 +797,9 @@ mod tests {
             description: format!("does \"{name}\""),
             parameters: json!({"type": "object", "properties": {}}),
         };
+        let hi = Message::user("hi");
         let mut req = ChatRequest {
-            messages: vec![Message::user("hi")],
+            messages: vec![&hi],
             tools: ToolSet::new(vec![spec("a"), spec("b")]),
             tool_choice: ToolChoice::Required,
         };
@@ -843,26 +845,26 @@ mod tests {
         let mut frozen = thawed.clone();
         frozen.iter_mut().for_each(Message::freeze);
         assert_eq!(frozen, thawed);
-        let body = |messages: Vec<Message>| -> Value {
+        let body = |messages: &[Message]| -> Value {
             let req = ChatRequest {
-                messages,
+                messages: messages.iter().collect(),
                 tools: ToolSet::default(),
                 tool_choice: ToolChoice::Auto,
             };
             serde_json::from_slice(&client.body(&req)).unwrap()
         };
         // The first request makes the frozen JSON, which its clones share; the second sends it.
-        let cold = body(thawed.clone());
-        assert_eq!(body(frozen.clone()), cold);
+        let cold = body(&thawed);
+        assert_eq!(body(&frozen), cold);
         // A clone frozen again (as each step's memory does with its agent's system message)
         // keeps the JSON its original made.
         let mut refrozen = frozen[0].clone();
         refrozen.freeze();
         assert!(refrozen.json_made(), "the JSON would be made again");
-        assert_eq!(body(frozen), cold);
+        assert_eq!(body(&frozen), cold);
         assert_eq!(cold["messages"], serde_json::to_value(&thawed).unwrap());
         // A request of only fresh messages, and of none, is still one JSON object.
-        assert_eq!(body(vec![]).get("messages"), Some(&json!([])));
+        assert_eq!(body(&[]).get("messages"), Some(&json!([])));
     }
 
     #[test]

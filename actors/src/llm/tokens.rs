@@ -80,8 +80,8 @@ fn png_size(url: &str) -> Option<(f64, f64)> {
 
 /// Whether the messages fit in `limit` tokens; the exact count is made only when the
 /// byte bound does not settle it. Returns the exact count when it was made.
-pub fn fits(model: &str, messages: &[Message], limit: usize) -> Result<(), usize> {
-    if messages.iter().map(bound_message).sum::<usize>() + 3 <= limit {
+pub fn fits(model: &str, messages: &[&Message], limit: usize) -> Result<(), usize> {
+    if messages.iter().map(|m| bound_message(m)).sum::<usize>() + 3 <= limit {
         return Ok(());
     }
     let exact = count_messages(encoding_for(model), messages);
@@ -89,7 +89,7 @@ pub fn fits(model: &str, messages: &[Message], limit: usize) -> Result<(), usize
 }
 
 /// Tokens a whole request's messages cost, plus the reply priming.
-pub fn count_messages(bpe: &CoreBPE, messages: &[Message]) -> usize {
+pub fn count_messages(bpe: &CoreBPE, messages: &[&Message]) -> usize {
     messages
         .iter()
         .map(|m| count_message(bpe, m))
@@ -105,11 +105,11 @@ mod tests {
     fn counts_grow_with_text_and_calls() {
         let bpe = encoding_for("gpt-4o-mini");
         assert_eq!(count_text(bpe, "hello world"), 2);
-        let short = count_messages(bpe, &[Message::user("hi")]);
-        let long = count_messages(bpe, &[Message::user("hi there, how are you doing today?")]);
+        let short = count_messages(bpe, &[&Message::user("hi")]);
+        let long = count_messages(bpe, &[&Message::user("hi there, how are you doing today?")]);
         assert!(long > short);
-        let msgs = [Message::user("hello world, this is a test")];
-        assert!(count_messages(bpe, &msgs) <= bound_message(&msgs[0]) + 3);
+        let msgs = [&Message::user("hello world, this is a test")];
+        assert!(count_messages(bpe, &msgs) <= bound_message(msgs[0]) + 3);
         assert!(fits("gpt-4o", &msgs, 1000).is_ok());
         assert_eq!(fits("gpt-4o", &msgs, 5), Err(count_messages(bpe, &msgs)));
     }

@@ -285,8 +285,10 @@ impl ToolChoice {
 
 /// What a caller asks of the model.
 #[derive(Debug, Clone)]
-pub struct ChatRequest {
-    pub messages: Vec<Message>,
+pub struct ChatRequest<'a> {
+    /// Borrowed from where they are kept (an agent's memory, the runtime's planner prompt),
+    /// so building a request copies no message.
+    pub messages: Vec<&'a Message>,
     /// Shared with whoever offers the same tools every round, not copied per request.
     pub tools: ToolSet,
     pub tool_choice: ToolChoice,

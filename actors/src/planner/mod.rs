@@ -80,6 +80,8 @@ pub struct PlannerState {
     planner_slots: Arc<Semaphore>,
     events: EventSink,
     specs: Vec<Arc<AgentSpec>>,
+    /// The planning call's system message, shared by every flow of the runtime.
+    planning_opening: Arc<Message>,
     /// The flow's agent of each kind it has used so far, by name: started on the flow's
     /// first step of that kind. Steps run one at a time, so one of each serves the flow;
     /// the kind's `replicas` bound how many of its steps run at once across flows.
@@ -181,6 +183,7 @@ impl Actor for Planner {
             planner_slots: spec.planner_slots,
             events: spec.events,
             specs: pool,
+            planning_opening: spec.planning_opening,
             agents: HashMap::new(),
             plan: Plan::default(),
             running: None,
@@ -395,7 +398,7 @@ async fn planner_chat(
     llm: &LlmClient,
     slots: &Semaphore,
     events: &EventSink,
-    request: &ChatRequest,
+    request: &ChatRequest<'_>,
 ) -> Result<ChatResponse, LlmError> {
     // The semaphore is never closed, so this waits for a permit and never fails.
     let _permit = slots.acquire().await.ok();
@@ -410,6 +413,25 @@ async fn planner_chat(
     Ok(resp)
 }
 
+/// The planning call's system message for a runtime whose pool is `pool`: made and frozen
+/// once per runtime, so every flow's planning call sends the same JSON without making it.
+pub fn planning_opening(pool: &[AgentSpec]) -> Arc<Message> {
+    let agents: Vec<(String, String)> = pool
+        .iter()
+        .map(|s| (s.name.to_ascii_uppercase(), s.description.clone()))
+        .collect();
+    let mut system = Message::system(prompts::planner_system(&agents));
+    system.freeze();
+    Arc::new(system)
+}
+
+/// The summary call's system message, made and frozen once.
+static SUMMARY_OPENING: std::sync::LazyLock<Message> = std::sync::LazyLock::new(|| {
+    let mut system = Message::system(prompts::SUMMARY_SYSTEM);
+    system.freeze();
+    system
+});
+
 /// What the planning call offers the model: the planning tool, made once.
 static PLANNER_TOOLS: std::sync::LazyLock<ToolSet> =
     std::sync::LazyLock::new(|| ToolSet::new(vec![planning_spec()]));
@@ -418,7 +440,7 @@ static PLANNER_TOOLS: std::sync::LazyLock<ToolSet> =
 struct PlanJob {
     id: String,
     task: String,
-    agents: Vec<(String, String)>,
+    system: Arc<Message>,
     llm: LlmClient,
     slots: Arc<Semaphore>,
     events: EventSink,
@@ -430,11 +452,7 @@ impl PlanJob {
         PlanJob {
             id: st.id.clone(),
             task: st.task.clone(),
-            agents: st
-                .specs
-                .iter()
-                .map(|s| (s.name.to_ascii_uppercase(), s.description.clone()))
-                .collect(),
+            system: st.planning_opening.clone(),
             llm: st.llm.clone(),
             slots: st.planner_slots.clone(),
             events: st.events.clone(),
@@ -444,11 +462,9 @@ impl PlanJob {
 
     /// Ask the model for a plan; fall back to a plan of its own words, or to the task itself.
     async fn run(self) -> (Result<Plan, String>, Usage) {
+        let task = Message::user(prompts::planner_user(&self.task));
         let request = ChatRequest {
-            messages: vec![
-                Message::system(prompts::planner_system(&self.agents)),
-                Message::user(prompts::planner_user(&self.task)),
-            ],
+            messages: vec![&self.system, &task],
             tools: PLANNER_TOOLS.clone(),
             tool_choice: ToolChoice::Auto,
         };
@@ -818,11 +834,9 @@ async fn finish(
 
 /// The model's account of the run; empty if the call fails (the outcome stands anyway).
 async fn summarise(st: &mut PlannerState) -> String {
+    let report = Message::user(prompts::summary_user(&st.task, &st.plan));
     let request = ChatRequest {
-        messages: vec![
-            Message::system(prompts::SUMMARY_SYSTEM),
-            Message::user(prompts::summary_user(&st.task, &st.plan)),
-        ],
+        messages: vec![&SUMMARY_OPENING, &report],
         tools: ToolSet::default(),
         tool_choice: ToolChoice::None,
     };

@@ -310,11 +310,10 @@ async fn extract(
         .ok_or_else(|| fail("extract_content: no model is available to read the page"))?;
     let page = markdown::page(&html, &url);
     let body = markdown::cut(&page.markdown, browser.settings.max_content_length);
+    let system = Message::system(EXTRACT_SYSTEM);
+    let page = Message::user(format!("Goal: {goal}\n\nPage: {title} ({url})\n\n{body}"));
     let request = ChatRequest {
-        messages: vec![
-            Message::system(EXTRACT_SYSTEM),
-            Message::user(format!("Goal: {goal}\n\nPage: {title} ({url})\n\n{body}")),
-        ],
+        messages: vec![&system, &page],
         tools: ToolSet::new(vec![extraction_spec()]),
         tool_choice: ToolChoice::Function("record_extraction".into()),
     };
