@@ -4,10 +4,11 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::llm_server::{Reply, ScriptedLlm};
+use support::llm_server::{Reply, Request, ScriptedLlm};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -291,6 +292,32 @@ async fn delay_and_unknown_path() {
     let reqs = llm.requests();
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[1].path, "/v1/v1/chat/completions");
+}
+
+/// The hold observer is told once per answer, when the answer goes out: at least the
+/// delay, and no longer than the client waited.
+#[tokio::test]
+async fn the_hold_observer_is_told_when_the_answer_goes_out() {
+    let llm = ScriptedLlm::start().await;
+    let holds: Arc<Mutex<Vec<(String, Duration)>>> = Arc::default();
+    let told = holds.clone();
+    llm.set_hold_observer(Some(Arc::new(move |req: &Request, held: Duration| {
+        let text = String::from_utf8_lossy(req.raw()).into_owned();
+        told.lock().unwrap().push((text, held));
+    })));
+    llm.push(Reply::text("slow").delay(120));
+    let started = Instant::now();
+    let resp = post(llm.addr(), "/v1/chat/completions", &[], &chat_body()).await;
+    let waited = started.elapsed();
+    assert_eq!(resp.status, 200);
+    let holds = holds.lock().unwrap().clone();
+    assert_eq!(holds.len(), 1, "{holds:?}");
+    let (body, held) = &holds[0];
+    assert_eq!(body, &chat_body());
+    assert!(
+        *held >= Duration::from_millis(120) && *held <= waited,
+        "held {held:?}, the client waited {waited:?}"
+    );
 }
 
 #[tokio::test]
