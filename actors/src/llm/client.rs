@@ -119,7 +119,8 @@ impl LlmError {
     }
 }
 
-/// A handle on one model profile. Clones are cheap and share nothing mutable.
+/// A handle on one model profile. Clones are cheap; what they share that changes is the
+/// direct route's idle connections, behind a lock.
 #[derive(Clone)]
 pub struct LlmClient {
     settings: Arc<LlmSettings>,

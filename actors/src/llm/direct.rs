@@ -29,10 +29,24 @@ use tokio::net::TcpStream;
 /// (uvicorn after 5 s), and a fresh connection costs less than a failed first write.
 const IDLE_LIMIT: Duration = Duration::from_secs(4);
 
-type Drive = Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
+/// The state machine that does a connection's reading and writing, polled only while a
+/// call is on it (or to check it when taken), and never again once it has ended.
+struct Drive {
+    conn: Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
+    ended: bool,
+}
 
-/// One HTTP/1 connection: the handle requests go in by, and the state machine that does
-/// its reading and writing, polled only while a call is on it.
+impl Drive {
+    /// Let the connection read and write what it can; true once it has ended.
+    fn poll_ended(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.ended && self.conn.as_mut().poll(cx).is_ready() {
+            self.ended = true;
+        }
+        self.ended
+    }
+}
+
+/// One HTTP/1 connection: the handle requests go in by, and its state machine.
 struct Conn {
     send: SendRequest<Full<Bytes>>,
     drive: Drive,
@@ -152,7 +166,10 @@ impl Endpoint {
         let (send, drive) = handshake(TokioIo::new(tcp)).await?;
         Ok(Conn {
             send,
-            drive: Box::pin(drive),
+            drive: Drive {
+                conn: Box::pin(drive),
+                ended: false,
+            },
             idle_since: Instant::now(),
         })
     }
@@ -163,7 +180,7 @@ impl Conn {
     /// since (a close, say) without waiting for more.
     fn open(&mut self) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
-        !self.send.is_closed() && self.drive.as_mut().poll(&mut cx).is_pending()
+        !self.send.is_closed() && !self.drive.poll_ended(&mut cx)
     }
 }
 
@@ -171,14 +188,11 @@ impl Conn {
 /// reading and writing. `None`: the connection ended before `work` finished.
 async fn alongside<F: Future>(drive: &mut Drive, work: F) -> Option<F::Output> {
     let mut work = pin!(work);
-    let mut ended = false;
     std::future::poll_fn(|cx| {
         if let Poll::Ready(out) = work.as_mut().poll(cx) {
             return Poll::Ready(Some(out));
         }
-        if !ended && drive.as_mut().poll(cx).is_ready() {
-            ended = true;
-        }
+        let ended = drive.poll_ended(cx);
         // What the connection just read is handed over now, in this same poll: otherwise
         // it would wake this task, which would go to the back of the run queue.
         match work.as_mut().poll(cx) {
@@ -284,6 +298,17 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_closes_its_connection_is_read_whole_and_the_next_call_connects_anew() {
+        let closing = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}";
+        let (endpoint, accepted) = server(1, closing).await;
+        for round in 1..=2 {
+            assert_eq!(&answered(&endpoint).await[..], b"{}");
+            assert!(endpoint.idle.lock().unwrap().is_empty());
+            assert_eq!(accepted.load(Ordering::SeqCst), round);
+        }
     }
 
     #[tokio::test]
