@@ -83,7 +83,7 @@ async fn main() {
 
     // Idle agents: spawn many with their tool workers and measure the growth.
     let config = Config::parse(&config_text(&server, &dir.workspace(), ""), "bench", None).unwrap();
-    let http = reqwest::Client::new();
+    let http = manus_rt::engine::llm::LazyHttp::default();
     let (template, llm) = &config.agents[0];
     let spec = std::sync::Arc::new(template.bind(
         LlmClient::new(config.llm[llm].clone(), http, None),

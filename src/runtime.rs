@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use manus_actors::browser::{BrowserHandle, BrowserSupervisor};
-use manus_actors::llm::{self, LlmClient, Recorder, ReplayFrom};
+use manus_actors::llm::{self, LazyHttp, LlmClient, Recorder, ReplayFrom};
 use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::client::McpConnection;
 use manus_actors::mcp::server::ServeSettings;
@@ -127,9 +127,8 @@ impl RuntimeBuilder {
             ),
             None => None,
         };
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| RuntimeError::Spawn(format!("HTTP client: {e}")))?;
+        // Built when a model is first called over HTTPS or a proxy.
+        let http = LazyHttp::default();
         let client =
             |name: &str| LlmClient::new(config.llm[name].clone(), http.clone(), recorder.clone());
         let planner_llm = client(&config.planner_llm);

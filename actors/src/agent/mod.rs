@@ -715,7 +715,7 @@ mod tests {
         let cassette = Arc::new(Cassette::parse("test", &lines.join("\n")).unwrap());
         let mut llm = LlmClient::new(
             Arc::new(LlmSettings::replay("default", cassette)),
-            reqwest::Client::new(),
+            crate::llm::LazyHttp::default(),
             None,
         );
         crate::llm::rewind([&mut llm], crate::llm::ReplayFrom::Start);

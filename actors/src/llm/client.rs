@@ -12,7 +12,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use super::cassette::{Recorder, ReplayCursor, ReplayFrom};
-use super::http::{Answer, Failure, Route};
+use super::http::{Answer, Failure, LazyHttp, Route};
 use super::retry::RetryPolicy;
 use super::tokens;
 use super::{ChatRequest, ChatResponse, Message, Role, ToolCall, Usage};
@@ -149,11 +149,7 @@ struct Attempt {
 
 impl LlmClient {
     /// A client for `settings`. A replay profile needs a cursor before use: see `rewind`.
-    pub fn new(
-        settings: Arc<LlmSettings>,
-        http: reqwest::Client,
-        recorder: Option<Recorder>,
-    ) -> Self {
+    pub fn new(settings: Arc<LlmSettings>, http: LazyHttp, recorder: Option<Recorder>) -> Self {
         let url = endpoint(&settings);
         let key_header = match settings.api_type {
             ApiType::Azure => Some("api-key"),
@@ -767,7 +763,7 @@ mod tests {
             cassette: None,
             vision: false,
         };
-        LlmClient::new(Arc::new(settings), reqwest::Client::new(), None)
+        LlmClient::new(Arc::new(settings), LazyHttp::default(), None)
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@
 //! request, which a model call does not use. Everything else (HTTPS, proxies) goes through
 //! reqwest.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,6 +17,25 @@ use http_body_util::Full;
 use hyper_util::client::proxy::matcher::Matcher;
 
 use super::direct::{self, Endpoint};
+
+/// The reqwest client for model calls that do not go direct (HTTPS, proxies), built on
+/// first need: building it loads the system's root certificates (several milliseconds of a
+/// cold start), which a run against a local model never uses. Clones share one client.
+#[derive(Clone, Default)]
+pub struct LazyHttp(Arc<OnceLock<Result<reqwest::Client, String>>>);
+
+impl LazyHttp {
+    fn get(&self) -> Result<&reqwest::Client, Failure> {
+        let built = self.0.get_or_init(|| {
+            reqwest::Client::builder()
+                .build()
+                .map_err(|e| format!("cannot set up the HTTP client: {}", with_causes(&e)))
+        });
+        built
+            .as_ref()
+            .map_err(|why| Failure::Unsendable(why.clone()))
+    }
+}
 
 /// How one endpoint is reached, worked out once per client.
 pub(super) struct Route {
@@ -29,7 +49,7 @@ enum Way {
     /// a runtime, shared by its clones), the URL's path and query, and its `Host` header,
     /// made once.
     Direct(Box<Endpoint>, http::Uri, HeaderValue),
-    Reqwest(reqwest::Client, reqwest::Url),
+    Reqwest(LazyHttp, reqwest::Url),
     /// The URL does not parse: every attempt says so.
     Invalid(String),
 }
@@ -55,7 +75,7 @@ impl Route {
     /// bearer token).
     pub fn new(
         url: &str,
-        http: reqwest::Client,
+        http: LazyHttp,
         api_key: Option<&str>,
         api_key_header: Option<&'static str>,
     ) -> Route {
@@ -125,8 +145,9 @@ impl Route {
                     .await
                     .map_err(|_| Failure::Timeout)?
             }
-            Way::Reqwest(client, url) => {
-                let mut rb = client
+            Way::Reqwest(http, url) => {
+                let mut rb = http
+                    .get()?
                     .post(url.clone())
                     .timeout(limit)
                     .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
@@ -209,7 +230,7 @@ mod tests {
 
     #[test]
     fn plain_http_goes_direct_and_https_through_reqwest() {
-        let http = reqwest::Client::new();
+        let http = LazyHttp::default();
         let local = Route::new(
             "http://127.0.0.1:8000/v1/chat/completions",
             http.clone(),
@@ -249,7 +270,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_bad_url_a_bad_key_and_a_closed_port_are_told_apart() {
-        let http = reqwest::Client::new();
+        let http = LazyHttp::default();
         let body = Bytes::from_static(b"{}");
         let bad = Route::new("not a url", http.clone(), None, None);
         match bad.exchange(&body, Duration::from_secs(5)).await {
@@ -269,10 +290,22 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let closed = Route::new(&format!("http://127.0.0.1:{port}/v1"), http, None, None);
+        let closed = Route::new(
+            &format!("http://127.0.0.1:{port}/v1"),
+            http.clone(),
+            None,
+            None,
+        );
         assert!(closed.is_direct());
         assert!(matches!(
             closed.exchange(&body, Duration::from_secs(5)).await,
+            Err(Failure::Connect)
+        ));
+        // Over HTTPS, through the reqwest client, built for this first call.
+        let tls = Route::new(&format!("https://127.0.0.1:{port}/v1"), http, None, None);
+        assert!(!tls.is_direct());
+        assert!(matches!(
+            tls.exchange(&body, Duration::from_secs(5)).await,
             Err(Failure::Connect)
         ));
     }
@@ -298,7 +331,7 @@ mod tests {
             String::from_utf8(seen).unwrap()
         });
         let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
-        let route = Route::new(&url, reqwest::Client::new(), None, None);
+        let route = Route::new(&url, LazyHttp::default(), None, None);
         let body = Bytes::from_static(b"{}");
         let Ok(answer) = route.exchange(&body, Duration::from_secs(5)).await else {
             panic!("the exchange failed");

@@ -15,5 +15,6 @@ mod types;
 
 pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor, ReplayFrom};
 pub use client::{ApiType, LlmClient, LlmError, LlmErrorKind, LlmSettings, rewind};
+pub use http::LazyHttp;
 pub use retry::RetryPolicy;
 pub use types::*;
