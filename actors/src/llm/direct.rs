@@ -78,16 +78,10 @@ pub(super) struct Endpoint {
 }
 
 impl Endpoint {
-    /// The server at `host` (an IPv6 literal in brackets, as a URI writes it) and `port`.
+    /// The server at `host`, as a URI writes it (an IPv6 literal in brackets), and `port`.
     pub fn new(host: &str, port: u16) -> Endpoint {
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let addr = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
         Endpoint {
-            addr,
+            addr: format!("{host}:{port}"),
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -350,7 +344,11 @@ mod tests {
 
     #[test]
     fn an_ipv6_host_is_connected_to_in_brackets() {
-        assert_eq!(Endpoint::new("[::1]", 8080).addr, "[::1]:8080");
+        // A URI's host keeps an IPv6 literal's brackets, which the address needs.
+        let uri: http::Uri = "http://[::1]:8080/v1".parse().unwrap();
+        let addr = Endpoint::new(uri.host().unwrap(), 8080).addr;
+        assert_eq!(addr, "[::1]:8080");
+        assert!(addr.parse::<std::net::SocketAddr>().is_ok());
         assert_eq!(Endpoint::new("localhost", 80).addr, "localhost:80");
     }
 }
