@@ -294,10 +294,10 @@ async fn delay_and_unknown_path() {
     assert_eq!(reqs[1].path, "/v1/v1/chat/completions");
 }
 
-/// The hold observer is told once per answer, when the answer goes out: at least the
-/// delay, and no longer than the client waited.
+/// The hold observer is told once per answer, with the request, and a hold of at least the
+/// delay and no longer than the client waited.
 #[tokio::test]
-async fn the_hold_observer_is_told_when_the_answer_goes_out() {
+async fn the_hold_observer_is_told_once_per_answer() {
     let llm = ScriptedLlm::start().await;
     let holds: Arc<Mutex<Vec<(String, Duration)>>> = Arc::default();
     let told = holds.clone();
