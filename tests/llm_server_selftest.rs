@@ -320,6 +320,62 @@ async fn the_hold_observer_is_told_once_per_answer() {
     );
 }
 
+/// Calls held at once are each answered at their own deadline, whatever order they came in:
+/// a call that arrives later but is due sooner goes out first, and no call is left waiting.
+#[tokio::test]
+async fn held_calls_are_answered_in_deadline_order() {
+    let llm = ScriptedLlm::start().await;
+    // Arriving in this order, each due before the one before it.
+    let delays = [240u64, 160, 80];
+    llm.push_all(delays.map(|ms| Reply::text(&ms.to_string()).delay(ms)));
+    let started = Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for _ in delays {
+        let tx = tx.clone();
+        let addr = llm.addr();
+        tokio::spawn(async move {
+            let resp = post(addr, "/v1/chat/completions", &[], &chat_body()).await;
+            let _ = tx.send((resp.json(), started.elapsed()));
+        });
+        // So they arrive in order.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(tx);
+    let mut answered = vec![];
+    while let Some((answer, waited)) = rx.recv().await {
+        let ms: u64 = answer["choices"][0]["message"]["content"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected answer {answer}"));
+        assert!(
+            waited >= Duration::from_millis(ms),
+            "due after {ms} ms, answered after {waited:?}"
+        );
+        answered.push((ms, waited));
+    }
+    let order: Vec<u64> = answered.iter().map(|&(ms, _)| ms).collect();
+    assert_eq!(order, [80, 160, 240]);
+    // Due 140 ms apart (the 80-ms call came 20 ms after the 240-ms one): answered well
+    // apart, not together when the last one was due.
+    let apart = answered[2].1 - answered[0].1;
+    assert!(
+        apart >= Duration::from_millis(70),
+        "answered only {apart:?} apart"
+    );
+
+    // A burst of calls with a handful of deadlines: every one is answered.
+    let n = 60;
+    llm.push_all((0..n).map(|i| Reply::text("ok").delay(20 + (i % 4) * 5)));
+    let body = chat_body();
+    let calls = (0..n).map(|_| post(llm.addr(), "/v1/chat/completions", &[], &body));
+    let statuses: Vec<u16> = futures_util::future::join_all(calls)
+        .await
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, vec![200; n as usize]);
+}
+
 #[tokio::test]
 async fn drop_stops_the_server() {
     let llm = ScriptedLlm::start().await;

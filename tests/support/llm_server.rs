@@ -70,10 +70,12 @@ pub struct ScriptedLlm {
     addr: SocketAddr,
     shared: Arc<Shared>,
     task: JoinHandle<()>,
+    timer: JoinHandle<()>,
 }
 
-#[derive(Default)]
 struct Shared {
+    /// Holds each answer until it is due.
+    timer: timer::Timer,
     queue: Mutex<VecDeque<Reply>>,
     /// Queues served to requests whose first user message contains the key.
     keyed: Mutex<Vec<(String, VecDeque<Reply>)>>,
@@ -98,7 +100,19 @@ impl Shared {
 impl ScriptedLlm {
     /// Binds `127.0.0.1:0` and starts serving on the current tokio runtime.
     pub async fn start() -> ScriptedLlm {
-        let shared = Arc::new(Shared::default());
+        let (timer, timer_task) = timer::Timer::start();
+        let shared = Arc::new(Shared {
+            timer,
+            queue: Mutex::default(),
+            keyed: Mutex::default(),
+            fallback: Mutex::default(),
+            responder: Mutex::default(),
+            observer: Mutex::default(),
+            not_recording: Default::default(),
+            requests: Mutex::default(),
+            next_call_id: AtomicU64::default(),
+            next_completion_id: AtomicU64::default(),
+        });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route(
@@ -119,7 +133,12 @@ impl ScriptedLlm {
                 .await
                 .expect("scripted LLM server stopped with an error");
         });
-        ScriptedLlm { addr, shared, task }
+        ScriptedLlm {
+            addr,
+            shared,
+            task,
+            timer: timer_task,
+        }
     }
 
     /// `http://127.0.0.1:PORT/v1` — the OpenAI-style base URL.
@@ -198,6 +217,7 @@ impl ScriptedLlm {
 impl Drop for ScriptedLlm {
     fn drop(&mut self) {
         self.task.abort();
+        self.timer.abort();
     }
 }
 
@@ -520,7 +540,7 @@ async fn chat_completions(
     let delay = Duration::from_millis(reply.delay_ms);
     let response = answer(&shared, &uri, &head, reply);
     if !delay.is_zero() {
-        timer::sleep_until(arrived + delay).await;
+        shared.timer.sleep_until(arrived + delay).await;
     }
     let observer = shared.observer.lock().unwrap().clone();
     if let Some(observe) = observer {
@@ -597,54 +617,144 @@ fn answer(shared: &Shared, uri: &Uri, head: &Head, reply: Reply) -> Response {
 
 /// Delays to the microsecond. Tokio's timer fires on whole milliseconds, so every answer due
 /// within one millisecond would go out at once: calls that reached the server apart would be
-/// answered together, and a benchmark would see bursts the model did not make. One thread
-/// keeps the deadlines and wakes each call at its own.
+/// answered together, and a benchmark would see bursts the model did not make. A Linux
+/// timerfd, armed for the earliest deadline and watched by the server's own runtime, wakes
+/// each call at its own deadline. Its wake-ups happen on the threads that serve the calls:
+/// no thread of its own to hand every call to and back, whose wake-ups and switches cost
+/// the stand-in CPU on the cores it shares with the runtime a benchmark measures.
 mod timer {
     use std::collections::BTreeMap;
-    use std::sync::OnceLock;
-    use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::sync::{Arc, Mutex};
     use std::time::Instant;
 
+    use tokio::io::Interest;
+    use tokio::io::unix::AsyncFd;
     use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
 
-    type Due = (Instant, oneshot::Sender<()>);
+    /// The calls waiting, by deadline, then by arrival (so equal deadlines do not collide).
+    #[derive(Default)]
+    struct Due {
+        calls: BTreeMap<(Instant, u64), oneshot::Sender<()>>,
+        n: u64,
+    }
 
-    pub async fn sleep_until(deadline: Instant) {
-        static TIMER: OnceLock<Sender<Due>> = OnceLock::new();
-        let (tx, rx) = oneshot::channel();
-        if TIMER.get_or_init(start).send((deadline, tx)).is_ok() {
+    pub struct Timer {
+        fd: Arc<AsyncFd<OwnedFd>>,
+        due: Arc<Mutex<Due>>,
+    }
+
+    impl Timer {
+        /// A timer for the current tokio runtime, and the task that fires it.
+        pub fn start() -> (Timer, JoinHandle<()>) {
+            // SAFETY: timerfd_create takes no pointers; a non-negative result is a new
+            // descriptor that nothing else owns.
+            let raw = unsafe {
+                libc::timerfd_create(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+                )
+            };
+            assert!(
+                raw >= 0,
+                "timerfd_create: {}",
+                std::io::Error::last_os_error()
+            );
+            // SAFETY: see above.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            // SAFETY: an OwnedFd is open and always the same descriptor until it is dropped,
+            // which only the AsyncFd can do.
+            let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+            let fd = Arc::new(fd.expect("watch the scripted server's timerfd"));
+            let due: Arc<Mutex<Due>> = Arc::default();
+            let task = tokio::spawn(fire(fd.clone(), due.clone()));
+            (Timer { fd, due }, task)
+        }
+
+        /// Wait until `deadline`.
+        pub async fn sleep_until(&self, deadline: Instant) {
+            let (tx, rx) = oneshot::channel();
+            {
+                let mut due = self.due.lock().unwrap();
+                due.n += 1;
+                let key = (deadline, due.n);
+                due.calls.insert(key, tx);
+                if due
+                    .calls
+                    .first_key_value()
+                    .is_some_and(|(first, _)| *first == key)
+                {
+                    arm(&self.fd, Some(deadline));
+                }
+            }
             let _ = rx.await;
         }
     }
 
-    fn start() -> Sender<Due> {
-        let (tx, rx) = mpsc::channel::<Due>();
-        std::thread::Builder::new()
-            .name("scripted-llm-timer".into())
-            .spawn(move || {
-                // Keyed by deadline, then by arrival, so equal deadlines do not collide.
-                let mut due: BTreeMap<(Instant, u64), oneshot::Sender<()>> = BTreeMap::new();
-                let mut n = 0u64;
-                loop {
-                    let now = Instant::now();
-                    while let Some(entry) = due.first_entry().filter(|e| e.key().0 <= now) {
-                        let _ = entry.remove().send(());
-                    }
-                    let next = match due.first_key_value() {
-                        Some((&(at, _), _)) => rx.recv_timeout(at - now),
-                        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                    };
-                    match next {
-                        Ok((at, wake)) => {
-                            n += 1;
-                            due.insert((at, n), wake);
-                        }
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => return,
-                    }
+    /// Wake every call whose deadline has come each time the timerfd expires, then arm it
+    /// for the next one.
+    async fn fire(fd: Arc<AsyncFd<OwnedFd>>, due: Arc<Mutex<Due>>) {
+        loop {
+            let Ok(mut ready) = fd.readable().await else {
+                return;
+            };
+            let mut expirations = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into a buffer of 8.
+            let n = unsafe {
+                libc::read(
+                    fd.as_raw_fd(),
+                    expirations.as_mut_ptr().cast(),
+                    expirations.len(),
+                )
+            };
+            if n < 0 {
+                // Not expired after all (re-armed meanwhile): wait again.
+                ready.clear_ready();
+                continue;
+            }
+            let mut due = due.lock().unwrap();
+            let now = Instant::now();
+            while let Some(call) = due.calls.first_entry().filter(|c| c.key().0 <= now) {
+                let _ = call.remove().send(());
+            }
+            arm(&fd, due.calls.first_key_value().map(|((at, _), _)| *at));
+        }
+    }
+
+    /// Arm the timerfd to expire at `deadline` (at once if it has passed), or disarm it.
+    fn arm(fd: &AsyncFd<OwnedFd>, deadline: Option<Instant>) {
+        let value = match deadline {
+            Some(at) => {
+                // Zero would disarm it: a deadline that has passed expires in a nanosecond.
+                let left = at
+                    .saturating_duration_since(Instant::now())
+                    .max(std::time::Duration::from_nanos(1));
+                libc::timespec {
+                    tv_sec: left.as_secs() as libc::time_t,
+                    tv_nsec: left.subsec_nanos() as libc::c_long,
                 }
-            })
-            .expect("start the scripted server's timer thread");
-        tx
+            }
+            None => libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+        };
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: value,
+        };
+        // SAFETY: `spec` is a valid itimerspec; the old value is not asked for.
+        let failed =
+            unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        assert_eq!(
+            failed,
+            0,
+            "timerfd_settime: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
