@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use manus_actors::background::PlanningThread;
 use manus_actors::browser::{BrowserHandle, BrowserSupervisor};
 use manus_actors::llm::{self, LazyHttp, LlmClient, Recorder, ReplayFrom};
 use manus_actors::mcp::McpHandle;
@@ -207,8 +208,12 @@ impl RuntimeBuilder {
         let planner_slots = Arc::new(tokio::sync::Semaphore::new(
             config.flow.planner_replicas as usize,
         ));
+        let planning = PlanningThread::start()
+            .map(Arc::new)
+            .map_err(|e| RuntimeError::Spawn(format!("planning thread: {e}")))?;
         Ok(Runtime {
             root,
+            planning,
             store,
             planner_llm,
             planner_slots,
@@ -237,6 +242,8 @@ pub struct Runtime {
     planning_opening: Arc<manus_actors::llm::Message>,
     /// `[flow] planner_replicas` permits, shared by every flow's planner.
     planner_slots: Arc<tokio::sync::Semaphore>,
+    /// Where planners make their model calls, in the idle scheduling class.
+    planning: Arc<PlanningThread>,
     pool: Vec<manus_actors::agent::AgentSpec>,
     sandbox: Option<ActorRef<SandboxMsg>>,
     browser: Option<ActorRef<BrowserMsg>>,
@@ -433,6 +440,7 @@ impl Runtime {
             planning_opening: self.planning_opening.clone(),
             planner_llm,
             planner_slots: self.planner_slots.clone(),
+            planning: self.planning.clone(),
             events: EventSink::new(tx, tap),
             sandbox: self.sandbox.clone(),
             browser: self.browser.clone(),

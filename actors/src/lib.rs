@@ -6,6 +6,7 @@
 //! config onto the typed arguments here.
 
 pub mod agent;
+pub mod background;
 pub mod browser;
 pub mod llm;
 pub mod mcp;

@@ -89,6 +89,9 @@ pub struct FlowSpec {
     pub planner_llm: crate::llm::LlmClient,
     /// The runtime's `planner_replicas` permits: a planning or summary call holds one.
     pub planner_slots: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The runtime's planning thread, where the planner makes its model calls. It stops
+    /// when the runtime and every planner have let go of it.
+    pub planning: std::sync::Arc<crate::background::PlanningThread>,
     pub events: EventSink,
     /// The sandbox supervisor, told to remove the flow's container when it ends.
     pub sandbox: Option<ActorRef<SandboxMsg>>,

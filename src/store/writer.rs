@@ -77,7 +77,9 @@ impl RunStore {
         let thread = std::thread::Builder::new()
             .name("run-store".into())
             .spawn(move || {
-                yield_to_flows();
+                // Nobody waits on a write: under a burst the store catches up in the gaps
+                // (its queue grows meanwhile).
+                manus_actors::background::give_way("run store");
                 let opened = super::connect(&url_c).and_then(|mut db| {
                     let mut setup: Vec<super::Stmt> = sql::SCHEMA
                         .iter()
@@ -217,31 +219,6 @@ impl RunStore {
         if self.jobs.send(Job::Close(tx)).is_ok() {
             self.hurry.wake();
             let _ = rx.await;
-        }
-    }
-}
-
-/// Put the calling thread in Linux's idle scheduling class (SCHED_IDLE), so that when flows
-/// and the store both want the CPU the flows get it: a flow's thread that wakes takes the
-/// core from the store at once, rather than after the store's time slice (which at nice 19,
-/// the fallback, could hold a flow up for a millisecond or more). Nobody waits on a write;
-/// under a burst the store catches up in the gaps (its queue grows meanwhile; it still gets
-/// a sliver of a busy CPU, so it never stops). Elsewhere this does nothing.
-fn yield_to_flows() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions; sched_setscheduler and setpriority only read
-        // their arguments, and lowering a thread's own priority needs no privilege.
-        let failed = unsafe {
-            let param = libc::sched_param { sched_priority: 0 };
-            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0
-                && libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) != 0
-        };
-        if failed {
-            tracing::debug!(
-                "run store: cannot lower its thread's priority: {}",
-                std::io::Error::last_os_error()
-            );
         }
     }
 }

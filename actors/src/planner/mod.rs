@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::agent::{AgentSpec, ExecutorAgent};
+use crate::background::PlanningThread;
 use crate::llm::{
     ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSet, Usage,
 };
@@ -78,6 +79,8 @@ pub struct PlannerState {
     settings: FlowSettings,
     llm: LlmClient,
     planner_slots: Arc<Semaphore>,
+    /// Where the planning and summary calls run: the runtime's planning thread.
+    planning: Arc<PlanningThread>,
     events: EventSink,
     specs: Vec<Arc<AgentSpec>>,
     /// The planning call's system message, shared by every flow of the runtime.
@@ -181,6 +184,7 @@ impl Actor for Planner {
             settings: spec.settings,
             llm: spec.planner_llm,
             planner_slots: spec.planner_slots,
+            planning: spec.planning,
             events: spec.events,
             specs: pool,
             planning_opening: spec.planning_opening,
@@ -384,7 +388,7 @@ fn make_plan(myself: &ActorRef<FlowMsg>, st: &PlannerState) {
         FlowMode::Plan => {
             let job = PlanJob::new(st);
             let me = myself.clone();
-            tokio::spawn(async move {
+            st.planning.handle().spawn(async move {
                 let (plan, usage) = job.run().await;
                 let _ = me.send_message(FlowMsg::PlanMade { plan, usage });
             });
@@ -835,22 +839,30 @@ async fn finish(
 /// The model's account of the run; empty if the call fails (the outcome stands anyway).
 async fn summarise(st: &mut PlannerState) -> String {
     let report = Message::user(prompts::summary_user(&st.task, &st.plan));
-    let request = ChatRequest {
-        messages: vec![&SUMMARY_OPENING, &report],
-        tools: ToolSet::default(),
-        tool_choice: ToolChoice::None,
-    };
+    let (llm, slots, events) = (st.llm.clone(), st.planner_slots.clone(), st.events.clone());
     let span = tracing::info_span!(parent: &st.span, "summarise");
-    match planner_chat(&st.llm, &st.planner_slots, &st.events, &request)
-        .instrument(span)
-        .await
-    {
-        Ok(resp) => {
+    let call = st.planning.handle().spawn(
+        async move {
+            let request = ChatRequest {
+                messages: vec![&SUMMARY_OPENING, &report],
+                tools: ToolSet::default(),
+                tool_choice: ToolChoice::None,
+            };
+            planner_chat(&llm, &slots, &events, &request).await
+        }
+        .instrument(span),
+    );
+    match call.await {
+        Ok(Ok(resp)) => {
             st.spend("planner", resp.usage);
             resp.message.text().trim().to_string()
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             tracing::warn!(flow = %st.id, "could not summarise the run: {e}");
+            String::new()
+        }
+        Err(e) => {
+            tracing::warn!(flow = %st.id, "could not summarise the run: the planning thread stopped ({e})");
             String::new()
         }
     }
