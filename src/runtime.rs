@@ -132,7 +132,14 @@ impl RuntimeBuilder {
         let http = LazyHttp::default();
         let client =
             |name: &str| LlmClient::new(config.llm[name].clone(), http.clone(), recorder.clone());
-        let planner_llm = client(&config.planner_llm);
+        // The planners' calls run on the planning thread, and a pooled connection is driven
+        // by the runtime that opened it: they get an HTTPS client of their own, so that no
+        // agent's call waits on a connection the planning thread drives.
+        let planner_llm = LlmClient::new(
+            config.llm[&config.planner_llm].clone(),
+            LazyHttp::default(),
+            recorder.clone(),
+        );
         let sandbox = match &config.sandbox {
             Some(settings) => {
                 // A mounted workspace is bound by its real path.

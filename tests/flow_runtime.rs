@@ -109,6 +109,33 @@ fn all_text(r: &Recorded) -> String {
 
 // ─── Routing and planning ──────────────────────────────────────────────────────────────
 
+/// The planners' model calls run on the runtime's planning thread, in the idle scheduling
+/// class; the flow still plans, runs and summarises.
+#[tokio::test]
+async fn planning_runs_on_a_thread_in_the_idle_class() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] note it"]),
+        done("noted"),
+        Reply::text("all done"),
+    ]);
+    let dir = Scratch::new("planning-thread");
+    let rt = start(&server, &dir, &[]).await;
+    let (_, outcome) = run(&rt, "note it").await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(outcome.summary, "all done");
+    // Every runtime's planning thread: other tests here run theirs in this process too.
+    let threads = support::threads::named("planning");
+    assert!(!threads.is_empty(), "a planning thread");
+    for thread in &threads {
+        assert_eq!(
+            support::threads::policy(thread),
+            Some(i64::from(libc::SCHED_IDLE))
+        );
+    }
+    rt.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agent_plan_is_routed_by_tags() {
     let server = ScriptedLlm::start().await;

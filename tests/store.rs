@@ -364,23 +364,16 @@ async fn the_store_thread_yields_the_cpu_to_flows() {
     let store = RunStore::open(&StoreUrl::Sqlite(dir.workspace().join("runs.db")))
         .await
         .unwrap();
-    // The scheduling policy in a thread's `stat`: field 41, the 39th after the command name.
-    let policy_in = |task: &std::path::Path| -> Option<i64> {
-        let stat = std::fs::read_to_string(task.join("stat")).ok()?;
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(38)?
-            .parse()
-            .ok()
-    };
     // Every store's thread: the other tests here run theirs in this process too.
     let stores = support::threads::named("run-store");
     assert!(!stores.is_empty(), "the store's thread");
     for thread in &stores {
-        assert_eq!(policy_in(thread), Some(i64::from(libc::SCHED_IDLE)));
+        assert_eq!(
+            support::threads::policy(thread),
+            Some(i64::from(libc::SCHED_IDLE))
+        );
     }
-    let own = policy_in(std::path::Path::new("/proc/thread-self"));
+    let own = support::threads::policy(std::path::Path::new("/proc/thread-self"));
     assert_eq!(own, Some(0), "other threads keep the normal class");
     store.close().await;
 }
