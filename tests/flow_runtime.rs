@@ -124,15 +124,7 @@ async fn planning_runs_on_a_thread_in_the_idle_class() {
     let (_, outcome) = run(&rt, "note it").await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     assert_eq!(outcome.summary, "all done");
-    // Every runtime's planning thread: other tests here run theirs in this process too.
-    let threads = support::threads::named("planning");
-    assert!(!threads.is_empty(), "a planning thread");
-    for thread in &threads {
-        assert_eq!(
-            support::threads::policy(thread),
-            Some(i64::from(libc::SCHED_IDLE))
-        );
-    }
+    support::threads::assert_in_idle_class("planning");
     rt.shutdown().await;
 }
 

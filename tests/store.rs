@@ -364,17 +364,7 @@ async fn the_store_thread_yields_the_cpu_to_flows() {
     let store = RunStore::open(&StoreUrl::Sqlite(dir.workspace().join("runs.db")))
         .await
         .unwrap();
-    // Every store's thread: the other tests here run theirs in this process too.
-    let stores = support::threads::named("run-store");
-    assert!(!stores.is_empty(), "the store's thread");
-    for thread in &stores {
-        assert_eq!(
-            support::threads::policy(thread),
-            Some(i64::from(libc::SCHED_IDLE))
-        );
-    }
-    let own = support::threads::policy(std::path::Path::new("/proc/thread-self"));
-    assert_eq!(own, Some(0), "other threads keep the normal class");
+    support::threads::assert_in_idle_class("run-store");
     store.close().await;
 }
 

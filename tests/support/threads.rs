@@ -1,5 +1,5 @@
 //! This process's threads as `/proc` shows them: the directories of those with a given name,
-//! and a thread's scheduling policy.
+//! and whether they run in the idle scheduling class.
 
 use std::path::{Path, PathBuf};
 
@@ -15,9 +15,26 @@ pub fn named(name: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Assert that this process has threads named `name` (every one there is: other tests in
+/// the process may run their own) and that each runs in Linux's idle scheduling class,
+/// while the calling thread keeps the normal class.
+pub fn assert_in_idle_class(name: &str) {
+    let threads = named(name);
+    assert!(!threads.is_empty(), "no thread named {name}");
+    for thread in &threads {
+        assert_eq!(policy(thread), Some(i64::from(libc::SCHED_IDLE)), "{name}");
+    }
+    let own = policy(Path::new("/proc/thread-self"));
+    assert_eq!(
+        own,
+        Some(i64::from(libc::SCHED_OTHER)),
+        "other threads keep the normal class"
+    );
+}
+
 /// The scheduling policy (`SCHED_*`) of the thread whose `/proc` directory is `task`: field
 /// 41 of its `stat`, the 39th after the command name.
-pub fn policy(task: &Path) -> Option<i64> {
+fn policy(task: &Path) -> Option<i64> {
     let stat = std::fs::read_to_string(task.join("stat")).ok()?;
     stat.rsplit_once(')')?
         .1
