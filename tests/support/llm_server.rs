@@ -70,9 +70,9 @@ pub struct ScriptedLlm {
     addr: SocketAddr,
     shared: Arc<Shared>,
     task: JoinHandle<()>,
-    timer: JoinHandle<()>,
 }
 
+#[derive(Default)]
 struct Shared {
     /// Holds each answer until it is due.
     timer: timer::Timer,
@@ -100,19 +100,8 @@ impl Shared {
 impl ScriptedLlm {
     /// Binds `127.0.0.1:0` and starts serving on the current tokio runtime.
     pub async fn start() -> ScriptedLlm {
-        let (timer, timer_task) = timer::Timer::start();
-        let shared = Arc::new(Shared {
-            timer,
-            queue: Mutex::default(),
-            keyed: Mutex::default(),
-            fallback: Mutex::default(),
-            responder: Mutex::default(),
-            observer: Mutex::default(),
-            not_recording: Default::default(),
-            requests: Mutex::default(),
-            next_call_id: AtomicU64::default(),
-            next_completion_id: AtomicU64::default(),
-        });
+        // On this runtime: the timer's task starts with it.
+        let shared = Arc::new(Shared::default());
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route(
@@ -133,12 +122,7 @@ impl ScriptedLlm {
                 .await
                 .expect("scripted LLM server stopped with an error");
         });
-        ScriptedLlm {
-            addr,
-            shared,
-            task,
-            timer: timer_task,
-        }
+        ScriptedLlm { addr, shared, task }
     }
 
     /// `http://127.0.0.1:PORT/v1` — the OpenAI-style base URL.
@@ -217,7 +201,6 @@ impl ScriptedLlm {
 impl Drop for ScriptedLlm {
     fn drop(&mut self) {
         self.task.abort();
-        self.timer.abort();
     }
 }
 
@@ -640,14 +623,23 @@ mod timer {
         n: u64,
     }
 
+    /// Its task, which fires it, stops when it is dropped: when the server and every call
+    /// it was serving are gone.
     pub struct Timer {
         fd: Arc<AsyncFd<OwnedFd>>,
         due: Arc<Mutex<Due>>,
+        task: JoinHandle<()>,
     }
 
-    impl Timer {
-        /// A timer for the current tokio runtime, and the task that fires it.
-        pub fn start() -> (Timer, JoinHandle<()>) {
+    impl Drop for Timer {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    /// A timer on the current tokio runtime (there must be one).
+    impl Default for Timer {
+        fn default() -> Timer {
             // SAFETY: timerfd_create takes no pointers; a non-negative result is a new
             // descriptor that nothing else owns.
             let raw = unsafe {
@@ -669,9 +661,11 @@ mod timer {
             let fd = Arc::new(fd.expect("watch the scripted server's timerfd"));
             let due: Arc<Mutex<Due>> = Arc::default();
             let task = tokio::spawn(fire(fd.clone(), due.clone()));
-            (Timer { fd, due }, task)
+            Timer { fd, due, task }
         }
+    }
 
+    impl Timer {
         /// Wait until `deadline`.
         pub async fn sleep_until(&self, deadline: Instant) {
             let (tx, rx) = oneshot::channel();
@@ -708,9 +702,11 @@ mod timer {
                     expirations.len(),
                 )
             };
+            // Read or not, it is drained: the next expiry makes it readable again (tokio
+            // keeps an expiry that lands between the read and this).
+            ready.clear_ready();
             if n < 0 {
-                // Not expired after all (re-armed meanwhile): wait again.
-                ready.clear_ready();
+                // Nothing had expired: it was re-armed since it became readable.
                 continue;
             }
             let mut due = due.lock().unwrap();
