@@ -109,8 +109,8 @@ fn all_text(r: &Recorded) -> String {
 
 // ─── Routing and planning ──────────────────────────────────────────────────────────────
 
-/// The planners' model calls run on the runtime's planning thread, in the idle scheduling
-/// class; the flow still plans, runs and summarises.
+/// A runtime's planning thread, where planners make their model calls, is in the idle
+/// scheduling class, and a flow still plans, runs and summarises through it.
 #[tokio::test]
 async fn planning_runs_on_a_thread_in_the_idle_class() {
     let server = ScriptedLlm::start().await;

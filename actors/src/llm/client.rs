@@ -120,7 +120,7 @@ impl LlmError {
 }
 
 /// A handle on one model profile. Clones are cheap; what they share that changes is the
-/// direct route's idle connections, behind a lock.
+/// direct route's idle connections, behind a lock, and the HTTPS client once it is built.
 #[derive(Clone)]
 pub struct LlmClient {
     settings: Arc<LlmSettings>,
