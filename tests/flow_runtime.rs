@@ -844,6 +844,50 @@ async fn a_step_past_its_timeout_fails_and_the_flow_goes_on() {
     assert!(!all_text(&reqs[2]).contains("sleep 5"));
 }
 
+/// A finished flow leaves no task behind: its step and flow timeouts end with it. Left
+/// asleep for `step_timeout_secs` and `flow_timeout_secs`, each would hold its planner's
+/// memory that long, and a busy service would grow by every flow of the last hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_flow_leaves_no_task_behind() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("no-task-behind");
+    let rt = start(&server, &dir, &[]).await;
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let script = || {
+        [
+            plan_reply(&["[MANUS] First half", "[MANUS] Second half"]),
+            done("First half done."),
+            done("Second half done."),
+            Reply::text("Both halves are done."),
+        ]
+    };
+    // The first flow opens the model connections the others reuse.
+    server.push_all(script());
+    assert_eq!(run(&rt, "Warm up").await.1.status, FlowStatus::Completed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = alive();
+    for i in 0..5 {
+        server.push_all(script());
+        let (_, outcome) = run(&rt, &format!("Flow {i}")).await;
+        assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    }
+    // Stopping actors takes a moment; timeouts left asleep would never go.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive() > before && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        alive() <= before,
+        "{} tasks alive after five more flows, {before} before them",
+        alive()
+    );
+    rt.shutdown().await;
+}
+
 // ─── Several flows on one runtime ──────────────────────────────────────────────────────
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

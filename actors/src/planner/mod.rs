@@ -62,6 +62,17 @@ pub struct FlowSettings {
 
 pub struct Planner;
 
+/// A timeout message on its way to this planner: dropping it cancels it. Its timer task
+/// holds the planner's actor until it fires, so one left asleep for `flow_timeout` after
+/// its flow ended would keep the planner's memory that long.
+struct Deadline(tokio::task::JoinHandle<Result<(), ractor::MessagingErr<FlowMsg>>>);
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The step being run right now.
 struct Running {
     dispatch: u64,
@@ -69,6 +80,8 @@ struct Running {
     agent: String,
     /// When the step was sent, then when its agent began it.
     started: Instant,
+    /// The step's timeout, from when its agent began it.
+    deadline: Option<Deadline>,
     span: tracing::Span,
 }
 
@@ -99,6 +112,8 @@ pub struct PlannerState {
     browser: Option<ActorRef<crate::protocol::BrowserMsg>>,
     next_question: u64,
     started: Instant,
+    /// The flow's timeout, set on `Begin`.
+    deadline: Option<Deadline>,
     /// An interrupted flow's state, taken on `Begin`.
     resume: Option<Resume>,
     span: tracing::Span,
@@ -201,6 +216,7 @@ impl Actor for Planner {
             started: Instant::now()
                 .checked_sub(before.elapsed)
                 .unwrap_or_else(Instant::now),
+            deadline: None,
             resume: spec.resume,
             span,
         })
@@ -222,7 +238,7 @@ impl Actor for Planner {
                     .settings
                     .flow_timeout
                     .saturating_sub(st.started.elapsed());
-                myself.send_after(left, || FlowMsg::FlowTimedOut);
+                st.deadline = Some(Deadline(myself.send_after(left, || FlowMsg::FlowTimedOut)));
                 match st.resume.take() {
                     Some(Resume {
                         plan: Some(plan), ..
@@ -613,6 +629,7 @@ async fn dispatch_next(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         step,
         agent,
         started: Instant::now(),
+        deadline: None,
         span: step_span,
     });
     // The step's timeout starts when the agent begins it (`StepBegan`), not while it waits
@@ -631,10 +648,12 @@ fn step_began(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, dispatch: u64, 
         attempt: st.plan.steps[run.step].attempts,
         queued_ms: queued.as_millis() as u64,
     };
+    run.deadline = Some(Deadline(
+        myself.send_after(st.settings.step_timeout, move || FlowMsg::StepTimedOut {
+            dispatch,
+        }),
+    ));
     st.emit(event);
-    myself.send_after(st.settings.step_timeout, move || FlowMsg::StepTimedOut {
-        dispatch,
-    });
 }
 
 /// Continue an interrupted flow from `plan`: completed and finally failed steps stand, a
