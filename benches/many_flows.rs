@@ -11,14 +11,21 @@
 //! server reads what it needs of each request from the body's bytes rather than building a
 //! JSON tree of every prompt, which cost it more CPU per call than the runtime spends.
 //!
+//! The FLOWS flows are submitted REPS times (5 unless set), each batch once the one before
+//! has finished, on the same runtime: one run's p99 moves with what else the host does
+//! while it runs, so each repetition's figures are printed on a line, and the headline
+//! p99 is the median of the repetitions' p99s, with their range beside it. Peak RSS covers
+//! all of them, so memory a finished flow leaves behind shows as growth with REPS.
+//!
 //! Prints flows/s, agent steps/s (think/act rounds), the runtime's CPU time per agent step
 //! and per model call (and how much of it the run store's thread used), and:
 //! - the step overhead: a plan step's time on its agent, from `StepStarted` to
 //!   `StepFinished` as this bench reads them from the flow's event stream, minus the time
 //!   the model server held the step's calls (as it measured them), per agent step; p50 and
 //!   p99 over plan steps. The loopback HTTP exchange counts as the runtime's;
-//! - the same step overhead's p99 in each fifth of the plan steps, in the order they began:
-//!   the first fifth holds the start, when every flow is submitted and planned at once;
+//! - the same step overhead's p99 in each fifth of a repetition's plan steps, in the order
+//!   they began: the first fifth holds the start, when every flow is submitted and planned
+//!   at once;
 //! - how long steps waited for a replica (`StepStarted`'s `queued_ms`);
 //! - how long submitting the flows took (`Runtime::submit`, one after another);
 //! - a flow's whole time beyond the model's, per model call, waits included;
@@ -37,9 +44,9 @@
 //! WORKERS=N gives the runtime N tokio worker threads instead of 2 (one per core here).
 //! WARM=N runs N planned flows at once before the measured ones instead of one, so the
 //! model client's connection pool is already as large as the load needs.
-//! DUMP=path writes each plan step's start (ms into the run) and overhead (ms per agent step),
-//! one step a line, to see when in the run the tail happens. It asserts nothing but that
-//! every flow completed.
+//! DUMP=path writes each plan step's repetition, start (ms into the repetition) and overhead
+//! (ms per agent step), one step a line, to see when in a run the tail happens. It asserts
+//! nothing but that every flow completed.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -68,6 +75,8 @@ const CHILD: &str = "MANY_FLOWS_MODEL_SERVER";
 /// The pool the flows share unless REPLICAS and PLANNER_REPLICAS say otherwise.
 const DEFAULT_REPLICAS: u64 = 128;
 const DEFAULT_PLANNER_REPLICAS: u64 = 64;
+/// How many times the flows are submitted, one batch after the other, unless REPS says.
+const DEFAULT_REPS: u64 = 5;
 
 fn env_or(key: &str, default: u64) -> u64 {
     std::env::var(key)
@@ -384,6 +393,7 @@ fn main() {
         replicas: env_or("REPLICAS", DEFAULT_REPLICAS),
         planner_replicas: env_or("PLANNER_REPLICAS", DEFAULT_PLANNER_REPLICAS),
         store_on,
+        reps: env_or("REPS", DEFAULT_REPS).max(1),
     };
     let mut model = ModelServer::start();
     tokio::runtime::Builder::new_multi_thread()
@@ -406,21 +416,157 @@ struct Load {
     /// `[flow] planner_replicas`: how many plan and summary calls are made at once.
     planner_replicas: u64,
     store_on: bool,
+    /// How many times the FLOWS flows are submitted, one batch after the other.
+    reps: u64,
+}
+
+/// What one repetition saw: its latencies, and the process's and the machine's CPU over it.
+/// Its flows' events and outcomes are dropped once read, so peak RSS is the runtime's.
+struct Rep {
+    latencies: Latencies,
+    submitted: Duration,
+    wall: f64,
+    cpu: f64,
+    store_cpu: f64,
+    model_cpu: f64,
+    stolen: f64,
+}
+
+/// Submit `load.flows` flows (numbered from `first_flow`) and wait for them all.
+async fn repetition(rt: &Runtime, model: &mut ModelServer, load: &Load, first_flow: u64) -> Rep {
+    let cpu_before = cpu_secs("/proc/self/stat");
+    let store_cpu_before = threads_cpu_secs("run-store");
+    let machine_before = machine_ticks();
+    let model_cpu_before = model.cpu_secs();
+    let started = Instant::now();
+    let mut handles = Vec::with_capacity(load.flows as usize);
+    let start_at = tokio::time::Instant::now();
+    for k in 0..load.flows {
+        if load.rate > 0 {
+            let due = start_at + Duration::from_secs_f64(k as f64 / load.rate as f64);
+            tokio::time::sleep_until(due).await;
+        }
+        let task = format!("Flow {}: split the work in two halves.", first_flow + k);
+        let options = SubmitOptions {
+            mode: FlowMode::Plan,
+        };
+        let flow = rt.submit(&task, options).await.unwrap();
+        handles.push(tokio::spawn(watch(flow)));
+    }
+    let submitted = started.elapsed();
+    let watched = futures_util::future::join_all(handles).await;
+    let (watched, outcomes): (Vec<Watched>, Vec<FlowOutcome>) =
+        watched.into_iter().map(|w| w.unwrap()).unzip();
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_secs("/proc/self/stat") - cpu_before;
+    let store_cpu = threads_cpu_secs("run-store") - store_cpu_before;
+    let model_cpu = model.cpu_secs() - model_cpu_before;
+    let stolen = machine_ticks().stolen_since(&machine_before);
+    let held = Held::from_tally(&model.tally());
+    Rep {
+        latencies: Latencies::of(first_flow, &watched, &outcomes, started, &held),
+        submitted,
+        wall,
+        cpu,
+        store_cpu,
+        model_cpu,
+        stolen,
+    }
+}
+
+/// What the model server held, by flow and by (flow, step), in µs.
+struct Held {
+    flows: HashMap<u64, u64>,
+    steps: HashMap<(u64, u64), u64>,
+}
+
+impl Held {
+    fn from_tally(tally: &Value) -> Held {
+        let flows = tally["held"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(flow, us)| Some((flow.parse().ok()?, us.as_u64()?)))
+            .collect();
+        let steps = tally["step_held"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| Some(((t[0].as_u64()?, t[1].as_u64()?), t[2].as_u64()?)))
+            .collect();
+        Held { flows, steps }
+    }
+}
+
+/// One repetition's latencies, in ms.
+struct Latencies {
+    /// Per plan step, when it began (ms into the repetition) and its overhead per agent
+    /// step, in the order the steps began.
+    steps: Vec<(f64, f64)>,
+    /// Per flow, its time beyond the model's per model call.
+    flows: Vec<f64>,
+    /// Per plan step, how long it waited for a replica.
+    queued: Vec<f64>,
+    calls: u64,
+}
+
+impl Latencies {
+    /// From the events and outcomes of flows numbered from `first_flow`, submitted from
+    /// `started`, and what the model server held of their calls.
+    fn of(
+        first_flow: u64,
+        watched: &[Watched],
+        outcomes: &[FlowOutcome],
+        started: Instant,
+        held: &Held,
+    ) -> Latencies {
+        let mut flows = vec![];
+        let mut calls = 0;
+        for (k, o) in outcomes.iter().enumerate() {
+            assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
+            let n = o.usage.calls.max(1);
+            calls += n;
+            let flow = first_flow + k as u64;
+            let held_ms = held.flows.get(&flow).copied().unwrap_or(0) as f64 / 1000.0;
+            let own = o.elapsed_ms as f64 - held_ms;
+            flows.push(own.max(0.0) / n as f64);
+        }
+        // Per plan step: its time on its agent minus the model's, spread over its rounds.
+        let mut steps = vec![];
+        let mut queued = vec![];
+        for (k, w) in watched.iter().enumerate() {
+            let flow = first_flow + k as u64;
+            for &(step, began, ran) in &w.ran {
+                let held_us = held.steps.get(&(flow, step as u64)).copied().unwrap_or(0);
+                let own_ms = ran.as_secs_f64() * 1000.0 - held_us as f64 / 1000.0;
+                let at = (began - started).as_secs_f64() * 1000.0;
+                steps.push((at, own_ms.max(0.0) / ROUNDS as f64));
+            }
+            queued.extend(w.queued_ms.iter().map(|&q| q as f64));
+        }
+        steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Latencies {
+            steps,
+            flows,
+            queued,
+            calls,
+        }
+    }
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn median(v: &[f64]) -> f64 {
+    percentile(&sorted(v.to_vec()), 50)
 }
 
 async fn run(model: &mut ModelServer, load: Load) {
-    let Load {
-        flows,
-        model_ms,
-        jitter,
-        rate,
-        replicas,
-        planner_replicas,
-        store_on,
-    } = load;
     let dir = Scratch::new("bench-many");
-    let replicas = replicas.to_string();
-    let planner_replicas = planner_replicas.to_string();
+    let replicas = load.replicas.to_string();
+    let planner_replicas = load.planner_replicas.to_string();
     let text = config_with_for(
         &model.base_url,
         &dir.workspace(),
@@ -429,7 +575,10 @@ async fn run(model: &mut ModelServer, load: Load) {
             ("flow.planner_replicas", &planner_replicas),
             ("agents.manus.tools", "[\"planning\", \"terminate\"]"),
             ("flow.max_step_retries", "0"),
-            ("store.enabled", if store_on { "true" } else { "false" }),
+            (
+                "store.enabled",
+                if load.store_on { "true" } else { "false" },
+            ),
         ],
     );
     let config = Config::parse(&text, "bench-many", None).unwrap();
@@ -448,102 +597,33 @@ async fn run(model: &mut ModelServer, load: Load) {
         assert_eq!(warm.outcome().await.status, FlowStatus::Completed);
     }
 
-    let cpu_before = cpu_secs("/proc/self/stat");
-    let store_cpu_before = threads_cpu_secs("run-store");
-    let machine_before = machine_ticks();
-    let model_cpu_before = model.cpu_secs();
-    let started = Instant::now();
-    let mut handles = Vec::with_capacity(flows as usize);
-    let start_at = tokio::time::Instant::now();
-    for i in 0..flows {
-        if rate > 0 {
-            let due = start_at + std::time::Duration::from_secs_f64(i as f64 / rate as f64);
-            tokio::time::sleep_until(due).await;
-        }
-        let task = format!("Flow {i}: split the work in two halves.");
-        let options = SubmitOptions {
-            mode: FlowMode::Plan,
-        };
-        let flow = rt.submit(&task, options).await.unwrap();
-        handles.push(tokio::spawn(watch(flow)));
+    let mut reps = vec![];
+    for r in 0..load.reps {
+        reps.push(repetition(&rt, model, &load, r * load.flows).await);
     }
-    let submitted = started.elapsed();
-    let watched = futures_util::future::join_all(handles).await;
-    let (watched, outcomes): (Vec<Watched>, Vec<FlowOutcome>) =
-        watched.into_iter().map(|w| w.unwrap()).unzip();
-    let wall = started.elapsed().as_secs_f64();
-    let cpu = cpu_secs("/proc/self/stat") - cpu_before;
-    let store_cpu = threads_cpu_secs("run-store") - store_cpu_before;
-    let stolen = machine_ticks().stolen_since(&machine_before);
-    let model_cpu = model.cpu_secs() - model_cpu_before;
+    report(&load, &reps, &model.tally());
+    rt.shutdown().await;
+}
 
-    let tally = model.tally();
-    let mut overhead: Vec<f64> = vec![];
-    let mut calls = 0;
-    for (i, o) in outcomes.iter().enumerate() {
-        assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
-        let n = o.usage.calls.max(1);
-        calls += n;
-        let held_ms = tally["held"][i.to_string()].as_u64().unwrap_or(0) as f64 / 1000.0;
-        let own = o.elapsed_ms as f64 - held_ms;
-        overhead.push(own.max(0.0) / n as f64);
-    }
-    overhead.sort_by(f64::total_cmp);
-    let mut gaps: Vec<f64> = tally["gaps"]
-        .as_array()
-        .map(|g| {
-            g.iter()
-                .filter_map(Value::as_f64)
-                .map(|us| us / 1000.0)
-                .collect()
-        })
-        .unwrap_or_default();
-    gaps.sort_by(f64::total_cmp);
-    // Per plan step: its time on its agent minus the model's, spread over its rounds.
-    let mut step_overhead: Vec<(Instant, f64)> = vec![];
-    let mut queued: Vec<f64> = vec![];
-    let step_held: HashMap<(u64, u64), u64> = tally["step_held"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| Some(((t[0].as_u64()?, t[1].as_u64()?), t[2].as_u64()?)))
-        .collect();
-    for (i, w) in watched.iter().enumerate() {
-        for &(step, began, ran) in &w.ran {
-            let held_us = step_held
-                .get(&(i as u64, step as u64))
-                .copied()
-                .unwrap_or(0);
-            let own_ms = ran.as_secs_f64() * 1000.0 - held_us as f64 / 1000.0;
-            step_overhead.push((began, own_ms.max(0.0) / ROUNDS as f64));
-        }
-        queued.extend(w.queued_ms.iter().map(|&q| q as f64));
-    }
-    // The p99 of each fifth of the plan steps, in the order they began: the first fifth
-    // holds the start, when every flow is submitted and planned at once.
-    step_overhead.sort_by_key(|&(began, _)| began);
-    if let Ok(path) = std::env::var("DUMP") {
-        let lines: Vec<String> = step_overhead
-            .iter()
-            .map(|&(began, ms)| format!("{:.3} {ms:.3}", (began - started).as_secs_f64() * 1e3))
-            .collect();
-        std::fs::write(&path, lines.join("\n")).expect("write DUMP");
-    }
-    let by_fifth: Vec<String> = step_overhead
-        .chunks(step_overhead.len().div_ceil(5).max(1))
-        .map(|fifth| {
-            let mut ms: Vec<f64> = fifth.iter().map(|&(_, ms)| ms).collect();
-            ms.sort_by(f64::total_cmp);
-            format!("{:.2}", percentile(&ms, 99))
-        })
-        .collect();
-    let mut step_overhead: Vec<f64> = step_overhead.into_iter().map(|(_, ms)| ms).collect();
-    step_overhead.sort_by(f64::total_cmp);
-    queued.sort_by(f64::total_cmp);
+/// Print the figures: each repetition's on a line, then all of them together (`tally` is
+/// the model server's, for the time between rounds).
+fn report(load: &Load, reps: &[Rep], tally: &Value) {
+    let Load {
+        flows,
+        model_ms,
+        jitter,
+        rate,
+        replicas,
+        planner_replicas,
+        store_on,
+        ..
+    } = *load;
     let steps = flows * STEPS * ROUNDS;
+    let calls: u64 = reps.iter().map(|r| r.latencies.calls).sum();
     println!(
         "many_flows: {flows} planned flows {}, {replicas} agent replicas, {planner_replicas} planner \
-         replicas, model answers after {model_ms} ms{}, run store {}",
+         replicas, model answers after {model_ms} ms{}, run store {}; {} repetitions, one after \
+         the other, on one runtime",
         if rate > 0 {
             format!("submitted at {rate}/s")
         } else {
@@ -554,23 +634,103 @@ async fn run(model: &mut ModelServer, load: Load) {
         } else {
             " (lockstep)".into()
         },
-        if store_on { "on" } else { "off" }
+        if store_on { "on" } else { "off" },
+        reps.len()
     );
     println!(
-        "  each flow: {STEPS} steps x {ROUNDS} rounds, {} model calls; wall {wall:.2} s",
-        calls / flows
+        "  each flow: {STEPS} steps x {ROUNDS} rounds, {} model calls",
+        calls / (flows * reps.len() as u64)
     );
-    println!("  flows/s            {:.0}", flows as f64 / wall);
+    println!(
+        "  step overhead: per agent step, a plan step's time on its agent (StepStarted to \
+         StepFinished, as read from the flow's events) minus the model's; p99 by fifth of the \
+         plan steps, in the order they began (the first fifth holds the start, when every flow \
+         is submitted and planned at once)"
+    );
+    let mut p99s = vec![];
+    for (i, rep) in reps.iter().enumerate() {
+        let l = &rep.latencies;
+        let ms: Vec<f64> = l.steps.iter().map(|&(_, ms)| ms).collect();
+        let by_fifth: Vec<String> = l
+            .steps
+            .chunks(l.steps.len().div_ceil(5).max(1))
+            .map(|fifth| {
+                let ms = sorted(fifth.iter().map(|&(_, ms)| ms).collect());
+                format!("{:.2}", percentile(&ms, 99))
+            })
+            .collect();
+        let ms = sorted(ms);
+        p99s.push(percentile(&ms, 99));
+        println!(
+            "  repetition {}: wall {:.2} s, {:.0} agent steps/s; step overhead p50 {:.2} ms, \
+             p99 {:.2} ms (by fifth {} ms); {:.0} % of the CPU stolen",
+            i + 1,
+            rep.wall,
+            steps as f64 / rep.wall,
+            percentile(&ms, 50),
+            percentile(&ms, 99),
+            by_fifth.join(" / "),
+            rep.stolen * 100.0
+        );
+    }
+    if let Ok(path) = std::env::var("DUMP") {
+        let lines: Vec<String> = reps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, r)| {
+                r.latencies
+                    .steps
+                    .iter()
+                    .map(move |&(at, ms)| format!("{} {at:.3} {ms:.3}", i + 1))
+            })
+            .collect();
+        std::fs::write(&path, lines.join("\n")).expect("write DUMP");
+    }
+    let all_steps = sorted(
+        reps.iter()
+            .flat_map(|r| r.latencies.steps.iter().map(|&(_, ms)| ms))
+            .collect(),
+    );
+    let p99s = sorted(p99s);
+    println!(
+        "  step overhead p99, median of the repetitions' {:.2} ms (from {:.2} to {:.2} ms); \
+         over all {} plan steps: p50 {:.2} ms, p99 {:.2} ms",
+        percentile(&p99s, 50),
+        p99s[0],
+        p99s[p99s.len() - 1],
+        all_steps.len(),
+        percentile(&all_steps, 50),
+        percentile(&all_steps, 99)
+    );
+    let walls: Vec<f64> = reps.iter().map(|r| r.wall).collect();
+    let wall = median(&walls);
+    println!(
+        "  flows/s            {:.0} (median of the repetitions)",
+        flows as f64 / wall
+    );
+    println!(
+        "  agent steps/s      {:.0} (median of the repetitions)",
+        steps as f64 / wall
+    );
+    let submitted = median(
+        &reps
+            .iter()
+            .map(|r| r.submitted.as_secs_f64())
+            .collect::<Vec<_>>(),
+    );
     println!(
         "  submitting them    {:.1} ms ({:.0} µs a flow)",
-        submitted.as_secs_f64() * 1000.0,
-        submitted.as_secs_f64() * 1e6 / flows as f64
+        submitted * 1000.0,
+        submitted * 1e6 / flows as f64
     );
-    println!("  agent steps/s      {:.0}", steps as f64 / wall);
+    let cpu: f64 = reps.iter().map(|r| r.cpu).sum();
+    let store_cpu: f64 = reps.iter().map(|r| r.store_cpu).sum();
+    let model_cpu: f64 = reps.iter().map(|r| r.model_cpu).sum();
+    let all_agent_steps = steps * reps.len() as u64;
     println!(
         "  runtime CPU        {cpu:.2} s: {:.3} ms per agent step, {:.3} ms per model call \
          (model server: {model_cpu:.2} s)",
-        cpu * 1000.0 / steps as f64,
+        cpu * 1000.0 / all_agent_steps as f64,
         cpu * 1000.0 / calls as f64
     );
     println!(
@@ -578,28 +738,35 @@ async fn run(model: &mut ModelServer, load: Load) {
          idle scheduling class: it runs when the flows' threads leave a core free",
         store_cpu * 1000.0 / calls as f64
     );
-    println!(
-        "  step overhead: per agent step, a plan step's time on its agent (StepStarted to \
-         StepFinished, as read from the flow's events) minus the model's, over {} plan steps: \
-         p50 {:.2} ms, p99 {:.2} ms",
-        step_overhead.len(),
-        percentile(&step_overhead, 50),
-        percentile(&step_overhead, 99)
-    );
-    println!(
-        "  step overhead p99 by fifth of the plan steps, in the order they began: {} ms",
-        by_fifth.join(" / ")
+    let queued = sorted(
+        reps.iter()
+            .flat_map(|r| r.latencies.queued.iter().copied())
+            .collect(),
     );
     println!(
         "  waiting for a replica before a plan step: p50 {:.0} ms, p99 {:.0} ms",
         percentile(&queued, 50),
         percentile(&queued, 99)
     );
+    let overhead = sorted(
+        reps.iter()
+            .flat_map(|r| r.latencies.flows.iter().copied())
+            .collect(),
+    );
     println!(
         "  a flow's time beyond the model's, per model call (waits for replicas and \
          planner included), over flows: p50 {:.2} ms, p99 {:.2} ms",
         percentile(&overhead, 50),
         percentile(&overhead, 99)
+    );
+    let gaps = sorted(
+        tally["gaps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_f64)
+            .map(|us| us / 1000.0)
+            .collect(),
     );
     println!(
         "  runtime time between a step's rounds (model answer to next request), over {} \
@@ -609,9 +776,9 @@ async fn run(model: &mut ModelServer, load: Load) {
         percentile(&gaps, 99)
     );
     println!("  peak RSS           {:.1} MB", peak_rss_mb());
+    let stolen = reps.iter().map(|r| r.stolen * r.wall).sum::<f64>() / walls.iter().sum::<f64>();
     println!(
-        "  CPU time the hypervisor took from this machine during the run: {:.0} %",
+        "  CPU time the hypervisor took from this machine during the runs: {:.0} %",
         stolen * 100.0
     );
-    rt.shutdown().await;
 }
