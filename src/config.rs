@@ -94,6 +94,7 @@ struct ServerToml {
     api_tokens: Option<Vec<String>>,
     max_body_kb: Option<usize>,
     resume_on_start: Option<bool>,
+    keep_finished_flows: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -789,10 +790,23 @@ impl Config {
         if api_tokens.iter().any(|t| t.trim().is_empty()) {
             return Err(err(None, "[server] api_tokens: a token is empty".into()));
         }
+        let keep_finished = match &file.server.keep_finished_flows {
+            None => crate::serve::ServerSettings::default().keep_finished,
+            Some(n) if *n.get_ref() == 0 => {
+                return Err(err(
+                    at(n.span()),
+                    "[server] keep_finished_flows = 0: keep at least one finished flow, so \
+                     its result can be read once it ends"
+                        .into(),
+                ));
+            }
+            Some(n) => *n.get_ref(),
+        };
         let server = crate::serve::ServerSettings {
             api_tokens,
             max_body_bytes: file.server.max_body_kb.unwrap_or(64).max(1) * 1024,
             resume_on_start: file.server.resume_on_start.unwrap_or(true),
+            keep_finished,
         };
         Ok(Config {
             store,
@@ -1207,6 +1221,13 @@ mod tests {
         assert_eq!(e.line, Some(8), "{e}");
         let e = parse(&format!("{MINIMAL}\n[store]\npath = \"x\"\n")).unwrap_err();
         assert!(e.message.contains("path"), "{e}");
+
+        assert_eq!(c.server.keep_finished, 10_000);
+        let c = parse(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 3\n")).unwrap();
+        assert_eq!(c.server.keep_finished, 3);
+        let e = parse(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 0\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("keep_finished_flows = 0"), "{e}");
     }
 
     #[test]

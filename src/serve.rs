@@ -4,7 +4,7 @@
 //! it live. Bearer-token auth, body limits, JSON errors, Prometheus metrics and the OpenAPI
 //! document are here too; docs/openapi.json describes every route.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -40,6 +40,10 @@ pub struct ServerSettings {
     /// Resume the runs a dead process left running when the service starts
     /// (`[server] resume_on_start`).
     pub resume_on_start: bool,
+    /// How many finished flows the service holds in memory (`[server] keep_finished_flows`):
+    /// past that, the one that finished first is dropped from its table (the run store keeps
+    /// its record), so a service that runs for months does not grow with every flow.
+    pub keep_finished: usize,
 }
 
 impl Default for ServerSettings {
@@ -48,6 +52,7 @@ impl Default for ServerSettings {
             api_tokens: vec![],
             max_body_bytes: 64 * 1024,
             resume_on_start: true,
+            keep_finished: 10_000,
         }
     }
 }
@@ -58,8 +63,12 @@ pub struct App {
     runtime: tokio::sync::RwLock<Option<Runtime>>,
     settings: ServerSettings,
     flows: RwLock<HashMap<String, Arc<Entry>>>,
-    /// Flow ids in submission order, for listing.
-    order: Mutex<Vec<String>>,
+    /// Flow ids by submission number, for listing.
+    order: Mutex<BTreeMap<u64, String>>,
+    next_seq: AtomicU64,
+    /// The flows held that have finished, by submission number, in the order they
+    /// finished: the first is dropped when there are more than `keep_finished`.
+    finished: Mutex<VecDeque<(u64, String)>>,
     metrics: Arc<Metrics>,
 }
 
@@ -139,10 +148,14 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn not_found(id: &str) -> ApiError {
+fn not_found(id: &str, kept: usize) -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        format!("no flow with id `{id}`; GET /v1/flows lists them"),
+        format!(
+            "no flow with id `{id}` here; GET /v1/flows lists them. The service holds the \
+             last {kept} finished flows ([server] keep_finished_flows); `manus-rt runs show \
+             {id}` reads an older one from the run store"
+        ),
     )
 }
 
@@ -172,7 +185,9 @@ impl App {
             runtime: tokio::sync::RwLock::new(Some(runtime)),
             settings,
             flows: RwLock::new(HashMap::new()),
-            order: Mutex::new(Vec::new()),
+            order: Mutex::new(BTreeMap::new()),
+            next_seq: AtomicU64::new(0),
+            finished: Mutex::new(VecDeque::new()),
             metrics: Arc::new(Metrics::default()),
         })
     }
@@ -191,11 +206,14 @@ impl App {
         if let Ok(mut flows) = self.flows.write() {
             flows.insert(id.clone(), entry.clone());
         }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut order) = self.order.lock() {
-            order.push(id.clone());
+            order.insert(seq, id.clone());
         }
         self.metrics.submitted.fetch_add(1, Ordering::Relaxed);
         let metrics = self.metrics.clone();
+        let app = self.clone();
+        let flow_id = id.clone();
         tokio::spawn(async move {
             while let Some(e) = handle.next_event().await {
                 metrics.observe(&e);
@@ -209,8 +227,33 @@ impl App {
                 };
                 entry.logged.send_replace(count);
             }
+            app.retire(seq, flow_id);
         });
         id
+    }
+
+    /// Flow `seq` has finished: hold it, and drop the one that finished first if more
+    /// than `keep_finished` are held.
+    fn retire(&self, seq: u64, id: String) {
+        let dropped = match self.finished.lock() {
+            Ok(mut finished) => {
+                finished.push_back((seq, id));
+                if finished.len() > self.settings.keep_finished {
+                    finished.pop_front()
+                } else {
+                    None
+                }
+            }
+            Err(_) => None,
+        };
+        if let Some((seq, id)) = dropped {
+            if let Ok(mut order) = self.order.lock() {
+                order.remove(&seq);
+            }
+            if let Ok(mut flows) = self.flows.write() {
+                flows.remove(&id);
+            }
+        }
     }
 
     fn entry(&self, id: &str) -> Result<Arc<Entry>, ApiError> {
@@ -218,7 +261,7 @@ impl App {
             .read()
             .ok()
             .and_then(|f| f.get(id).cloned())
-            .ok_or_else(|| not_found(id))
+            .ok_or_else(|| not_found(id, self.settings.keep_finished))
     }
 
     /// Shut the runtime down; flows still running stop where they are, and later requests
@@ -377,7 +420,11 @@ fn describe(entry: &Entry, full: bool) -> Value {
 }
 
 async fn list(State(app): State<Arc<App>>) -> Json<Value> {
-    let ids = app.order.lock().map(|o| o.clone()).unwrap_or_default();
+    let ids: Vec<String> = app
+        .order
+        .lock()
+        .map(|o| o.values().cloned().collect())
+        .unwrap_or_default();
     let flows: Vec<Value> = ids
         .iter()
         .rev()

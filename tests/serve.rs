@@ -317,6 +317,58 @@ async fn a_flow_is_cancelled_with_delete() {
     assert_eq!(again.status(), 409);
 }
 
+/// The service holds only the last `keep_finished_flows` finished flows: the one that
+/// finished first is dropped from its table and the list, and asking for it says why and
+/// where its record is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_holds_the_last_finished_flows_only() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("serve-keep");
+    let svc = Service::start(
+        &dir,
+        &config(&server, &dir, &[("server.keep_finished_flows", "1")]),
+    )
+    .await;
+    let mut ids = vec![];
+    for task in ["Note the first thing", "Note the second thing"] {
+        server.push_all([
+            plan_reply(&["[MANUS] Note it"]),
+            done("Noted."),
+            Reply::text("It is noted."),
+        ]);
+        let id = svc.submit(task).await;
+        let events = svc.events(&id, None, |_, _| false).await;
+        assert_eq!(events.last().unwrap().1, "flow_finished");
+        ids.push(id);
+    }
+    // The first is dropped once the second has finished, just after its last event.
+    let first = format!("/v1/flows/{}", ids[0]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (status, body) = loop {
+        let (status, body) = svc.get(&first).await;
+        if status != 200 || tokio::time::Instant::now() > deadline {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status, 404, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("keep_finished_flows") && message.contains("runs show"),
+        "{message}"
+    );
+    let (status, second) = svc.get(&format!("/v1/flows/{}", ids[1])).await;
+    assert_eq!((status, &second["status"]), (200, &json!("completed")));
+    let (_, list) = svc.get("/v1/flows").await;
+    let listed: Vec<&str> = list["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [ids[1].as_str()]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bearer_tokens_guard_the_api() {
     let server = ScriptedLlm::start().await;
