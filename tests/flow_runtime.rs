@@ -844,9 +844,10 @@ async fn a_step_past_its_timeout_fails_and_the_flow_goes_on() {
     assert!(!all_text(&reqs[2]).contains("sleep 5"));
 }
 
-/// A finished flow leaves no task behind: its step and flow timeouts end with it. Left
-/// asleep for `step_timeout_secs` and `flow_timeout_secs`, each would hold its planner's
-/// memory that long, and a busy service would grow by every flow of the last hour.
+/// A finished flow, completed or cancelled, leaves no task behind: its step and flow
+/// timeouts end with it. Left asleep for `step_timeout_secs` and `flow_timeout_secs`, each
+/// would hold its planner's memory that long, and a busy service would grow by every flow
+/// of the last hour.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_flow_leaves_no_task_behind() {
     let server = ScriptedLlm::start().await;
@@ -875,14 +876,37 @@ async fn a_finished_flow_leaves_no_task_behind() {
         let (_, outcome) = run(&rt, &format!("Flow {i}")).await;
         assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     }
-    // Stopping actors takes a moment; timeouts left asleep would never go.
+    // And one cancelled while its step waits on the model.
+    server.push_all([
+        plan_reply(&["[MANUS] Think slowly"]),
+        done("Too late.").delay(1000),
+    ]);
+    let mut flow = submit(&rt, "Flow 5", SubmitOptions::default()).await;
+    let cancelled = tokio::time::timeout(GUARD, async {
+        while let Some(e) = flow.next_event().await {
+            if let FlowEvent::StepStarted { .. } = e {
+                flow.cancel();
+            }
+        }
+        flow.outcome().await
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        cancelled.status,
+        FlowStatus::Cancelled,
+        "{}",
+        cancelled.reason
+    );
+    // Stopping actors takes a moment, and the model server holds the cancelled call's
+    // answer for a second; timeouts left asleep would never go.
     let deadline = Instant::now() + Duration::from_secs(10);
     while alive() > before && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
         alive() <= before,
-        "{} tasks alive after five more flows, {before} before them",
+        "{} tasks alive after six more flows, {before} before them",
         alive()
     );
     rt.shutdown().await;
