@@ -4,7 +4,7 @@
 //! token sums equal to what the model server reported; contents only when opted in), that a
 //! dead collector costs nothing but a warning, and that token and cost budgets stop a flow.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Output;

@@ -5,7 +5,7 @@
 //! works on a fresh browser; concurrent flows never see each other's pages. Also the search
 //! engines against local servers speaking each engine's format, and `crawl`.
 
-mod support;
+use crate::support;
 
 use manus_rt::{Config, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! bearer-token auth, malformed and oversized bodies, unknown ids, metrics and the OpenAPI
 //! document. The binary runs against the scripted model on 127.0.0.1.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The shipped example: `run-flow` on the embedded defaults replays the recorded cassette
 //! through the real tools and completes. The ignored test re-records that cassette.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

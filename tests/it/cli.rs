@@ -3,7 +3,7 @@
 //! invalid configs (exit 2, file:line: key), `tools list`, `--record` and offline replay,
 //! `ask_human` answered on stdin, and `--help`.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Stdio;

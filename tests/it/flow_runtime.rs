@@ -6,7 +6,7 @@
 //! Azure wire shape, and isolation between flows. Every case checks what was sent to the
 //! model as well as what happened.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! scripted flow goes from a CSV made by `[MANUS]` to charts and a report whose numbers
 //! match the data. The ignored test regenerates the gallery in docs/charts.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 //! in the flow's container and not on the host, confined to its workspace; memory, time, process and network limits hold and are reported to the
 //! model; a container killed from outside is re-created; no container outlives the runtime.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! bad input (unknown run, finished run, unreachable store) gets clear errors; and the
 //! store's thread yields the CPU to flows.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Output, Stdio};

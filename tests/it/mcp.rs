@@ -4,7 +4,7 @@
 //! changes its tool list mid-session and dies on request; and the Python SDK's client
 //! talking to `manus-rt mcp-server` over stdio and HTTP.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

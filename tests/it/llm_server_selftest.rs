@@ -1,7 +1,7 @@
 //! Self-check of the scripted OpenAI-compatible server in `tests/support/llm_server.rs`,
 //! driven with raw HTTP/1.1 over a TCP socket so it depends on no HTTP client crate.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

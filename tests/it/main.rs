@@ -1,0 +1,17 @@
+//! The integration tests, one binary: each module is the former test file of its name, and
+//! `support` (shared with the benches) is compiled once for all of them.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod browser;
+mod cli;
+mod data_analysis;
+mod example_cassette;
+mod flow_runtime;
+mod llm_server_selftest;
+mod mcp;
+mod sandbox;
+mod serve;
+mod store;
+mod telemetry;
