@@ -10,11 +10,14 @@ mod client;
 mod direct;
 mod http;
 mod retry;
+mod settings;
 pub mod tokens;
 mod types;
+mod wire;
 
 pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor, ReplayFrom};
-pub use client::{ApiType, LlmClient, LlmError, LlmErrorKind, LlmSettings, rewind};
+pub use client::{LlmClient, rewind};
 pub use http::LazyHttp;
 pub use retry::RetryPolicy;
+pub use settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};
 pub use types::*;

@@ -1,0 +1,135 @@
+//! A model profile as data (`LlmSettings`, and how it reaches its model: `ApiType`) and
+//! what a model call fails with (`LlmError`, `LlmErrorKind`). Knows nothing of HTTP, the
+//! wire format or retrying.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::retry::RetryPolicy;
+
+/// How the profile reaches its model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiType {
+    /// `POST {base_url}/chat/completions` with a bearer key: OpenAI, Ollama, llama.cpp
+    /// server, vLLM, LM Studio and other compatible servers.
+    OpenAi,
+    /// `POST {base_url}/openai/deployments/{model}/chat/completions?api-version=…` with an
+    /// `api-key` header.
+    Azure,
+    /// Answers come from a recorded cassette, in order; nothing leaves the process.
+    Replay,
+}
+
+/// One model profile, as data. The host maps `[llm]` / `[llm.NAME]` onto this.
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    /// The profile's name (`default` for `[llm]`), used in messages.
+    pub profile: String,
+    pub api_type: ApiType,
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    /// Azure's `api-version`.
+    pub api_version: Option<String>,
+    pub max_tokens: u32,
+    /// Refuse to send a request whose messages exceed this many tokens.
+    pub max_input_tokens: Option<usize>,
+    pub temperature: f32,
+    /// Limit for one HTTP exchange.
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Prices per million input and output tokens, for cost accounting.
+    pub input_price_per_mtok: f64,
+    pub output_price_per_mtok: f64,
+    /// Put prompts and completions on the `chat` span, cut to this many characters.
+    pub capture_content: Option<usize>,
+    /// The recorded exchanges for `ApiType::Replay`.
+    pub cassette: Option<Arc<super::Cassette>>,
+    /// The model accepts images (screenshots go to it as image parts).
+    pub vision: bool,
+}
+
+impl LlmSettings {
+    /// Settings for a profile that replays a cassette.
+    pub fn replay(profile: &str, cassette: Arc<super::Cassette>) -> Self {
+        LlmSettings {
+            profile: profile.into(),
+            api_type: ApiType::Replay,
+            base_url: String::new(),
+            model: cassette.model().unwrap_or("replay").to_string(),
+            api_key: None,
+            api_version: None,
+            max_tokens: 4096,
+            max_input_tokens: None,
+            temperature: 0.0,
+            timeout: Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            input_price_per_mtok: 0.0,
+            output_price_per_mtok: 0.0,
+            capture_content: None,
+            cassette: Some(cassette),
+            vision: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmErrorKind {
+    /// The request is larger than `max_input_tokens`.
+    InputBudget,
+    /// 401/403: the key is wrong or lacks access.
+    Auth,
+    /// 400/404/422: the server rejected the request as sent.
+    BadRequest,
+    /// 429 after every retry.
+    RateLimited,
+    /// 5xx after every retry.
+    Server,
+    /// Timeouts or connection failures after every retry.
+    Network,
+    /// The answer was not a chat completion.
+    Decode,
+    /// The cassette ran out or diverged from this run.
+    Replay,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct LlmError {
+    pub kind: LlmErrorKind,
+    pub message: String,
+}
+
+impl LlmError {
+    pub fn new(kind: LlmErrorKind, message: impl Into<String>) -> Self {
+        LlmError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl LlmSettings {
+    /// An OpenAI-compatible profile `default` of model `m` at `base_url`.
+    pub(super) fn for_tests(base_url: &str, api_key: Option<&str>) -> Self {
+        LlmSettings {
+            profile: "default".into(),
+            api_type: ApiType::OpenAi,
+            base_url: base_url.into(),
+            model: "m".into(),
+            api_key: api_key.map(str::to_string),
+            api_version: None,
+            max_tokens: 100,
+            max_input_tokens: None,
+            temperature: 0.5,
+            timeout: Duration::from_secs(1),
+            retry: RetryPolicy::default(),
+            input_price_per_mtok: 0.0,
+            output_price_per_mtok: 0.0,
+            capture_content: None,
+            cassette: None,
+            vision: false,
+        }
+    }
+}
