@@ -5,6 +5,8 @@
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use serde_json::{Value, json};
 
@@ -145,26 +147,9 @@ fn chart_ref(v: &Value, section: usize) -> Result<ChartRef, ToolError> {
     }
 }
 
-/// Standard base64 with padding, for data URLs.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+/// `bytes` as a `data:` URL of type `mime` (standard base64, padded).
+fn data_url(mime: &str, bytes: &[u8]) -> String {
+    format!("data:{mime};base64,{}", STANDARD.encode(bytes))
 }
 
 fn image_type(ext: &str) -> Option<&'static str> {
@@ -274,8 +259,8 @@ async fn embed(files: &Files<'_>, chart: &ChartRef, place: &str) -> Result<Embed
 
 fn image_tag(bytes: &[u8], mime: &str, alt: &str) -> String {
     format!(
-        "<img src=\"data:{mime};base64,{}\" alt=\"{}\">",
-        base64(bytes),
+        "<img src=\"{}\" alt=\"{}\">",
+        data_url(mime, bytes),
         escape(alt)
     )
 }
@@ -489,10 +474,7 @@ impl DataReport {
                         "{place}: `{url}` in the markdown is not an image file"
                     ))
                 })?;
-                images.push((
-                    url.clone(),
-                    format!("data:{mime};base64,{}", base64(&bytes)),
-                ));
+                images.push((url.clone(), data_url(mime, &bytes)));
                 md_text = md_text.replace(
                     &format!("]({url}"),
                     &format!("]({}", relative(&md_dir, &target.path)),
@@ -640,12 +622,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_matches_the_standard() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    fn data_urls_carry_standard_padded_base64() {
+        assert_eq!(data_url("image/png", b""), "data:image/png;base64,");
+        assert_eq!(data_url("image/png", b"f"), "data:image/png;base64,Zg==");
+        assert_eq!(data_url("image/gif", b"fo"), "data:image/gif;base64,Zm8=");
+        assert_eq!(
+            data_url("image/png", b"foobar"),
+            "data:image/png;base64,Zm9vYmFy"
+        );
+        assert_eq!(
+            data_url("image/png", &[0xfb, 0xff]),
+            "data:image/png;base64,+/8="
+        );
     }
 
     #[test]
