@@ -4,12 +4,14 @@
 //! written here; this is only the carriage.
 
 use std::collections::BTreeMap;
+use std::pin::Pin;
 
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
+use sse_stream::{Sse, SseStream};
 use tokio::sync::mpsc;
 
 pub(super) struct SseTransport {
@@ -118,52 +120,32 @@ impl Drop for SseTransport {
     }
 }
 
-/// Server-sent events from a byte stream: (event type, data) pairs.
-struct Events<S> {
-    bytes: S,
-    buf: Vec<u8>,
-    kind: String,
-    data: Vec<String>,
-}
+/// Server-sent events from a byte stream, as (event type, data) pairs; the type is empty
+/// when the event names none. Parsing is `sse-stream`'s; events without data are not
+/// dispatched (as the standard says), a malformed line is logged and skipped, and a failed
+/// body ends the stream.
+struct Events(Pin<Box<dyn Stream<Item = Result<Sse, sse_stream::Error>> + Send>>);
 
-impl<S, E> Events<S>
-where
-    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
-{
-    fn new(bytes: S) -> Self {
-        Events {
-            bytes,
-            buf: Vec::new(),
-            kind: String::new(),
-            data: Vec::new(),
-        }
+impl Events {
+    fn new<S, E>(bytes: S) -> Self
+    where
+        S: Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Events(Box::pin(SseStream::from_bytes_stream(bytes)))
     }
 
     async fn next(&mut self) -> Option<(String, String)> {
         loop {
-            while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
-                let raw: Vec<u8> = self.buf.drain(..=end).collect();
-                let line = String::from_utf8_lossy(&raw);
-                let line = line.trim_end_matches(['\n', '\r']);
-                if line.is_empty() {
-                    if self.data.is_empty() {
-                        self.kind.clear();
-                        continue;
-                    }
-                    let data = std::mem::take(&mut self.data).join("\n");
-                    return Some((std::mem::take(&mut self.kind), data));
-                }
-                let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                let value = value.strip_prefix(' ').unwrap_or(value);
-                match field {
-                    "event" => self.kind = value.to_string(),
-                    "data" => self.data.push(value.to_string()),
-                    _ => {}
-                }
-            }
-            match self.bytes.next().await {
-                Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
-                _ => return None,
+            match self.0.next().await? {
+                Ok(Sse {
+                    event,
+                    data: Some(data),
+                    ..
+                }) => return Some((event.unwrap_or_default(), data)),
+                Ok(_) => {}
+                Err(sse_stream::Error::Body(_)) => return None,
+                Err(e) => tracing::warn!("skipped a malformed line of the SSE stream ({e})"),
             }
         }
     }
@@ -188,6 +170,71 @@ mod tests {
             events.next().await,
             Some(("message".into(), "{\"a\":\n1}".into()))
         );
+        assert_eq!(events.next().await, None);
+    }
+
+    /// Lines may end in a lone CR (the standard allows CR, LF or CRLF), and a CR that ends
+    /// one chunk may be followed by the LF that starts the next.
+    #[tokio::test]
+    async fn lone_carriage_returns_end_lines() {
+        let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+            Ok("event: endpoint\rdata: /messages?s=2\r\r".into()),
+            Ok("data: {\"a\":\rdata: 2}\r".into()),
+            Ok("\n\revent: ping\r\rdata: [3]\r\r".into()),
+        ];
+        let mut events = Events::new(futures_util::stream::iter(chunks));
+        assert_eq!(
+            events.next().await,
+            Some(("endpoint".into(), "/messages?s=2".into()))
+        );
+        assert_eq!(
+            events.next().await,
+            Some((String::new(), "{\"a\":\n2}".into()))
+        );
+        // `ping` carries no data, so it is not dispatched, and its type does not carry over.
+        assert_eq!(events.next().await, Some((String::new(), "[3]".into())));
+        assert_eq!(events.next().await, None);
+    }
+
+    /// Many events in one chunk, and one large event cut into many small chunks, all arrive
+    /// whole and in order.
+    #[tokio::test]
+    async fn a_large_stream_of_many_frames_arrives_whole() {
+        const COUNT: usize = 20_000;
+        let mut all = String::new();
+        for i in 0..COUNT {
+            all.push_str(&format!("event: message\ndata: {{\"n\":{i}}}\n\n"));
+        }
+        let big = "x".repeat(1 << 20);
+        let framed = format!("data: {big}\n\n");
+        let mut chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![Ok(all.into())];
+        chunks.extend(
+            framed
+                .as_bytes()
+                .chunks(1000)
+                .map(|c| Ok(bytes::Bytes::copy_from_slice(c))),
+        );
+        let mut events = Events::new(futures_util::stream::iter(chunks));
+        for i in 0..COUNT {
+            let (kind, data) = events.next().await.expect("every event arrives");
+            assert_eq!((kind.as_str(), data), ("message", format!("{{\"n\":{i}}}")));
+        }
+        assert_eq!(
+            events.next().await.map(|(_, data)| data.len()),
+            Some(big.len())
+        );
+        assert_eq!(events.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_failed_body_ends_the_stream() {
+        let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+            Ok("data: 1\n\n".into()),
+            Err(std::io::Error::other("reset")),
+            Ok("data: 2\n\n".into()),
+        ];
+        let mut events = Events::new(futures_util::stream::iter(chunks));
+        assert_eq!(events.next().await, Some((String::new(), "1".into())));
         assert_eq!(events.next().await, None);
     }
 }
