@@ -1272,7 +1272,7 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(s[1].points.len(), 3);
         assert_eq!(s[1].points[0].1, 3.0);
-        let jan = super::super::values::days_from_civil(2024, 1, 1) as f64;
+        let jan = super::super::values::days_from_civil(2024, 1, 1).unwrap() as f64;
         assert_eq!(s[0].points[0], (jan, 150.0));
     }
 

@@ -1,6 +1,8 @@
 //! Reading and writing single values: numbers (with thousands separators), calendar dates,
 //! the missing-value markers data tools write, and how numbers and dates are shown.
 
+use chrono::{Datelike, NaiveDate};
+
 /// Cell texts that mean "no value" (the markers pandas reads as missing).
 const MISSING: &[&str] = &[
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
@@ -93,10 +95,7 @@ pub fn parse_date(text: &str) -> Option<Date> {
         ),
         _ => return None,
     };
-    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
-        return None;
-    }
-    let mut days = days_from_civil(y, m, d) as f64;
+    let mut days = days_from_civil(y, m, d)? as f64;
     if let Some(time) = time {
         let clock = time
             .trim_end_matches('Z')
@@ -121,41 +120,24 @@ pub fn parse_date(text: &str) -> Option<Date> {
     Some(Date { days, precision })
 }
 
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+/// Days since 1970-01-01 of a (proleptic Gregorian) calendar date, if there is such a date.
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> Option<i64> {
+    let date = NaiveDate::from_ymd_opt(y.try_into().ok()?, m.try_into().ok()?, d.try_into().ok()?)?;
+    Some(date.to_epoch_days().into())
 }
 
-pub fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The (year, month, day) of a day count since 1970-01-01.
-pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+/// The (year, month, day) of a day count since 1970-01-01; a count beyond the calendar
+/// chrono knows (about 262,000 years either way) is its first or last day.
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let date = i32::try_from(days)
+        .ok()
+        .and_then(NaiveDate::from_epoch_days)
+        .unwrap_or(if days < 0 {
+            NaiveDate::MIN
+        } else {
+            NaiveDate::MAX
+        });
+    (date.year().into(), date.month().into(), date.day().into())
 }
 
 /// A date written at the given precision: `2024-03`, `2024-03-15`, `2024-03-15 09:30`.
@@ -257,8 +239,16 @@ mod tests {
         let d = parse_date("2024-03-15").unwrap();
         assert_eq!(d.precision, Precision::Day);
         assert_eq!(format_date(d.days, Precision::Day), "2024-03-15");
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(civil_from_days(days_from_civil(2000, 2, 29)), (2000, 2, 29));
+        assert_eq!(days_from_civil(1970, 1, 1), Some(0));
+        assert_eq!(days_from_civil(1969, 12, 31), Some(-1));
+        assert_eq!(days_from_civil(2024, 3, 15), Some(19_797));
+        let leap = days_from_civil(2000, 2, 29).unwrap();
+        assert_eq!(civil_from_days(leap), (2000, 2, 29));
+        assert_eq!(civil_from_days(leap + 1), (2000, 3, 1));
+        assert_eq!(civil_from_days(-719_162), (1, 1, 1));
+        assert_eq!(civil_from_days(i64::MIN).1, 1);
+        assert_eq!(civil_from_days(i64::MAX).1, 12);
+        assert_eq!(parse_date("2000-02-29").map(|d| d.days), Some(leap as f64));
         assert_eq!(parse_date("2024-02").unwrap().precision, Precision::Month);
         assert_eq!(
             format_date(parse_date("2024-2").unwrap().days, Precision::Month),
@@ -279,6 +269,10 @@ mod tests {
             "2024",
             "2024-13",
             "2023-02-29",
+            "2100-02-29",
+            "2024-04-31",
+            "2024-00-10",
+            "2024-01-00",
             "24-01-01",
             "2024-01-01x",
             "march",
