@@ -1,5 +1,5 @@
-//! A small, forgiving HTML reader: tags with their attributes, and text with entities
-//! decoded. Enough to turn pages into markdown and to read search results; it never fails,
+//! A small, forgiving HTML reader: tags with their attributes, and text with character
+//! references decoded (by `html-escape`). Enough to turn pages into markdown and to read search results; it never fails,
 //! whatever the input (malformed markup becomes text).
 
 /// One piece of a document.
@@ -160,76 +160,16 @@ fn raw_text<'a>(s: &'a str, name: &str) -> (&'a str, &'a str) {
     }
 }
 
-/// Replace character references (`&amp;`, `&#39;`, `&#x2014;`, common names) with text.
-pub fn decode(s: &str) -> String {
-    if !s.contains('&') {
-        return s.to_string();
+/// Replace character references (`&amp;`, `&#39;`, `&#x2014;`, and every name HTML
+/// defines, by `html-escape`'s table) with text. A reference must end in `;`; one that does
+/// not, or that names nothing, stays as written. A no-break space reads as a space.
+fn decode(s: &str) -> String {
+    let decoded = html_escape::decode_html_entities(s);
+    if decoded.contains('\u{a0}') {
+        decoded.replace('\u{a0}', " ")
+    } else {
+        decoded.into_owned()
     }
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('&') {
-        out.push_str(&rest[..i]);
-        rest = &rest[i..];
-        let end = rest[1..]
-            .find(|c: char| !c.is_ascii_alphanumeric() && c != '#')
-            .map(|j| j + 1)
-            .unwrap_or(rest.len());
-        let name = &rest[1..end];
-        let decoded = match name.strip_prefix('#') {
-            Some(num) => {
-                let n = match num.strip_prefix(['x', 'X']) {
-                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
-                    None => num.parse().ok(),
-                };
-                n.and_then(char::from_u32)
-            }
-            None => named_entity(name),
-        };
-        match decoded {
-            Some(c) => {
-                out.push(c);
-                rest = &rest[end..];
-                rest = rest.strip_prefix(';').unwrap_or(rest);
-            }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-fn named_entity(name: &str) -> Option<char> {
-    Some(match name {
-        "amp" => '&',
-        "lt" => '<',
-        "gt" => '>',
-        "quot" => '"',
-        "apos" => '\'',
-        "nbsp" => ' ',
-        "copy" => '©',
-        "reg" => '®',
-        "trade" => '™',
-        "mdash" => '—',
-        "ndash" => '–',
-        "hellip" => '…',
-        "lsquo" => '‘',
-        "rsquo" => '’',
-        "ldquo" => '“',
-        "rdquo" => '”',
-        "laquo" => '«',
-        "raquo" => '»',
-        "bull" => '•',
-        "middot" => '·',
-        "times" => '×',
-        "euro" => '€',
-        "pound" => '£',
-        "yen" => '¥',
-        "deg" => '°',
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
@@ -256,5 +196,19 @@ mod tests {
                 Token::Text(" 2".into())
             ]
         );
+    }
+
+    #[test]
+    fn every_named_reference_is_decoded_and_unknown_ones_stay() {
+        let t = tokens(
+            "Caf&eacute;&nbsp;au lait&hellip; &Omega;&ne;&frac12; &NotEqualTilde; &rarr;&#8364;",
+        );
+        assert_eq!(
+            t,
+            [Token::Text("Café au lait… Ω≠½ \u{2242}\u{338} →€".into())]
+        );
+        let t = tokens("<a title=\"&ldquo;x&rdquo; &amp;c\">AT&T &bogus; &amp &#0; &#xZZ;</a>");
+        assert_eq!(t[0].attr("title"), Some("“x” &c"));
+        assert_eq!(t[1], Token::Text("AT&T &bogus; &amp &#0; &#xZZ;".into()));
     }
 }
