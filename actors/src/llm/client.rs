@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
+use crate::tools::clip;
+
 use super::cassette::{Recorder, ReplayCursor, ReplayFrom};
 use super::http::{Answer, Failure, LazyHttp, Route};
 use super::settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};
@@ -98,7 +100,7 @@ impl LlmClient {
         );
         if let Some(max) = s.capture_content {
             let input = serde_json::to_string(&req.messages).unwrap_or_default();
-            span.record("gen_ai.input.messages", crate::tools::clip(&input, max));
+            span.record("gen_ai.input.messages", clip(&input, max));
         }
         let result = self.chat_inner(req).instrument(span.clone()).await;
         if span.is_disabled() {
@@ -117,7 +119,7 @@ impl LlmClient {
                 span.record("manus.cost", r.usage.cost);
                 if let Some(max) = s.capture_content {
                     let output = serde_json::to_string(&[&r.message]).unwrap_or_default();
-                    span.record("gen_ai.output.messages", crate::tools::clip(&output, max));
+                    span.record("gen_ai.output.messages", clip(&output, max));
                 }
             }
             Err(e) => {
