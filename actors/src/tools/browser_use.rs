@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::web::{markdown, search};
+use super::web::{WebClient, markdown, search};
 use super::{
     Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, opt_int_arg, opt_str_arg,
 };
@@ -41,14 +41,14 @@ const ACTIONS: &[&str] = &[
 const MAX_WAIT_SECS: i64 = 60;
 
 pub struct BrowserUse {
-    http: reqwest::Client,
+    http: WebClient,
     search: std::sync::Arc<search::SearchSettings>,
 }
 
 impl BrowserUse {
     pub fn new(settings: &ToolSettings) -> Self {
         BrowserUse {
-            http: super::shared_http(),
+            http: WebClient,
             search: settings.search.clone(),
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::web::{fetch, markdown};
+use super::web::{WebClient, fetch, markdown};
 use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, json_kind, opt_int_arg};
 use crate::llm::ToolSpec;
 
@@ -16,14 +16,12 @@ const MAX_URLS: usize = 10;
 const PAGE_CHARS: usize = 6_000;
 
 pub struct Crawl {
-    http: reqwest::Client,
+    http: WebClient,
 }
 
 impl Default for Crawl {
     fn default() -> Self {
-        Crawl {
-            http: super::shared_http(),
-        }
+        Crawl { http: WebClient }
     }
 }
 

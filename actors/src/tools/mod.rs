@@ -205,14 +205,6 @@ pub fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-/// The HTTP client the web tools share. Building one loads and parses the system's root
-/// certificates (tens of milliseconds of CPU), and tools are made for every step, so it is
-/// built once per process; clones share its connection pool.
-pub fn shared_http() -> reqwest::Client {
-    static HTTP: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    HTTP.get_or_init(reqwest::Client::new).clone()
-}
-
 /// Keep the head and tail of a long text, saying how much was cut.
 pub fn clip(text: &str, max: usize) -> String {
     if text.len() <= max {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::web::{fetch, markdown, search};
+use super::web::{WebClient, fetch, markdown, search};
 use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, opt_int_arg, str_arg};
 use crate::llm::ToolSpec;
 
@@ -15,14 +15,14 @@ const NAME: &str = "web_search";
 const PAGE_CHARS: usize = 2_000;
 
 pub struct WebSearch {
-    http: reqwest::Client,
+    http: WebClient,
     settings: Arc<search::SearchSettings>,
 }
 
 impl WebSearch {
     pub fn new(settings: &ToolSettings) -> Self {
         WebSearch {
-            http: super::shared_http(),
+            http: WebClient,
             settings: settings.search.clone(),
         }
     }

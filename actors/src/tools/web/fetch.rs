@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::WebClient;
 use super::markdown::{self, Page};
 
 /// Bytes read from one response at most.
@@ -23,9 +24,10 @@ pub fn check_web_url(url: &str) -> Result<url::Url, String> {
 }
 
 /// Fetch `url` and read it as a page.
-pub async fn page(http: &reqwest::Client, url: &str, timeout: Duration) -> Result<Page, String> {
+pub async fn page(http: &WebClient, url: &str, timeout: Duration) -> Result<Page, String> {
     let parsed = check_web_url(url)?;
     let mut resp = http
+        .client()
         .get(parsed)
         .timeout(timeout)
         .header(reqwest::header::USER_AGENT, USER_AGENT)

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::WebClient;
 use super::fetch::{USER_AGENT, describe};
 use super::html::{Token, tokens};
 
@@ -92,7 +93,7 @@ pub struct Hit {
 
 /// Search with the engines in order; the answer names the engine that found the hits.
 pub async fn search(
-    http: &reqwest::Client,
+    http: &WebClient,
     s: &SearchSettings,
     q: &Query,
 ) -> Result<(Engine, Vec<Hit>), String> {
@@ -132,7 +133,7 @@ pub async fn search(
 }
 
 async fn run(
-    http: &reqwest::Client,
+    http: &WebClient,
     s: &SearchSettings,
     engine: Engine,
     q: &Query,
@@ -157,7 +158,7 @@ async fn run(
                     ("pageno", "1"),
                 ],
             )?;
-            http.get(url)
+            http.client().get(url)
         }
         Engine::Brave => {
             let key = s
@@ -173,7 +174,8 @@ async fn run(
                     ("search_lang", &q.lang),
                 ],
             )?;
-            http.get(url)
+            http.client()
+                .get(url)
                 .header("X-Subscription-Token", key)
                 .header(reqwest::header::ACCEPT, "application/json")
         }
@@ -182,7 +184,8 @@ async fn run(
                 .append_pair("q", &q.text)
                 .append_pair("kl", &format!("{}-{}", q.country, q.lang))
                 .finish();
-            http.post(&s.duckduckgo_url)
+            http.client()
+                .post(&s.duckduckgo_url)
                 .header(
                     reqwest::header::CONTENT_TYPE,
                     "application/x-www-form-urlencoded",
