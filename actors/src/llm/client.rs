@@ -16,7 +16,7 @@ use super::wire::{read_bytes, read_tree, request_body, server_message, tree};
 use super::{ChatRequest, ChatResponse, Message, Role, tokens};
 
 /// A handle on one model profile. Clones are cheap; what they share that changes is the
-/// direct route's idle connections, behind a lock, and the HTTPS client once it is built.
+/// HTTP client (and its idle connections) once it is built.
 #[derive(Clone)]
 pub struct LlmClient {
     settings: Arc<LlmSettings>,

@@ -1,26 +1,21 @@
-//! One HTTP exchange with a model server: post the body, within the time limit, and read the
-//! whole answer. The client decides what the status means and whether to retry.
-//!
-//! A plain-HTTP endpoint that no proxy setting covers (a local vLLM, Ollama or llama.cpp
-//! server, where calls are many and fast) is reached over hyper's HTTP/1 connections,
-//! driven by the calling task itself (`direct`): the same HTTP/1 code reqwest wraps, without
-//! its connection tasks, URL re-parsing, and the redirect and retry layers it adds to every
-//! request, which a model call does not use. Everything else (HTTPS, proxies) goes through
-//! reqwest.
+//! One HTTP exchange with a model server, through reqwest: post the body, within the time
+//! limit, and read the whole answer. The client decides what the status means and whether
+//! to retry. Knows nothing of the wire format or of retrying.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderName, HeaderValue, RETRY_AFTER};
-use http_body_util::Full;
-use hyper_util::client::proxy::matcher::Matcher;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 
-use super::direct::{self, Endpoint};
+/// An idle connection older than this is not reused: servers close idle ones sooner (uvicorn
+/// after 5 s), and a fresh connection costs less than a request sent on one being closed.
+const IDLE_LIMIT: Duration = Duration::from_secs(4);
 
-/// The reqwest client for model calls that do not go direct (HTTPS, proxies), built on
-/// first need: building it loads the system's root certificates (several milliseconds of a
-/// cold start), which a run against a local model never uses. Clones share one client.
+/// The reqwest client for model calls, built on first need: building it loads the system's
+/// root certificates (several milliseconds of a cold start), which a run that replays a
+/// cassette never uses. Clones share one client, and so one set of connections: the
+/// runtime gives the planners' clients a `LazyHttp` of their own.
 #[derive(Clone, Default)]
 pub struct LazyHttp(Arc<OnceLock<Result<reqwest::Client, String>>>);
 
@@ -28,6 +23,7 @@ impl LazyHttp {
     fn get(&self) -> Result<&reqwest::Client, Failure> {
         let built = self.0.get_or_init(|| {
             reqwest::Client::builder()
+                .pool_idle_timeout(IDLE_LIMIT)
                 .build()
                 .map_err(|e| format!("cannot set up the HTTP client: {}", with_causes(&e)))
         });
@@ -39,19 +35,12 @@ impl LazyHttp {
 
 /// How one endpoint is reached, worked out once per client.
 pub(super) struct Route {
-    way: Way,
+    /// Where to post, or why nothing can be: a URL that does not parse, a key a header
+    /// cannot carry.
+    url: Result<reqwest::Url, String>,
+    http: LazyHttp,
     /// The key's header, made once.
     auth: Option<(HeaderName, HeaderValue)>,
-}
-
-enum Way {
-    /// The server (with its idle connections: one set per `Route`, so per model profile of
-    /// a runtime, shared by its clones), the URL's path and query, and its `Host` header,
-    /// made once.
-    Direct(Box<Endpoint>, http::Uri, HeaderValue),
-    Reqwest(LazyHttp, reqwest::Url),
-    /// The URL does not parse: every attempt says so.
-    Invalid(String),
 }
 
 /// What the server answered.
@@ -93,117 +82,57 @@ impl Route {
             // Sending without the key would only earn a 401 that blames the key's value.
             let why = "the API key holds characters an HTTP header cannot carry";
             return Route {
-                way: Way::Invalid(why.into()),
+                url: Err(why.into()),
+                http,
                 auth: None,
             };
         };
-        let way = match reqwest::Url::parse(url) {
-            Err(e) => Way::Invalid(format!("{url} is not a URL: {e}")),
-            Ok(parsed) => {
-                let direct_to = (parsed.scheme() == "http")
-                    .then(|| parsed.as_str().parse::<http::Uri>().ok())
-                    .flatten()
-                    .filter(|uri| Matcher::from_system().intercept(uri).is_none())
-                    .and_then(|uri| direct_way(&uri));
-                direct_to.unwrap_or(Way::Reqwest(http, parsed))
-            }
-        };
-        Route { way, auth }
-    }
-
-    /// Whether requests skip reqwest (for tests).
-    #[cfg(test)]
-    pub fn is_direct(&self) -> bool {
-        matches!(self.way, Way::Direct(..))
+        Route {
+            url: reqwest::Url::parse(url).map_err(|e| format!("{url} is not a URL: {e}")),
+            http,
+            auth,
+        }
     }
 
     /// Post `body` as JSON and read the whole answer, all within `limit`.
     pub async fn exchange(&self, body: &Bytes, limit: Duration) -> Result<Answer, Failure> {
-        match &self.way {
-            Way::Direct(endpoint, path, host) => {
-                let mut req = http::Request::post(path.clone())
-                    .header(HOST, host.clone())
-                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                if let Some((name, value)) = &self.auth {
-                    req = req.header(name, value);
-                }
-                let req = req
-                    .body(Full::new(body.clone()))
-                    .map_err(|e| Failure::Other(e.to_string()))?;
-                let exchange = async {
-                    let (head, body) = endpoint.exchange(req).await.map_err(|e| match e {
-                        direct::Error::Connect => Failure::Connect,
-                        direct::Error::Http(why) => Failure::Other(why),
-                    })?;
-                    Ok(Answer {
-                        status: head.status.as_u16(),
-                        retry_after: retry_after(&head.headers),
-                        body,
-                    })
-                };
-                tokio::time::timeout(limit, exchange)
-                    .await
-                    .map_err(|_| Failure::Timeout)?
-            }
-            Way::Reqwest(http, url) => {
-                let mut rb = http
-                    .get()?
-                    .post(url.clone())
-                    .timeout(limit)
-                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                    .body(body.clone());
-                if let Some((name, value)) = &self.auth {
-                    rb = rb.header(name, value);
-                }
-                let failure = |e: reqwest::Error| {
-                    if e.is_timeout() {
-                        Failure::Timeout
-                    } else if e.is_connect() {
-                        Failure::Connect
-                    } else {
-                        Failure::Other(e.to_string())
-                    }
-                };
-                let resp = rb.send().await.map_err(failure)?;
-                let status = resp.status().as_u16();
-                let retry_after = retry_after(resp.headers());
-                let body = resp.bytes().await.map_err(failure)?;
-                Ok(Answer {
-                    status,
-                    retry_after,
-                    body,
-                })
-            }
-            Way::Invalid(why) => Err(Failure::Unsendable(why.clone())),
+        let url = self
+            .url
+            .as_ref()
+            .map_err(|why| Failure::Unsendable(why.clone()))?;
+        let mut rb = self
+            .http
+            .get()?
+            .post(url.clone())
+            .timeout(limit)
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(body.clone());
+        if let Some((name, value)) = &self.auth {
+            rb = rb.header(name, value);
         }
+        let failure = |e: reqwest::Error| {
+            if e.is_timeout() {
+                Failure::Timeout
+            } else if e.is_connect() {
+                Failure::Connect
+            } else {
+                Failure::Other(with_causes(&e.without_url()))
+            }
+        };
+        let resp = rb.send().await.map_err(failure)?;
+        let status = resp.status().as_u16();
+        let retry_after = retry_after(resp.headers());
+        let body = resp.bytes().await.map_err(failure)?;
+        Ok(Answer {
+            status,
+            retry_after,
+            body,
+        })
     }
 }
 
-/// The direct way to a plain-HTTP `uri`: its server, the path and query a request line
-/// carries, and the `Host` header (the host, and the port unless it is 80).
-fn direct_way(uri: &http::Uri) -> Option<Way> {
-    let host = uri.host()?;
-    let port = uri.port_u16().unwrap_or(80);
-    let value = if port == 80 {
-        host.to_string()
-    } else {
-        format!("{host}:{port}")
-    };
-    let header = HeaderValue::from_str(&value).ok()?;
-    let path = uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .parse()
-        .ok()?;
-    Some(Way::Direct(
-        Box::new(Endpoint::new(host, port)),
-        path,
-        header,
-    ))
-}
-
 /// `Retry-After` in seconds, when the server gives it so.
-fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     headers
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
@@ -212,8 +141,8 @@ fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
         .map(Duration::from_secs_f64)
 }
 
-/// An error with what caused it, as one line (hyper's own message is terse).
-pub(super) fn with_causes(e: &dyn std::error::Error) -> String {
+/// An error with what caused it, as one line (reqwest's own message is terse).
+fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -226,33 +155,85 @@ pub(super) fn with_causes(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
     use super::*;
 
+    const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+
+    /// Read one request (its head, then as many body bytes as its `content-length` says);
+    /// its head, or `None` if the client closed first.
+    async fn read_request(conn: &mut TcpStream) -> Option<String> {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if seen.len() >= end + 4 + length {
+                    return Some(head);
+                }
+            }
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    /// A server on 127.0.0.1 that writes `answer` to each request, and closes a connection
+    /// after `per_conn` requests. Returns its chat-completions URL and how many connections
+    /// it took.
+    async fn server(per_conn: usize, answer: &'static [u8]) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    for _ in 0..per_conn {
+                        if read_request(&mut conn).await.is_none() {
+                            return;
+                        }
+                        conn.write_all(answer).await.unwrap();
+                    }
+                });
+            }
+        });
+        let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+        (url, accepted)
+    }
+
+    async fn answered(route: &Route) -> Bytes {
+        let body = Bytes::from_static(b"{}");
+        match route.exchange(&body, Duration::from_secs(5)).await {
+            Ok(answer) if answer.status == 200 => answer.body,
+            Ok(answer) => panic!("status {}", answer.status),
+            Err(Failure::Timeout) => panic!("timed out"),
+            Err(Failure::Connect) => panic!("could not connect"),
+            Err(Failure::Other(why) | Failure::Unsendable(why)) => panic!("{why}"),
+        }
+    }
+
     #[test]
-    fn plain_http_goes_direct_and_https_through_reqwest() {
+    fn the_key_goes_in_its_header_marked_sensitive() {
         let http = LazyHttp::default();
-        let local = Route::new(
-            "http://127.0.0.1:8000/v1/chat/completions",
-            http.clone(),
-            None,
-            None,
-        );
-        assert!(local.is_direct() && local.auth.is_none());
-        let host_of = |url: &str| match Route::new(url, http.clone(), None, None).way {
-            Way::Direct(_, _, host) => host,
-            _ => panic!("{url} must go direct"),
-        };
-        assert_eq!(host_of("http://127.0.0.1:8000/v1"), "127.0.0.1:8000");
-        assert_eq!(host_of("http://localhost/v1"), "localhost");
-        assert_eq!(host_of("http://localhost:80/v1"), "localhost");
-        assert_eq!(host_of("http://[::1]:8080/v1"), "[::1]:8080");
+        let local = Route::new("http://127.0.0.1:8000/v1", http.clone(), None, None);
+        assert!(local.url.is_ok() && local.auth.is_none());
         let remote = Route::new(
             "https://api.example.com/v1/chat/completions",
             http.clone(),
             Some("sk-1"),
             None,
         );
-        assert!(!remote.is_direct());
         let (name, value) = remote.auth.unwrap();
         assert_eq!(
             (name.as_str(), value.to_str().unwrap()),
@@ -284,67 +265,133 @@ mod tests {
             Err(Failure::Unsendable(why)) => assert!(why.contains("API key"), "{why}"),
             _ => panic!("a key with a newline must fail as such"),
         }
-        // A port nothing listens on (bound, then closed).
+        // A port nothing listens on (bound, then closed), over plain HTTP and over HTTPS.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let closed = Route::new(
-            &format!("http://127.0.0.1:{port}/v1"),
-            http.clone(),
-            None,
-            None,
-        );
-        assert!(closed.is_direct());
-        assert!(matches!(
-            closed.exchange(&body, Duration::from_secs(5)).await,
-            Err(Failure::Connect)
-        ));
-        // Over HTTPS, through the reqwest client, built for this first call.
-        let tls = Route::new(&format!("https://127.0.0.1:{port}/v1"), http, None, None);
-        assert!(!tls.is_direct());
-        assert!(matches!(
-            tls.exchange(&body, Duration::from_secs(5)).await,
-            Err(Failure::Connect)
-        ));
+        for scheme in ["http", "https"] {
+            let url = format!("{scheme}://127.0.0.1:{port}/v1");
+            let closed = Route::new(&url, http.clone(), None, None);
+            assert!(matches!(
+                closed.exchange(&body, Duration::from_secs(5)).await,
+                Err(Failure::Connect)
+            ));
+        }
     }
 
-    /// The request a server reads: one `Host` header, the one made with the route.
+    /// The request a server reads: one `Host` header, with the port, and the key.
     #[tokio::test]
-    async fn a_direct_request_carries_one_host_header() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    async fn a_request_carries_one_host_header_and_the_key() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let server = tokio::spawn(async move {
             let (mut conn, _) = listener.accept().await.unwrap();
-            let mut seen = Vec::new();
-            let mut buf = [0u8; 4096];
-            // The head, then the two bytes of body.
-            while !seen.windows(6).any(|w| w == b"\r\n\r\n{}") {
-                let n = conn.read(&mut buf).await.unwrap();
-                assert!(n > 0, "the client closed before sending its request");
-                seen.extend_from_slice(&buf[..n]);
-            }
-            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
-            conn.write_all(answer).await.unwrap();
-            String::from_utf8(seen).unwrap()
+            let head = read_request(&mut conn).await.unwrap();
+            conn.write_all(ANSWER).await.unwrap();
+            head
         });
         let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
-        let route = Route::new(&url, LazyHttp::default(), None, None);
-        let body = Bytes::from_static(b"{}");
-        let Ok(answer) = route.exchange(&body, Duration::from_secs(5)).await else {
-            panic!("the exchange failed");
-        };
-        assert_eq!((answer.status, &answer.body[..]), (200, &b"{}"[..]));
-        let head = server.await.unwrap().to_ascii_lowercase();
+        let route = Route::new(&url, LazyHttp::default(), Some("sk-1"), None);
+        assert_eq!(&answered(&route).await[..], b"{}");
+        let head = server.await.unwrap();
+        assert!(
+            head.starts_with("post /v1/chat/completions http/1.1"),
+            "{head}"
+        );
         let hosts: Vec<&str> = head.lines().filter(|l| l.starts_with("host:")).collect();
         assert_eq!(hosts, [format!("host: 127.0.0.1:{port}")], "{head}");
+        assert!(head.contains("authorization: bearer sk-1"), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+    }
+
+    /// Calls one after another share a connection, and so do clients that share a
+    /// `LazyHttp`; a client with a `LazyHttp` of its own (the planners') has its own.
+    #[tokio::test]
+    async fn calls_share_the_connections_of_their_lazy_http_only() {
+        let (url, accepted) = server(usize::MAX, ANSWER).await;
+        let shared = LazyHttp::default();
+        let a = Route::new(&url, shared.clone(), None, None);
+        let b = Route::new(&url, shared, None, None);
+        for route in [&a, &b, &a] {
+            assert_eq!(&answered(route).await[..], b"{}");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        let own = Route::new(&url, LazyHttp::default(), None, None);
+        assert_eq!(&answered(&own).await[..], b"{}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// As when a server's keep-alive runs out between two calls: the connection it closed
+    /// is not used again, and the call goes out on a new one.
+    #[tokio::test]
+    async fn a_connection_the_server_closed_while_idle_is_replaced() {
+        let (url, accepted) = server(1, ANSWER).await;
+        let route = Route::new(&url, LazyHttp::default(), None, None);
+        for _ in 0..3 {
+            assert_eq!(&answered(&route).await[..], b"{}");
+            // Let the server's close arrive.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_closes_its_connection_is_read_whole_and_the_next_call_connects_anew() {
+        let closing = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}";
+        let (url, accepted) = server(1, closing).await;
+        let route = Route::new(&url, LazyHttp::default(), None, None);
+        for round in 1..=2 {
+            assert_eq!(&answered(&route).await[..], b"{}");
+            assert_eq!(accepted.load(Ordering::SeqCst), round);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_that_hangs_up_mid_answer_is_an_error_and_the_next_call_connects_anew() {
+        let half = b"HTTP/1.1 200 OK\r\ncontent-length: 20\r\n\r\n{\"id\":";
+        let (url, accepted) = server(1, half).await;
+        let route = Route::new(&url, LazyHttp::default(), None, None);
+        let body = Bytes::from_static(b"{}");
+        for round in 1..=2 {
+            match route.exchange(&body, Duration::from_secs(5)).await {
+                Err(Failure::Other(why)) => assert!(why.contains("message"), "{why}"),
+                _ => panic!("a cut answer must fail"),
+            }
+            assert_eq!(accepted.load(Ordering::SeqCst), round);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_times_out_leaves_no_connection_behind() {
+        // A server that reads the request and never answers.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            assert!(read_request(&mut conn).await.is_some());
+            // Holds the connection until the client lets go of it.
+            let mut rest = Vec::new();
+            conn.read_to_end(&mut rest).await.unwrap();
+        });
+        let url = format!("http://127.0.0.1:{port}/v1");
+        let route = Route::new(&url, LazyHttp::default(), None, None);
+        let body = Bytes::from_static(b"{}");
+        assert!(matches!(
+            route.exchange(&body, Duration::from_millis(100)).await,
+            Err(Failure::Timeout)
+        ));
+        // The connection was closed, so the server's read ends.
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the abandoned connection is closed")
+            .unwrap();
     }
 
     #[test]
     fn retry_after_takes_only_sane_seconds() {
-        let mut h = http::HeaderMap::new();
+        let mut h = reqwest::header::HeaderMap::new();
         h.insert(RETRY_AFTER, HeaderValue::from_static(" 1.5 "));
         assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
         for odd in ["-1", "NaN", "Wed, 21 Oct 2026 07:28:00 GMT"] {

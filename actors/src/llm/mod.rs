@@ -7,7 +7,6 @@
 
 mod cassette;
 mod client;
-mod direct;
 mod http;
 mod retry;
 mod settings;
