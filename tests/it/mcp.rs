@@ -75,9 +75,8 @@ struct Peer(tokio::process::Child);
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        if let Some(pid) = self.0.id() {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
+        // SIGKILL, to its PID.
+        let _ = self.0.start_kill();
     }
 }
 

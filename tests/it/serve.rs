@@ -26,9 +26,8 @@ struct Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        if let Some(pid) = self.child.id() {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
+        // SIGKILL, to its PID.
+        let _ = self.child.start_kill();
     }
 }
 
@@ -529,9 +528,7 @@ async fn a_killed_service_resumes_its_flow_on_restart() {
     .await
     .expect("the store records steps 1 and 2 as completed");
     store.close().await;
-    if let Some(pid) = svc.child.id() {
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    }
+    let _ = svc.child.start_kill();
     let _ = svc.child.wait().await;
     let before = server.request_count();
 

@@ -114,9 +114,8 @@ fn step_completed(run: &StoredRun, step: usize) -> bool {
 
 /// SIGKILL the child by its pid and reap it.
 async fn kill_hard(child: &mut tokio::process::Child) {
-    let pid = child.id().expect("the child is running") as i32;
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    // SIGKILL, to its pid.
+    child.start_kill().expect("the child is running");
     let status = child.wait().await.unwrap();
     assert!(!status.success(), "killed: {status:?}");
 }

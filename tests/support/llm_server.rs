@@ -601,16 +601,18 @@ fn answer(shared: &Shared, uri: &Uri, head: &Head, reply: Reply) -> Response {
 /// Delays to the microsecond. Tokio's timer fires on whole milliseconds, so every answer due
 /// within one millisecond would go out at once: calls that reached the server apart would be
 /// answered together, and a benchmark would see bursts the model did not make. A Linux
-/// timerfd, armed for the earliest deadline and watched by the server's own runtime, wakes
-/// each call at its own deadline. Its wake-ups happen on the threads that serve the calls:
-/// no thread of its own to hand every call to and back, whose wake-ups and switches cost
-/// the stand-in CPU on the cores it shares with the runtime a benchmark measures.
+/// timerfd (nix's safe wrapper), armed for the earliest deadline and watched by the server's
+/// own runtime, wakes each call at its own deadline. Its wake-ups happen on the threads that
+/// serve the calls: no thread of its own to hand every call to and back, whose wake-ups and
+/// switches cost the stand-in CPU on the cores it shares with the runtime a benchmark measures.
 mod timer {
     use std::collections::BTreeMap;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsFd, AsRawFd, RawFd};
     use std::sync::{Arc, Mutex};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
+    use nix::sys::time::TimeSpec;
+    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
     use tokio::sync::oneshot;
@@ -623,10 +625,20 @@ mod timer {
         n: u64,
     }
 
+    /// The timerfd as tokio's `AsyncFd` wants it (nix's type lends its descriptor through
+    /// `AsFd` only).
+    struct Fd(TimerFd);
+
+    impl AsRawFd for Fd {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0.as_fd().as_raw_fd()
+        }
+    }
+
     /// Its task, which fires it, stops when it is dropped: when the server and every call
     /// it was serving are gone.
     pub struct Timer {
-        fd: Arc<AsyncFd<OwnedFd>>,
+        fd: Arc<AsyncFd<Fd>>,
         due: Arc<Mutex<Due>>,
         task: JoinHandle<()>,
     }
@@ -640,25 +652,14 @@ mod timer {
     /// A timer on the current tokio runtime (there must be one).
     impl Default for Timer {
         fn default() -> Timer {
-            // SAFETY: timerfd_create takes no pointers; a non-negative result is a new
-            // descriptor that nothing else owns.
-            let raw = unsafe {
-                libc::timerfd_create(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-                )
-            };
-            assert!(
-                raw >= 0,
-                "timerfd_create: {}",
-                std::io::Error::last_os_error()
-            );
-            // SAFETY: see above.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-            // SAFETY: an OwnedFd is open and always the same descriptor until it is dropped,
-            // which only the AsyncFd can do.
-            let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
-            let fd = Arc::new(fd.expect("watch the scripted server's timerfd"));
+            let fd = TimerFd::new(
+                ClockId::CLOCK_MONOTONIC,
+                TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+            )
+            .expect("timerfd_create");
+            let fd = AsyncFd::with_interest(Fd(fd), Interest::READABLE)
+                .expect("watch the scripted server's timerfd");
+            let fd = Arc::new(fd);
             let due: Arc<Mutex<Due>> = Arc::default();
             let task = tokio::spawn(fire(fd.clone(), due.clone()));
             Timer { fd, due, task }
@@ -688,25 +689,18 @@ mod timer {
 
     /// Wake every call whose deadline has come each time the timerfd expires, then arm it
     /// for the next one.
-    async fn fire(fd: Arc<AsyncFd<OwnedFd>>, due: Arc<Mutex<Due>>) {
+    async fn fire(fd: Arc<AsyncFd<Fd>>, due: Arc<Mutex<Due>>) {
         loop {
             let Ok(mut ready) = fd.readable().await else {
                 return;
             };
-            let mut expirations = [0u8; 8];
-            // SAFETY: reads at most 8 bytes into a buffer of 8.
-            let n = unsafe {
-                libc::read(
-                    fd.as_raw_fd(),
-                    expirations.as_mut_ptr().cast(),
-                    expirations.len(),
-                )
-            };
+            // Non-blocking: an error (EAGAIN) means nothing had expired, as when it was
+            // re-armed since it became readable.
+            let expired = fd.get_ref().0.wait().is_ok();
             // Read or not, it is drained: the next expiry makes it readable again (tokio
             // keeps an expiry that lands between the read and this).
             ready.clear_ready();
-            if n < 0 {
-                // Nothing had expired: it was re-armed since it became readable.
+            if !expired {
                 continue;
             }
             let mut due = due.lock().unwrap();
@@ -719,38 +713,21 @@ mod timer {
     }
 
     /// Arm the timerfd to expire at `deadline` (at once if it has passed), or disarm it.
-    fn arm(fd: &AsyncFd<OwnedFd>, deadline: Option<Instant>) {
-        let value = match deadline {
+    fn arm(fd: &AsyncFd<Fd>, deadline: Option<Instant>) {
+        let timer = &fd.get_ref().0;
+        let set = match deadline {
             Some(at) => {
                 // Zero would disarm it: a deadline that has passed expires in a nanosecond.
                 let left = at
                     .saturating_duration_since(Instant::now())
-                    .max(std::time::Duration::from_nanos(1));
-                libc::timespec {
-                    tv_sec: left.as_secs() as libc::time_t,
-                    tv_nsec: left.subsec_nanos() as libc::c_long,
-                }
+                    .max(Duration::from_nanos(1));
+                timer.set(
+                    Expiration::OneShot(TimeSpec::from_duration(left)),
+                    TimerSetTimeFlags::empty(),
+                )
             }
-            None => libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
+            None => timer.unset(),
         };
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: value,
-        };
-        // SAFETY: `spec` is a valid itimerspec; the old value is not asked for.
-        let failed =
-            unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        assert_eq!(
-            failed,
-            0,
-            "timerfd_settime: {}",
-            std::io::Error::last_os_error()
-        );
+        set.expect("timerfd_settime");
     }
 }
