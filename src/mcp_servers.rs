@@ -50,6 +50,7 @@ pub fn load(
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
         source: source.clone(),
         line: None,
+        key: None,
         message: format!("cannot read the MCP servers file: {e}"),
     })?;
     parse(&text, &source, call_timeout, connect_timeout)
@@ -64,6 +65,7 @@ pub fn parse(
     let file: ServersFile = serde_json::from_str(text).map_err(|e| ConfigError {
         source: source.to_string(),
         line: Some(e.line()),
+        key: None,
         message: format!("not a valid MCP servers file ({e}); expected {{\"mcpServers\": {{\"ID\": {{\"command\": ..}} or {{\"url\": ..}}}}}}"),
     })?;
     let line_of = |id: &str| {
@@ -78,6 +80,7 @@ pub fn parse(
         let fail = |message: String| ConfigError {
             source: source.to_string(),
             line: line_of(&id),
+            key: Some(format!("mcpServers.{id}")),
             message: format!("mcpServers.{id}: {message}"),
         };
         let transport = match (&s.command, &s.url) {

@@ -42,7 +42,7 @@ const GUARD: Duration = Duration::from_secs(60);
 
 async fn start(server: &ScriptedLlm, dir: &Scratch, overrides: &[(&str, &str)]) -> Runtime {
     let text = config_with(server, &dir.workspace(), overrides);
-    let config = Config::parse(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let config = Config::from_text(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
     Runtime::builder().config(config).start().await.unwrap()
 }
 
