@@ -16,7 +16,7 @@ pub(super) enum LlmDraft {
     /// A model over HTTP; `api_key` is the one written in the file, if any. The variable
     /// `key_env` names, when set and not empty, wins over it.
     Http {
-        settings: LlmSettings,
+        settings: Box<LlmSettings>,
         key_env: Option<String>,
     },
     /// Answers replayed from `cassette` (`builtin:example-flow`, or a path); `key` names the
@@ -153,7 +153,10 @@ fn profile(name: &str, t: &LlmToml) -> Result<LlmDraft, Problem> {
         vision: t.vision.unwrap_or_else(|| sees_images(&model)),
         model,
     };
-    Ok(LlmDraft::Http { settings, key_env })
+    Ok(LlmDraft::Http {
+        settings: Box::new(settings),
+        key_env,
+    })
 }
 
 /// Whether a model name belongs to a family known to accept images; `[llm] vision` says

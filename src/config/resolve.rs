@@ -108,7 +108,7 @@ fn llm_settings(
             if let Some(key) = key_env.and_then(|v| env(&v)).filter(|v| !v.is_empty()) {
                 settings.api_key = Some(key);
             }
-            Ok(settings)
+            Ok(*settings)
         }
         LlmDraft::Replay {
             cassette,

@@ -274,10 +274,10 @@ fn resolve_takes_secrets_from_the_environment_it_is_given() {
 
 #[test]
 fn price_keys_are_llm_keys_and_the_unknown_key_error_lists_them() {
-    let c = load(&format!(
+    let c = load(
         "[llm]\nmodel = \"m\"\ninput_price_per_mtok = 3.0\n[llm.x]\noutput_price_per_mtok = 1.5\n\n\
-         [agents.manus]\n"
-    ))
+         [agents.manus]\n",
+    )
     .unwrap();
     assert_eq!(c.llm["default"].input_price_per_mtok, 3.0);
     assert_eq!(
