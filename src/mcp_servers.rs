@@ -46,14 +46,14 @@ pub fn load(
     call_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<Vec<McpServerSpec>, ConfigError> {
-    let source = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        source: source.clone(),
-        line: None,
-        key: None,
-        message: format!("cannot read the MCP servers file: {e}"),
-    })?;
-    parse(&text, &source, call_timeout, connect_timeout)
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::unreadable(path, "the MCP servers file", e))?;
+    parse(
+        &text,
+        &path.display().to_string(),
+        call_timeout,
+        connect_timeout,
+    )
 }
 
 pub fn parse(

@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::path::Path;
 
 use toml::Spanned;
 
@@ -31,6 +32,19 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// The file at `path` cannot be read; `what` names it in the message (`it`, `the MCP
+    /// servers file`).
+    pub fn unreadable(path: &Path, what: &str, e: std::io::Error) -> ConfigError {
+        ConfigError {
+            source: path.display().to_string(),
+            line: None,
+            key: None,
+            message: format!("cannot read {what}: {e}"),
+        }
+    }
+}
 
 /// A problem a builder found, before the file's name is attached.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -140,14 +140,9 @@ impl Config {
 
     /// Read and load the config file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let source = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            source: source.clone(),
-            line: None,
-            key: None,
-            message: format!("cannot read it: {e}"),
-        })?;
-        Config::from_text(&text, &source, path.parent())
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(path, "it", e))?;
+        Config::from_text(&text, &path.display().to_string(), path.parent())
     }
 
     /// Parse config text and resolve it against the process's environment and the disk;

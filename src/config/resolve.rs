@@ -11,12 +11,14 @@ use std::sync::Arc;
 use manus_actors::llm::{Cassette, LlmSettings};
 use manus_actors::mcp::McpServerSpec;
 
+use crate::mcp_servers;
+
 use super::agents::{AgentDraft, Listed};
 use super::error::{ConfigError, Problem};
 use super::llm::LlmDraft;
 use super::mcp::ServersFile;
 use super::parse::Parsed;
-use super::{BUILTIN_CASSETTE, Config, EMBEDDED_CASSETTE, sandbox};
+use super::{AgentTemplate, BUILTIN_CASSETTE, Config, EMBEDDED_CASSETTE, sandbox};
 
 /// Looks an environment variable up: `None` if it is unset (or not Unicode).
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -40,7 +42,7 @@ impl Parsed {
             settings.capture_content = self.telemetry.capture_content;
             llm.insert(name, Arc::new(settings));
         }
-        let mcp_servers = mcp_servers(&self.mcp_servers_file, dir, &source)?;
+        let mcp_servers = read_servers_file(&self.mcp_servers_file, dir, &source)?;
         let agents = self
             .agents
             .into_iter()
@@ -133,7 +135,7 @@ fn llm_settings(
 
 /// The servers of the servers file: the one `[mcp] servers_file` names, else `mcp.json`
 /// if there is one, else none.
-fn mcp_servers(
+fn read_servers_file(
     file: &ServersFile,
     dir: Option<&Path>,
     source: &str,
@@ -158,14 +160,14 @@ fn mcp_servers(
         None if base.join("mcp.json").exists() => base.join("mcp.json"),
         None => return Ok(vec![]),
     };
-    crate::mcp_servers::load(&path, file.call_timeout, file.connect_timeout)
+    mcp_servers::load(&path, file.call_timeout, file.connect_timeout)
 }
 
 /// The agent with the servers it names (every server when it names none), each checked.
 fn bind_servers(
     mut agent: AgentDraft,
     servers: &[McpServerSpec],
-) -> Result<(super::AgentTemplate, String), Problem> {
+) -> Result<(AgentTemplate, String), Problem> {
     agent.template.mcp_servers = match agent.mcp_servers {
         Some(Listed { names, line, key }) => {
             if let Some(bad) = names
