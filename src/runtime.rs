@@ -7,7 +7,7 @@
 //! use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, SubmitOptions};
 //!
 //! // The example config replays a recorded model for this task, so this runs offline.
-//! let mut config = Config::parse(manus_rt::config::EMBEDDED_EXAMPLE, "example", None)?;
+//! let mut config = Config::from_text(manus_rt::config::EMBEDDED_EXAMPLE, "example", None)?;
 //! config.workspace = std::env::temp_dir().join(format!("manus-doc-{}", std::process::id()));
 //! let runtime = Runtime::builder().config(config.clone()).start().await?;
 //!
@@ -50,13 +50,16 @@ use manus_actors::sandbox::{SandboxHandle, SandboxSettings, SandboxSupervisor};
 use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::store::tap::Tap;
 use crate::store::{RunStore, StoreError, StoredRun};
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// The config (found by `Config::locate` when none was given) is invalid.
+    #[error("invalid config: {0}")]
+    Config(#[from] ConfigError),
     #[error("cannot prepare the workspace {path}: {source}")]
     Workspace {
         path: PathBuf,
@@ -108,7 +111,7 @@ impl RuntimeBuilder {
     pub async fn start(self) -> Result<Runtime, RuntimeError> {
         let config = match self.config {
             Some(c) => c,
-            None => Config::locate(None).map_err(|e| RuntimeError::Spawn(e.to_string()))?,
+            None => Config::locate(None)?,
         };
         std::fs::create_dir_all(&config.workspace).map_err(|source| RuntimeError::Workspace {
             path: config.workspace.clone(),

@@ -46,7 +46,7 @@ const NEVER_MS: u64 = 2 * GUARD.as_millis() as u64;
 
 async fn start(server: &ScriptedLlm, dir: &Scratch, overrides: &[(&str, &str)]) -> Runtime {
     let text = config_with(server, &dir.workspace(), overrides);
-    let config = Config::parse(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let config = Config::from_text(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
     Runtime::builder().config(config).start().await.unwrap()
 }
 

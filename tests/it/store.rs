@@ -456,7 +456,7 @@ async fn a_replayed_run_resumes_reproducibly_from_its_cassette() {
 /// A runtime on the scripted server, recording in the scratch directory's store.
 async fn runtime(server: &ScriptedLlm, dir: &Scratch) -> Runtime {
     let text = config_with(server, &dir.workspace(), &[]);
-    let config = Config::parse(&text, "test.toml", None).unwrap();
+    let config = Config::from_text(&text, "test.toml", None).unwrap();
     Runtime::builder().config(config).start().await.unwrap()
 }
 
