@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::llm::{Message, ToolCall, Usage};
-use crate::planner::plan::{Plan, StepStatus};
+use crate::plan::{Plan, StepStatus};
 use crate::tools::ToolCtx;
 
 // ─── A flow's events ────────────────────────────────────────────────────────────────────

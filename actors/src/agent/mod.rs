@@ -19,13 +19,14 @@ use tracing::Instrument;
 
 use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSet, Usage};
 use crate::mcp::{McpHandle, McpToolset};
-use crate::planner::plan::StepStatus;
+use crate::plan::StepStatus;
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowMsg, ImageData, StepOutcome, StepRequest, TerminateStatus,
     ToolInvocation, ToolMsg, ToolResult,
 };
+use crate::text::clip;
 use crate::tools::worker::{ToolWorker, WorkerArgs};
-use crate::tools::{ToolCtx, ToolSettings, clip};
+use crate::tools::{ToolCtx, ToolSettings};
 use memory::Memory;
 pub use profile::AgentProfile;
 
@@ -637,7 +638,7 @@ fn step_prompt(req: &StepRequest) -> String {
 mod tests {
     use super::*;
     use crate::llm::{Cassette, LlmSettings};
-    use crate::planner::plan::Plan;
+    use crate::plan::Plan;
     use crate::protocol::FlowMsg;
     use crate::protocol::StepReport;
     use serde_json::json;

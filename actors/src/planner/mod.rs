@@ -7,7 +7,6 @@
 //! the agent sends back as a `StepDone` message, so cancellation, timeouts and answers to
 //! questions are handled while a step runs.
 
-pub mod plan;
 mod prompts;
 
 use std::collections::{BTreeMap, HashMap};
@@ -25,12 +24,12 @@ use crate::background::PlanningThread;
 use crate::llm::{
     ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSet, Usage,
 };
+use crate::plan::{Plan, PlanningCall, StepStatus};
 use crate::protocol::{
     AgentMsg, EventSink, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume,
     StepOutcome, StepReport, StepRequest,
 };
-use crate::tools::planning::{PlanningTool, planning_spec};
-use plan::{Plan, StepStatus};
+use crate::tools::planning::planning_spec;
 
 /// What to do when a step has failed after its retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -529,13 +528,14 @@ impl PlanJob {
             if args.get("title").is_none() {
                 args["title"] = Value::String(prompts::title_from(&self.task));
             }
-            let mut book = PlanningTool::default();
-            match book.apply(&args) {
+            match PlanningCall::from_args(&args) {
+                Ok(PlanningCall::Create {
+                    plan_id,
+                    title,
+                    steps,
+                }) => return Plan::new(plan_id, title, steps),
                 Ok(_) => {
-                    let id = book.active_id().unwrap_or_default().to_string();
-                    if let Some(plan) = book.take(&id) {
-                        return plan;
-                    }
+                    tracing::warn!(flow = %self.id, "the planner's planning call made no plan")
                 }
                 Err(e) => {
                     tracing::warn!(flow = %self.id, "the planner's planning call was unusable: {e}")
