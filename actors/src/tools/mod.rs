@@ -25,11 +25,10 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
-use ractor::ActorRef;
 use serde_json::Value;
 
 use crate::llm::ToolSpec;
-use crate::protocol::{FlowMsg, TerminateStatus};
+use crate::protocol::{FlowLink, TerminateStatus};
 use crate::text::{clip, json_kind};
 
 /// A boxed future that borrows the tool for the length of one call.
@@ -73,15 +72,16 @@ impl ToolError {
     }
 }
 
-/// What a call may know about where it runs.
+/// Where an agent's tools run, given to its tool worker when the worker starts: the same
+/// for every call, since an agent serves one flow.
 #[derive(Debug, Clone)]
 pub struct ToolCtx {
     pub flow_id: String,
     pub agent: String,
     /// Every file a tool touches lies inside this directory.
     pub workspace: PathBuf,
-    /// The flow's owner, for questions to the human.
-    pub flow: Option<ActorRef<FlowMsg>>,
+    /// What a tool may ask of its flow: questions to the human, spending to count.
+    pub flow: Option<FlowLink>,
     /// With `[sandbox] use_sandbox`, where code runs instead of the host.
     pub sandbox: Option<crate::sandbox::SandboxHandle>,
     /// The flow's browser, for `browser_use`.
