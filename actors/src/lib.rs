@@ -2,6 +2,8 @@
 //! agents, tool workers), the messages between them, the LLM client and the tools.
 //!
 //! Start reading at `protocol.rs`; ARCHITECTURE.md at the repository root maps the rest.
+//! The leaves every module may use: `protocol` (the messages), `plan` (the plan as data),
+//! `text` and `process` (helpers); none of them imports an actor's module.
 //! This crate knows nothing of the CLI, TOML or exporters: the host (`manus-rt`) maps its
 //! config onto the typed arguments here.
 
@@ -16,5 +18,5 @@ pub(crate) mod process;
 pub mod protocol;
 pub mod root;
 pub mod sandbox;
-pub mod text;
+pub(crate) mod text;
 pub mod tools;

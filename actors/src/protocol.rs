@@ -12,6 +12,9 @@
 //! comes back as a message of its own (`StepReport`); everything else is a cast.
 //! Nothing is shared between actors but these messages and clones of the flow's
 //! `EventSink`.
+//!
+//! This file is a leaf: it names no actor's module, only the model's data types (`llm`)
+//! and the plan (`plan`), so every actor can depend on it and it on none of them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
