@@ -77,6 +77,8 @@ impl EventSink {
 /// are started under it by `root::start_flow`, in the submitter's own task.
 pub enum RootMsg {}
 
+// ─── Planner (one per flow) ────────────────────────────────────────────────────────────
+
 /// Whether a flow is planned or handed whole to its primary agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -84,8 +86,6 @@ pub enum FlowMode {
     Plan,
     Single,
 }
-
-// ─── Planner (one per flow) ────────────────────────────────────────────────────────────
 
 /// Messages to a flow's planner.
 pub enum FlowMsg {
