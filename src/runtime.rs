@@ -40,11 +40,10 @@ use manus_actors::llm::{self, LazyHttp, LlmClient, Recorder, ReplayFrom};
 use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::client::McpConnection;
 use manus_actors::mcp::server::ServeSettings;
-use manus_actors::planner::plan::Plan;
+use manus_actors::plan::Plan;
+use manus_actors::planner::{FlowSpec, Resume};
 use manus_actors::protocol::{BrowserMsg, EventObserver, EventSink, SandboxMsg};
-use manus_actors::protocol::{
-    FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, RootMsg,
-};
+use manus_actors::protocol::{FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, RootMsg};
 use manus_actors::root::Root;
 use manus_actors::sandbox::{SandboxHandle, SandboxSettings, SandboxSupervisor};
 use ractor::{Actor, ActorRef};

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use manus_actors::llm::{Message, Usage};
-use manus_actors::planner::plan::Plan;
+use manus_actors::plan::Plan;
 use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome};
 use serde::Serialize;
 
@@ -168,7 +168,7 @@ impl StoredRun {
     pub fn progress(&self) -> (usize, usize) {
         self.plan.as_ref().map_or((0, 0), |p| {
             (
-                p.count(manus_actors::planner::plan::StepStatus::Completed),
+                p.count(manus_actors::plan::StepStatus::Completed),
                 p.steps.len(),
             )
         })

@@ -333,7 +333,7 @@ fn apply(db: &mut dyn Backend, folds: &mut Folds, batch: Vec<Write>) {
 mod tests {
     use super::*;
     use manus_actors::llm::{Message, Usage};
-    use manus_actors::planner::plan::{Plan, StepStatus};
+    use manus_actors::plan::{Plan, StepStatus};
     use manus_actors::protocol::{FlowMode, FlowOutcome, FlowStatus};
 
     fn row(id: &str, owner: &str) -> StoredRun {

@@ -11,7 +11,7 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use manus_rt::engine::planner::plan::StepStatus;
+use manus_rt::engine::plan::StepStatus;
 use manus_rt::{
     Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions,
 };

@@ -8,7 +8,7 @@ use crate::support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use manus_rt::engine::planner::plan::StepStatus;
+use manus_rt::engine::plan::StepStatus;
 use manus_rt::store::{RunStore, StoreUrl};
 use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};

@@ -107,9 +107,9 @@ async fn wait_for_run(
 }
 
 fn step_completed(run: &StoredRun, step: usize) -> bool {
-    run.plan.as_ref().is_some_and(|p| {
-        p.steps[step].status == manus_rt::engine::planner::plan::StepStatus::Completed
-    })
+    run.plan
+        .as_ref()
+        .is_some_and(|p| p.steps[step].status == manus_rt::engine::plan::StepStatus::Completed)
 }
 
 /// SIGKILL the child by its pid and reap it.

@@ -19,13 +19,14 @@ use tracing::Instrument;
 
 use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSet, Usage};
 use crate::mcp::{McpHandle, McpToolset};
-use crate::planner::plan::StepStatus;
+use crate::plan::StepStatus;
 use crate::protocol::{
-    AgentMsg, FlowEvent, FlowMsg, ImageData, StepOutcome, StepRequest, TerminateStatus,
+    AgentMsg, FlowEvent, FlowLink, FlowMsg, ImageData, StepOutcome, StepRequest, TerminateStatus,
     ToolInvocation, ToolMsg, ToolResult,
 };
+use crate::text::clip;
 use crate::tools::worker::{ToolWorker, WorkerArgs};
-use crate::tools::{ToolCtx, ToolSettings, clip};
+use crate::tools::{ToolCtx, ToolSettings};
 use memory::Memory;
 pub use profile::AgentProfile;
 
@@ -91,13 +92,24 @@ pub struct AgentState {
     worker: Option<ActorRef<ToolMsg>>,
 }
 
+/// Start the agent's tool worker, with the context every call of the flow's runs in.
 async fn spawn_worker(
     myself: &ActorRef<AgentMsg>,
     spec: &AgentSpec,
+    req: &StepRequest,
 ) -> Result<ActorRef<ToolMsg>, ActorProcessingErr> {
     let args = WorkerArgs {
         tools: spec.profile.tools.clone(),
         settings: spec.tool_settings.clone(),
+        ctx: ToolCtx {
+            flow_id: req.flow_id.clone(),
+            agent: spec.name.clone(),
+            workspace: spec.workspace.clone(),
+            flow: Some(FlowLink::new(req.flow.clone(), spec.name.clone())),
+            sandbox: spec.sandbox.clone(),
+            browser: spec.browser.clone(),
+            llm: Some(spec.llm.clone()),
+        },
     };
     let (worker, _) = Actor::spawn_linked(None, ToolWorker, args, myself.get_cell()).await?;
     Ok(worker)
@@ -538,15 +550,6 @@ impl<'a> StepRun<'a> {
         let inv = ToolInvocation {
             call: call.clone(),
             args,
-            ctx: ToolCtx {
-                flow_id: self.req.flow_id.clone(),
-                agent: self.state.spec.name.clone(),
-                workspace: self.state.spec.workspace.clone(),
-                flow: Some(self.req.flow.clone()),
-                sandbox: self.state.spec.sandbox.clone(),
-                browser: self.state.spec.browser.clone(),
-                llm: Some(self.state.spec.llm.clone()),
-            },
             span: tracing::Span::current(),
             mcp: route,
         };
@@ -563,7 +566,7 @@ impl<'a> StepRun<'a> {
             + Duration::from_secs(30);
         let worker = match &self.state.worker {
             Some(w) => w.clone(),
-            None => match spawn_worker(self.myself, &self.state.spec).await {
+            None => match spawn_worker(self.myself, &self.state.spec, self.req).await {
                 Ok(w) => self.state.worker.insert(w).clone(),
                 Err(e) => return failed(format!("the tool worker could not start: {e}")),
             },
@@ -637,7 +640,7 @@ fn step_prompt(req: &StepRequest) -> String {
 mod tests {
     use super::*;
     use crate::llm::{Cassette, LlmSettings};
-    use crate::planner::plan::Plan;
+    use crate::plan::Plan;
     use crate::protocol::FlowMsg;
     use crate::protocol::StepReport;
     use serde_json::json;

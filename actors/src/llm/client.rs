@@ -244,7 +244,7 @@ impl LlmClient {
         );
         if let Some(max) = s.capture_content {
             let input = serde_json::to_string(&req.messages).unwrap_or_default();
-            span.record("gen_ai.input.messages", crate::tools::clip(&input, max));
+            span.record("gen_ai.input.messages", crate::text::clip(&input, max));
         }
         let result = self.chat_inner(req).instrument(span.clone()).await;
         if span.is_disabled() {
@@ -263,7 +263,7 @@ impl LlmClient {
                 span.record("manus.cost", r.usage.cost);
                 if let Some(max) = s.capture_content {
                     let output = serde_json::to_string(&[&r.message]).unwrap_or_default();
-                    span.record("gen_ai.output.messages", crate::tools::clip(&output, max));
+                    span.record("gen_ai.output.messages", crate::text::clip(&output, max));
                 }
             }
             Err(e) => {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, str_arg};
 use crate::llm::ToolSpec;
-use crate::protocol::FlowMsg;
+use crate::protocol::Unanswered;
 
 pub struct AskHuman {
     timeout: Duration,
@@ -45,24 +45,16 @@ impl Tool for AskHuman {
                 .flow
                 .as_ref()
                 .ok_or_else(|| ToolError::new("ask_human: nobody is attached to answer"))?;
-            let agent = ctx.agent.clone();
-            let answer = ractor::call_t!(
-                flow,
-                |reply| FlowMsg::Ask {
-                    agent,
-                    inquire,
-                    reply
-                },
-                self.timeout.as_millis() as u64
-            );
-            match answer {
-                Ok(Ok(text)) => Ok(ToolOutput::text(format!("The human answered: {text}"))),
-                Ok(Err(why)) => Err(ToolError::new(format!("ask_human: no answer: {why}"))),
-                Err(ractor::RactorErr::Timeout) => Err(ToolError::new(format!(
+            match flow.ask(inquire, self.timeout).await {
+                Ok(text) => Ok(ToolOutput::text(format!("The human answered: {text}"))),
+                Err(Unanswered::Refused(why)) => {
+                    Err(ToolError::new(format!("ask_human: no answer: {why}")))
+                }
+                Err(Unanswered::TimedOut) => Err(ToolError::new(format!(
                     "ask_human: no answer within {}s; carry on with your best judgement",
                     self.timeout.as_secs()
                 ))),
-                Err(e) => Err(ToolError::new(format!(
+                Err(Unanswered::Undelivered(e)) => Err(ToolError::new(format!(
                     "ask_human: the flow could not take the question: {e}"
                 ))),
             }

@@ -14,7 +14,7 @@ use super::{
     Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, opt_int_arg, opt_str_arg,
 };
 use crate::llm::{ChatRequest, Message, ToolChoice, ToolSet, ToolSpec};
-use crate::protocol::{BrowserAction, BrowserReply, FlowMsg};
+use crate::protocol::{BrowserAction, BrowserReply};
 
 const NAME: &str = "browser_use";
 
@@ -322,12 +322,7 @@ async fn extract(
         .await
         .map_err(|e| fail(format!("extract_content: the model call failed: {e}")))?;
     if let Some(flow) = &ctx.flow {
-        // The agent asks the planner about the budget before its next call.
-        let _ = flow.send_message(FlowMsg::Spent {
-            agent: ctx.agent.clone(),
-            usage: resp.usage,
-            go_on: None,
-        });
+        flow.spent(resp.usage);
     }
     let answer: Value = resp
         .message

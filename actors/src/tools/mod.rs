@@ -25,11 +25,11 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
-use ractor::ActorRef;
 use serde_json::Value;
 
 use crate::llm::ToolSpec;
-use crate::protocol::{FlowMsg, TerminateStatus};
+use crate::protocol::{FlowLink, TerminateStatus};
+use crate::text::{clip, json_kind};
 
 /// A boxed future that borrows the tool for the length of one call.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -72,15 +72,16 @@ impl ToolError {
     }
 }
 
-/// What a call may know about where it runs.
+/// Where an agent's tools run, given to its tool worker when the worker starts: the same
+/// for every call, since an agent serves one flow.
 #[derive(Debug, Clone)]
 pub struct ToolCtx {
     pub flow_id: String,
     pub agent: String,
     /// Every file a tool touches lies inside this directory.
     pub workspace: PathBuf,
-    /// The flow's owner, for questions to the human.
-    pub flow: Option<ActorRef<FlowMsg>>,
+    /// What a tool may ask of its flow: questions to the human, spending to count.
+    pub flow: Option<FlowLink>,
     /// With `[sandbox] use_sandbox`, where code runs instead of the host.
     pub sandbox: Option<crate::sandbox::SandboxHandle>,
     /// The flow's browser, for `browser_use`.
@@ -193,53 +194,12 @@ pub fn opt_int_arg(args: &Value, key: &str, tool: &str) -> Result<Option<i64>, T
     }
 }
 
-/// The JSON type name of a value, for error messages.
-pub fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// The HTTP client the web tools share. Building one loads and parses the system's root
 /// certificates (tens of milliseconds of CPU), and tools are made for every step, so it is
 /// built once per process; clones share its connection pool.
 pub fn shared_http() -> reqwest::Client {
     static HTTP: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     HTTP.get_or_init(reqwest::Client::new).clone()
-}
-
-/// Keep the head and tail of a long text, saying how much was cut.
-pub fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let head = floor_char(text, max * 2 / 3);
-    let tail_start = ceil_char(text, text.len() - (max - head));
-    format!(
-        "{}\n[... {} characters cut ...]\n{}",
-        &text[..head],
-        tail_start - head,
-        &text[tail_start..]
-    )
-}
-
-fn floor_char(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]
@@ -299,16 +259,5 @@ pub(crate) mod tests {
         fn call<'a>(&'a mut self, _args: Value, _ctx: &'a ToolCtx) -> ToolFuture<'a> {
             Box::pin(async { panic!("this tool always panics") })
         }
-    }
-
-    #[test]
-    fn clip_keeps_head_and_tail() {
-        let text = "a".repeat(50) + &"b".repeat(50);
-        let c = clip(&text, 30);
-        assert!(
-            c.starts_with("aaaa") && c.ends_with("bbbb") && c.contains("characters cut"),
-            "{c}"
-        );
-        assert_eq!(clip("short", 30), "short");
     }
 }

@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use super::bash::{Capture, kill_group};
 use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, str_arg};
 use crate::llm::ToolSpec;
+use crate::process::{Capture, kill_group};
 use crate::sandbox::SandboxHandle;
 
 /// Most bytes of stdout shown to the model.
