@@ -74,8 +74,6 @@ pub struct ScriptedLlm {
 
 #[derive(Default)]
 struct Shared {
-    /// Holds each answer until it is due.
-    timer: timer::Timer,
     queue: Mutex<VecDeque<Reply>>,
     /// Queues served to requests whose first user message contains the key.
     keyed: Mutex<Vec<(String, VecDeque<Reply>)>>,
@@ -100,7 +98,6 @@ impl Shared {
 impl ScriptedLlm {
     /// Binds `127.0.0.1:0` and starts serving on the current tokio runtime.
     pub async fn start() -> ScriptedLlm {
-        // On this runtime: the timer's task starts with it.
         let shared = Arc::new(Shared::default());
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
@@ -523,7 +520,8 @@ async fn chat_completions(
     let delay = Duration::from_millis(reply.delay_ms);
     let response = answer(&shared, &uri, &head, reply);
     if !delay.is_zero() {
-        shared.timer.sleep_until(arrived + delay).await;
+        // Tokio's timer wakes on whole milliseconds: answers due within one go out together.
+        tokio::time::sleep_until((arrived + delay).into()).await;
     }
     let observer = shared.observer.lock().unwrap().clone();
     if let Some(observe) = observer {
@@ -596,138 +594,4 @@ fn answer(shared: &Shared, uri: &Uri, head: &Head, reply: Reply) -> Response {
         }
     });
     with_retry_after(axum::Json(response).into_response(), reply.retry_after)
-}
-
-/// Delays to the microsecond. Tokio's timer fires on whole milliseconds, so every answer due
-/// within one millisecond would go out at once: calls that reached the server apart would be
-/// answered together, and a benchmark would see bursts the model did not make. A Linux
-/// timerfd (nix's safe wrapper), armed for the earliest deadline and watched by the server's
-/// own runtime, wakes each call at its own deadline. Its wake-ups happen on the threads that
-/// serve the calls: no thread of its own to hand every call to and back, whose wake-ups and
-/// switches cost the stand-in CPU on the cores it shares with the runtime a benchmark measures.
-mod timer {
-    use std::collections::BTreeMap;
-    use std::os::fd::{AsFd, AsRawFd, RawFd};
-    use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
-
-    use nix::sys::time::TimeSpec;
-    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-    use tokio::io::Interest;
-    use tokio::io::unix::AsyncFd;
-    use tokio::sync::oneshot;
-    use tokio::task::JoinHandle;
-
-    /// The calls waiting, by deadline, then by arrival (so equal deadlines do not collide).
-    #[derive(Default)]
-    struct Due {
-        calls: BTreeMap<(Instant, u64), oneshot::Sender<()>>,
-        n: u64,
-    }
-
-    /// The timerfd as tokio's `AsyncFd` wants it (nix's type lends its descriptor through
-    /// `AsFd` only).
-    struct Fd(TimerFd);
-
-    impl AsRawFd for Fd {
-        fn as_raw_fd(&self) -> RawFd {
-            self.0.as_fd().as_raw_fd()
-        }
-    }
-
-    /// Its task, which fires it, stops when it is dropped: when the server and every call
-    /// it was serving are gone.
-    pub struct Timer {
-        fd: Arc<AsyncFd<Fd>>,
-        due: Arc<Mutex<Due>>,
-        task: JoinHandle<()>,
-    }
-
-    impl Drop for Timer {
-        fn drop(&mut self) {
-            self.task.abort();
-        }
-    }
-
-    /// A timer on the current tokio runtime (there must be one).
-    impl Default for Timer {
-        fn default() -> Timer {
-            let fd = TimerFd::new(
-                ClockId::CLOCK_MONOTONIC,
-                TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
-            )
-            .expect("timerfd_create");
-            let fd = AsyncFd::with_interest(Fd(fd), Interest::READABLE)
-                .expect("watch the scripted server's timerfd");
-            let fd = Arc::new(fd);
-            let due: Arc<Mutex<Due>> = Arc::default();
-            let task = tokio::spawn(fire(fd.clone(), due.clone()));
-            Timer { fd, due, task }
-        }
-    }
-
-    impl Timer {
-        /// Wait until `deadline`.
-        pub async fn sleep_until(&self, deadline: Instant) {
-            let (tx, rx) = oneshot::channel();
-            {
-                let mut due = self.due.lock().unwrap();
-                due.n += 1;
-                let key = (deadline, due.n);
-                due.calls.insert(key, tx);
-                if due
-                    .calls
-                    .first_key_value()
-                    .is_some_and(|(first, _)| *first == key)
-                {
-                    arm(&self.fd, Some(deadline));
-                }
-            }
-            let _ = rx.await;
-        }
-    }
-
-    /// Wake every call whose deadline has come each time the timerfd expires, then arm it
-    /// for the next one.
-    async fn fire(fd: Arc<AsyncFd<Fd>>, due: Arc<Mutex<Due>>) {
-        loop {
-            let Ok(mut ready) = fd.readable().await else {
-                return;
-            };
-            // Non-blocking: an error (EAGAIN) means nothing had expired, as when it was
-            // re-armed since it became readable.
-            let expired = fd.get_ref().0.wait().is_ok();
-            // Read or not, it is drained: the next expiry makes it readable again (tokio
-            // keeps an expiry that lands between the read and this).
-            ready.clear_ready();
-            if !expired {
-                continue;
-            }
-            let mut due = due.lock().unwrap();
-            let now = Instant::now();
-            while let Some(call) = due.calls.first_entry().filter(|c| c.key().0 <= now) {
-                let _ = call.remove().send(());
-            }
-            arm(&fd, due.calls.first_key_value().map(|((at, _), _)| *at));
-        }
-    }
-
-    /// Arm the timerfd to expire at `deadline` (at once if it has passed), or disarm it.
-    fn arm(fd: &AsyncFd<Fd>, deadline: Option<Instant>) {
-        let timer = &fd.get_ref().0;
-        let set = match deadline {
-            Some(at) => {
-                // Zero would disarm it: a deadline that has passed expires in a nanosecond.
-                let left = at
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_nanos(1));
-                timer.set(
-                    Expiration::OneShot(TimeSpec::from_duration(left)),
-                    TimerSetTimeFlags::empty(),
-                )
-            }
-            None => timer.unset(),
-        };
-        set.expect("timerfd_settime");
-    }
 }
