@@ -4,6 +4,7 @@
 //! book). Tools never run inside the agent: a tool-worker actor (`worker.rs`) owns the
 //! agent's tools and runs each call, so a tool that panics takes down only its worker.
 
+pub mod args;
 pub mod ask_human;
 pub mod bash;
 pub mod browser_use;
