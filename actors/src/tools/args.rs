@@ -14,11 +14,12 @@
 use schemars::generate::SchemaSettings;
 use schemars::transform::RecursiveTransform;
 use schemars::{JsonSchema, Schema};
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, Unexpected};
 use serde_json::{Map, Value};
 use serde_path_to_error::Segment;
 
-use super::ToolError;
+use super::{ToolError, json_kind};
 
 /// Where [`flat_tagged`] notes the tag's name, for [`parse`]'s messages; the model never sees it.
 const TAG_MARK: &str = "x-tag";
@@ -45,9 +46,41 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(tool: &str, args: &Value) -> Resu
     })
 }
 
-/// A string argument that must say something: blank text is refused like a missing one.
-pub fn non_blank(text: String) -> Option<String> {
-    (!text.trim().is_empty()).then_some(text)
+/// A type whose values the model names by a fixed set of words, listed by the type itself
+/// (`ChartType::NAMES`); [`Named`] makes it an argument.
+pub trait Names: Sized {
+    /// Every name, in the order the schema lists them.
+    fn names() -> Vec<&'static str>;
+    /// The value a name stands for (names may have aliases).
+    fn parse(name: &str) -> Option<Self>;
+}
+
+/// An argument given by name: a string of [`Names::names`] in the schema, read with
+/// surrounding blanks ignored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Named<T>(pub T);
+
+impl<T: Names> JsonSchema for Named<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Named".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "string", "enum": T::names()})
+    }
+}
+
+impl<'de, T: Names> Deserialize<'de> for Named<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        T::parse(name.trim()).map(Named).ok_or_else(|| {
+            serde::de::Error::invalid_value(Unexpected::Str(&name), &"one of the names")
+        })
+    }
 }
 
 /// The type's schema with the tag mark still in it.
@@ -55,21 +88,31 @@ fn contract<T: JsonSchema>() -> Value {
     let mut settings = SchemaSettings::draft2020_12();
     settings.inline_subschemas = true;
     settings.meta_schema = None;
-    settings.transforms.push(Box::new(RecursiveTransform(plain)));
+    settings
+        .transforms
+        .push(Box::new(RecursiveTransform(plain)));
     settings
         .into_generator()
         .into_root_schema_for::<T>()
         .to_value()
 }
 
-/// One subschema without what the model does not need: titles, formats, defaults, and the
-/// `null` that optional (`Option`) values add.
+/// One subschema without what the model does not need: titles, formats, defaults, the
+/// `null` that optional (`Option`) values add, and the line breaks of doc comments.
 fn plain(schema: &mut Schema) {
     let Some(obj) = schema.as_object_mut() else {
         return;
     };
     for key in ["title", "format", "default"] {
         obj.remove(key);
+    }
+    if let Some(Value::String(text)) = obj.get_mut("description") {
+        // A doc comment's line breaks are the source's, not the text's.
+        let paragraphs: Vec<String> = text
+            .split("\n\n")
+            .map(|p| p.lines().collect::<Vec<_>>().join(" "))
+            .collect();
+        *text = paragraphs.join("\n\n");
     }
     let is_null = |v: &Value| v == "null" || v.get("type").is_some_and(|t| t == "null");
     if let Some(Value::Array(types)) = obj.get_mut("type") {
@@ -213,6 +256,17 @@ fn explain(args: &Value, at: Vec<String>, msg: &str, schema: &Value) -> String {
             choices(property(schema, t))
         );
     }
+    let standard = [
+        "invalid type: ",
+        "invalid value: ",
+        "invalid length ",
+        "unknown variant `",
+        "data did not match any variant of untagged enum",
+    ];
+    if !standard.iter().any(|p| msg.starts_with(p)) {
+        // A field's own reader said, naming the field, what it must be.
+        return msg.to_string();
+    }
     // Inside a tagged enum serde loses the path: find the argument that does not fit.
     let at = if at.is_empty() {
         misfit(args, schema)
@@ -223,16 +277,6 @@ fn explain(args: &Value, at: Vec<String>, msg: &str, schema: &Value) -> String {
         return format!("the arguments do not fit the schema: {msg}");
     };
     let name = shown_path(&at, None);
-    let standard = [
-        "invalid type: ",
-        "invalid value: ",
-        "invalid length ",
-        "unknown variant `",
-    ];
-    if !standard.iter().any(|p| msg.starts_with(p)) {
-        // A field's own reader said what it must be.
-        return format!("argument `{name}` {msg}");
-    }
     let got = value_at(args, &at).map_or("nothing".into(), shown);
     format!(
         "argument `{name}` must be {}, got {got}",
@@ -279,10 +323,11 @@ fn schema_at<'a>(schema: &'a Value, at: &[String]) -> Option<&'a Value> {
 }
 
 fn value_at<'a>(args: &'a Value, at: &[String]) -> Option<&'a Value> {
-    at.iter().try_fold(args, |v, step| match step.strip_prefix('[') {
-        Some(i) => v.get(i.trim_end_matches(']').parse::<usize>().ok()?),
-        None => v.get(step),
-    })
+    at.iter()
+        .try_fold(args, |v, step| match step.strip_prefix('[') {
+            Some(i) => v.get(i.trim_end_matches(']').parse::<usize>().ok()?),
+            None => v.get(step),
+        })
 }
 
 /// The path (from `value`) of the first part of `value` that `schema` does not allow; empty
@@ -391,14 +436,7 @@ fn choices(schema: Option<&Value>) -> String {
 
 /// A short rendering of a value that does not fit.
 fn shown(v: &Value) -> String {
-    let kind = match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    };
+    let kind = json_kind(v);
     let text = v.to_string();
     if v.is_null() || text.len() > 60 {
         kind.to_string()
@@ -409,8 +447,6 @@ fn shown(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use schemars::JsonSchema;
-    use serde::Deserialize;
     use serde_json::json;
 
     use super::*;

@@ -4,11 +4,69 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, json_kind, opt_str_arg, str_arg};
+use super::args::{self, Named, Names};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput};
 use crate::llm::ToolSpec;
 use crate::planner::plan::{Plan, PlanStep, StepStatus};
+
+const NAME: &str = "planning";
+
+pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(PlanningTool::default()));
+
+/// What to do.
+#[derive(Deserialize, JsonSchema)]
+#[serde(tag = "command", rename_all = "snake_case")]
+#[schemars(transform = args::flat_tagged)]
+enum Command {
+    Create {
+        /// The plan's identifier. Needed by create, update, set_active and delete; get and
+        /// mark_step default to the active plan.
+        plan_id: String,
+        /// The plan's title (create; optional for update).
+        title: String,
+        /// The steps, in order (create; optional for update). Steps whose text is unchanged
+        /// keep their status.
+        steps: Vec<String>,
+    },
+    Update {
+        plan_id: String,
+        title: Option<String>,
+        steps: Option<Vec<String>>,
+    },
+    List,
+    Get {
+        plan_id: Option<String>,
+    },
+    SetActive {
+        plan_id: String,
+    },
+    MarkStep {
+        plan_id: Option<String>,
+        /// The step to mark, counting from 0 (mark_step).
+        step_index: i64,
+        /// The step's new status (mark_step).
+        step_status: Option<Named<StepStatus>>,
+        /// Notes to keep with the step (mark_step).
+        step_notes: Option<String>,
+    },
+    Delete {
+        plan_id: String,
+    },
+}
+
+impl Names for StepStatus {
+    fn names() -> Vec<&'static str> {
+        StepStatus::ALL.map(StepStatus::as_str).to_vec()
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        StepStatus::parse(name)
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct PlanningTool {
@@ -18,80 +76,66 @@ pub struct PlanningTool {
 
 pub fn planning_spec() -> ToolSpec {
     ToolSpec {
-        name: "planning".into(),
+        name: NAME.into(),
         description: "Create and keep track of a plan for a task. A plan is a title and an ordered list of \
             steps; each step has a status (not_started, in_progress, completed, blocked, failed) and notes. \
             Prefix a step with [AGENT_NAME] to say which agent should carry it out."
             .into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "enum": ["create", "update", "list", "get", "set_active", "mark_step", "delete"],
-                    "description": "What to do."},
-                "plan_id": {"type": "string", "description": "The plan's identifier. Needed by create, update, set_active and delete; get and mark_step default to the active plan."},
-                "title": {"type": "string", "description": "The plan's title (create; optional for update)."},
-                "steps": {"type": "array", "items": {"type": "string"}, "description": "The steps, in order (create; optional for update). Steps whose text is unchanged keep their status."},
-                "step_index": {"type": "integer", "description": "The step to mark, counting from 0 (mark_step)."},
-                "step_status": {"type": "string", "enum": ["not_started", "in_progress", "completed", "blocked", "failed"], "description": "The step's new status (mark_step)."},
-                "step_notes": {"type": "string", "description": "Notes to keep with the step (mark_step)."}
-            },
-            "required": ["command"]
-        }),
+        parameters: args::schema::<Command>(),
     }
 }
 
-const TOOL: &str = "planning";
-
-fn steps_arg(args: &Value) -> Result<Option<Vec<String>>, ToolError> {
-    match args.get("steps") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-                other => Err(ToolError::new(format!(
-                    "planning: steps[{i}] must be a non-empty string, got {}",
-                    json_kind(other)
-                ))),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some),
-        Some(other) => Err(ToolError::new(format!(
-            "planning: `steps` must be an array of strings, got {}",
-            json_kind(other)
-        ))),
-    }
+/// The steps as given, each trimmed; none may be blank.
+fn checked_steps(steps: Vec<String>) -> Result<Vec<String>, ToolError> {
+    steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| match s.trim() {
+            "" => Err(ToolError::new(format!(
+                "planning: steps[{i}] must be a non-empty string"
+            ))),
+            text => Ok(text.to_string()),
+        })
+        .collect()
 }
 
 impl PlanningTool {
     /// Apply one call; the planner uses this directly for the model's `create`.
     pub fn apply(&mut self, args: &Value) -> Result<String, ToolError> {
-        match str_arg(args, "command", TOOL)? {
-            "create" => {
-                let id = str_arg(args, "plan_id", TOOL)?.to_string();
+        match args::parse(NAME, args)? {
+            Command::Create {
+                plan_id: id,
+                title,
+                steps,
+            } => {
                 if self.plans.contains_key(&id) {
                     return Err(ToolError::new(format!(
                         "planning: a plan `{id}` exists already; use update"
                     )));
                 }
-                let title = str_arg(args, "title", TOOL)?.to_string();
-                let steps = steps_arg(args)?.filter(|s| !s.is_empty()).ok_or_else(|| {
-                    ToolError::new("planning: create needs `steps`, a non-empty array of strings")
-                })?;
+                let steps = checked_steps(steps)?;
+                if steps.is_empty() {
+                    return Err(ToolError::new(
+                        "planning: create needs `steps`, a non-empty array of strings",
+                    ));
+                }
                 let plan = Plan::new(&id, title, steps);
                 let view = plan.view();
                 self.plans.insert(id.clone(), plan);
                 self.active = Some(id.clone());
                 Ok(format!("Created plan `{id}` and made it active.\n\n{view}"))
             }
-            "update" => {
-                let id = str_arg(args, "plan_id", TOOL)?;
-                let plan = self.plan_mut(Some(id))?;
-                if let Some(title) = opt_str_arg(args, "title", TOOL)? {
-                    plan.title = title.to_string();
+            Command::Update {
+                plan_id: id,
+                title,
+                steps,
+            } => {
+                let steps = steps.map(checked_steps).transpose()?;
+                let plan = self.plan_mut(Some(&id))?;
+                if let Some(title) = title {
+                    plan.title = title;
                 }
-                if let Some(steps) = steps_arg(args)? {
+                if let Some(steps) = steps {
                     let old = std::mem::take(&mut plan.steps);
                     plan.steps = steps
                         .into_iter()
@@ -105,7 +149,7 @@ impl PlanningTool {
                 }
                 Ok(format!("Updated plan `{id}`.\n\n{}", plan.view()))
             }
-            "list" => {
+            Command::List => {
                 if self.plans.is_empty() {
                     return Ok("No plans yet; create one.".into());
                 }
@@ -129,62 +173,45 @@ impl PlanningTool {
                     .collect();
                 Ok(format!("Plans:\n{}", lines.join("\n")))
             }
-            "get" => Ok(self.plan_mut(opt_str_arg(args, "plan_id", TOOL)?)?.view()),
-            "set_active" => {
-                let id = str_arg(args, "plan_id", TOOL)?;
-                self.plan_mut(Some(id))?;
-                self.active = Some(id.to_string());
+            Command::Get { plan_id } => Ok(self.plan_mut(plan_id.as_deref())?.view()),
+            Command::SetActive { plan_id: id } => {
+                self.plan_mut(Some(&id))?;
+                self.active = Some(id.clone());
                 Ok(format!("Plan `{id}` is now active."))
             }
-            "mark_step" => {
-                let id = opt_str_arg(args, "plan_id", TOOL)?;
-                let index = match args.get("step_index") {
-                    Some(Value::Number(n)) if n.as_u64().is_some() => {
-                        n.as_u64().unwrap_or_default() as usize
-                    }
-                    Some(other) => {
-                        return Err(ToolError::new(format!(
-                            "planning: `step_index` must be a whole number, got {}",
-                            json_kind(other)
-                        )));
-                    }
-                    None => return Err(ToolError::new("planning: mark_step needs `step_index`")),
-                };
-                let status = match opt_str_arg(args, "step_status", TOOL)? {
-                    Some(s) => Some(StepStatus::parse(s).ok_or_else(|| {
-                        ToolError::new(format!(
-                            "planning: unknown step_status `{s}`; use one of not_started, in_progress, completed, blocked, failed"
-                        ))
-                    })?),
-                    None => None,
-                };
-                let notes = opt_str_arg(args, "step_notes", TOOL)?;
-                let plan = self.plan_mut(id)?;
+            Command::MarkStep {
+                plan_id,
+                step_index,
+                step_status,
+                step_notes,
+            } => {
+                let index = usize::try_from(step_index).map_err(|_| {
+                    ToolError::new(format!(
+                        "planning: `step_index` must be a whole number of 0 or more, got {step_index}"
+                    ))
+                })?;
+                let plan = self.plan_mut(plan_id.as_deref())?;
                 let n = plan.steps.len();
                 let step = plan.steps.get_mut(index).ok_or_else(|| {
                     ToolError::new(format!("planning: step_index {index} is out of range; the plan has {n} steps (0..{n})"))
                 })?;
-                if let Some(st) = status {
-                    step.status = st;
+                if let Some(Named(status)) = step_status {
+                    step.status = status;
                 }
-                if let Some(notes) = notes {
-                    step.notes = notes.to_string();
+                if let Some(notes) = step_notes {
+                    step.notes = notes;
                 }
                 Ok(format!("Marked step {index}.\n\n{}", plan.view()))
             }
-            "delete" => {
-                let id = str_arg(args, "plan_id", TOOL)?;
+            Command::Delete { plan_id: id } => {
                 self.plans
-                    .remove(id)
+                    .remove(&id)
                     .ok_or_else(|| ToolError::new(format!("planning: no plan `{id}`")))?;
-                if self.active.as_deref() == Some(id) {
+                if self.active.as_deref() == Some(id.as_str()) {
                     self.active = None;
                 }
                 Ok(format!("Deleted plan `{id}`."))
             }
-            other => Err(ToolError::new(format!(
-                "planning: unknown command `{other}`; use create, update, list, get, set_active, mark_step or delete"
-            ))),
         }
     }
 
@@ -224,6 +251,8 @@ impl Tool for PlanningTool {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
