@@ -248,14 +248,6 @@ fn explain(args: &Value, at: Vec<String>, msg: &str, schema: &Value) -> String {
         }
         return text;
     }
-    if let (Some(t), Some(bad)) = (tag, quoted_after(msg, "unknown variant `"))
-        && tag_value == Some(bad)
-    {
-        return format!(
-            "unknown {t} `{bad}`; one of: {}",
-            choices(property(schema, t))
-        );
-    }
     let standard = [
         "invalid type: ",
         "invalid value: ",
@@ -277,11 +269,15 @@ fn explain(args: &Value, at: Vec<String>, msg: &str, schema: &Value) -> String {
         return format!("the arguments do not fit the schema: {msg}");
     };
     let name = shown_path(&at, None);
-    let got = value_at(args, &at).map_or("nothing".into(), shown);
-    format!(
-        "argument `{name}` must be {}, got {got}",
-        must(schema_at(schema, &at))
-    )
+    let wanted = schema_at(schema, &at);
+    let given = value_at(args, &at);
+    if let (Some(Value::String(word)), Some(wanted)) = (given, wanted)
+        && wanted.get("enum").is_some()
+    {
+        return format!("unknown {name} `{word}`; one of: {}", choices(Some(wanted)));
+    }
+    let got = given.map_or("nothing".into(), shown);
+    format!("argument `{name}` must be {}, got {got}", must(wanted))
 }
 
 /// The text between `prefix` and the next backtick, when `msg` starts with `prefix`.

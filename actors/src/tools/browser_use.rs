@@ -395,6 +395,19 @@ mod tests {
     }
 
     #[test]
+    fn the_description_names_every_action() {
+        let spec = BrowserUse::new(&ToolSettings::default()).spec();
+        let actions = spec.parameters["properties"]["action"]["enum"]
+            .as_array()
+            .unwrap();
+        assert_eq!(actions.len(), 16);
+        for action in actions {
+            let name = action.as_str().unwrap();
+            assert!(spec.description.contains(name), "{name}");
+        }
+    }
+
+    #[test]
     fn arguments_are_checked_per_action() {
         assert_eq!(
             parse(&json!({"action": "click_element", "index": 3})).unwrap(),

@@ -322,6 +322,34 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn each_builtin_is_made_under_its_own_name() {
+        let settings = ToolSettings::default();
+        assert_eq!(KNOWN_TOOLS.len(), BUILTINS.len());
+        for (known, b) in KNOWN_TOOLS.iter().zip(BUILTINS) {
+            assert_eq!(*known, b.name);
+            assert_eq!(make_tool(b.name, &settings).unwrap().spec().name, b.name);
+        }
+        assert!(make_tool("no_such_tool", &settings).is_none());
+        let browsing: Vec<&str> = BUILTINS
+            .iter()
+            .filter(|b| b.browser)
+            .map(|b| b.name)
+            .collect();
+        assert_eq!(browsing, [browser_use::TOOL.name]);
+    }
+
+    #[test]
+    fn the_longest_deadline_is_that_of_the_slowest_tool() {
+        let settings = ToolSettings {
+            python_timeout: Duration::from_secs(7),
+            bash_timeout: Duration::from_secs(9),
+            ask_timeout: Duration::from_secs(8),
+            ..ToolSettings::default()
+        };
+        assert_eq!(longest_deadline(&settings), Duration::from_secs(9));
+    }
+
+    #[test]
     fn clip_keeps_head_and_tail() {
         let text = "a".repeat(50) + &"b".repeat(50);
         let c = clip(&text, 30);
