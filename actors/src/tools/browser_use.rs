@@ -188,20 +188,11 @@ fn request(action: Action) -> Result<Request, ToolError> {
         },
         Action::CloseTab => BrowserAction::CloseTab,
         Action::WebSearch { query } => {
-            return Ok(Request::Search(said(
-                query,
-                "web_search",
-                "query",
-                "what to search for",
-            )?));
+            return said(query, "web_search", "query", "what to search for").map(Request::Search);
         }
         Action::ExtractContent { goal } => {
-            return Ok(Request::Extract(said(
-                goal,
-                "extract_content",
-                "goal",
-                "what to find on the page",
-            )?));
+            let goal = said(goal, "extract_content", "goal", "what to find on the page");
+            return goal.map(Request::Extract);
         }
         Action::Wait { seconds } => {
             let s = seconds.unwrap_or(3);

@@ -92,32 +92,21 @@ enum Columns {
     Many(Vec<String>),
 }
 
-impl Names for ChartType {
-    fn names() -> Vec<&'static str> {
-        ChartType::NAMES.to_vec()
-    }
-    fn parse(name: &str) -> Option<Self> {
-        ChartType::parse(name)
-    }
+/// The chart engine's choices, named as it lists them.
+macro_rules! named_by_the_chart_engine {
+    ($($choice:ty),*) => {$(
+        impl Names for $choice {
+            fn names() -> Vec<&'static str> {
+                <$choice>::NAMES.to_vec()
+            }
+            fn parse(name: &str) -> Option<Self> {
+                <$choice>::parse(name)
+            }
+        }
+    )*};
 }
 
-impl Names for Sort {
-    fn names() -> Vec<&'static str> {
-        Sort::NAMES.to_vec()
-    }
-    fn parse(name: &str) -> Option<Self> {
-        Sort::parse(name)
-    }
-}
-
-impl Names for Aggregate {
-    fn names() -> Vec<&'static str> {
-        Aggregate::NAMES.to_vec()
-    }
-    fn parse(name: &str) -> Option<Self> {
-        Aggregate::parse(name)
-    }
-}
+named_by_the_chart_engine!(ChartType, Sort, Aggregate);
 
 impl Names for Output {
     fn names() -> Vec<&'static str> {
