@@ -1,14 +1,12 @@
 //! A plan as data: steps, their `[AGENT]` tags, statuses and notes, and its text view; a
-//! book of plans and the `planning` calls that change it, read from a call's arguments.
-//! The planner reads its plan with this, and the `planning` tool keeps its book here.
+//! book of plans and the `planning` calls that change it (read from a call's arguments by
+//! `tools::planning`). The planner keeps its plan with this, and the `planning` tool its book.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::llm::Usage;
-use crate::text::json_kind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -194,7 +192,7 @@ impl Plan {
     }
 }
 
-/// One `planning` call, its arguments read and checked.
+/// One `planning` call, its arguments read and checked (by `tools::planning::read_call`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlanningCall {
     Create {
@@ -225,114 +223,6 @@ pub enum PlanningCall {
     Delete {
         plan_id: String,
     },
-}
-
-/// A call's arguments, with errors that name the argument and what it must be.
-struct CallArgs<'a>(&'a Value);
-
-impl<'a> CallArgs<'a> {
-    fn string(&self, key: &str) -> Result<String, String> {
-        self.opt_string(key)?
-            .ok_or_else(|| format!("planning: missing required argument `{key}`"))
-    }
-
-    /// Null counts as absent.
-    fn opt_string(&self, key: &str) -> Result<Option<String>, String> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!(
-                "planning: argument `{key}` must be a string, got {}",
-                json_kind(other)
-            )),
-        }
-    }
-
-    /// The steps, each trimmed and non-empty.
-    fn steps(&self) -> Result<Option<Vec<String>>, String> {
-        match self.0.get("steps") {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-                    other => Err(format!(
-                        "planning: steps[{i}] must be a non-empty string, got {}",
-                        json_kind(other)
-                    )),
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some),
-            Some(other) => Err(format!(
-                "planning: `steps` must be an array of strings, got {}",
-                json_kind(other)
-            )),
-        }
-    }
-}
-
-impl PlanningCall {
-    /// Read a `planning` call from its arguments (a JSON object).
-    pub fn from_args(args: &Value) -> Result<PlanningCall, String> {
-        let args = CallArgs(args);
-        Ok(match args.string("command")?.as_str() {
-            "create" => PlanningCall::Create {
-                plan_id: args.string("plan_id")?,
-                title: args.string("title")?,
-                steps: args
-                    .steps()?
-                    .filter(|s| !s.is_empty())
-                    .ok_or("planning: create needs `steps`, a non-empty array of strings")?,
-            },
-            "update" => PlanningCall::Update {
-                plan_id: args.string("plan_id")?,
-                title: args.opt_string("title")?,
-                steps: args.steps()?,
-            },
-            "list" => PlanningCall::List,
-            "get" => PlanningCall::Get {
-                plan_id: args.opt_string("plan_id")?,
-            },
-            "set_active" => PlanningCall::SetActive {
-                plan_id: args.string("plan_id")?,
-            },
-            "mark_step" => PlanningCall::MarkStep {
-                plan_id: args.opt_string("plan_id")?,
-                step_index: match args.0.get("step_index") {
-                    Some(Value::Number(n)) if n.as_u64().is_some() => {
-                        n.as_u64().unwrap_or_default() as usize
-                    }
-                    Some(other) => {
-                        return Err(format!(
-                            "planning: `step_index` must be a whole number, got {}",
-                            json_kind(other)
-                        ));
-                    }
-                    None => return Err("planning: mark_step needs `step_index`".into()),
-                },
-                step_status: match args.opt_string("step_status")? {
-                    Some(s) => Some(StepStatus::parse(&s).ok_or_else(|| {
-                        format!(
-                            "planning: unknown step_status `{s}`; use one of not_started, \
-                             in_progress, completed, blocked, failed"
-                        )
-                    })?),
-                    None => None,
-                },
-                step_notes: args.opt_string("step_notes")?,
-            },
-            "delete" => PlanningCall::Delete {
-                plan_id: args.string("plan_id")?,
-            },
-            other => {
-                return Err(format!(
-                    "planning: unknown command `{other}`; use create, update, list, get, \
-                     set_active, mark_step or delete"
-                ));
-            }
-        })
-    }
 }
 
 /// A book of plans that `planning` calls create, update and mark, one of them active.
@@ -472,8 +362,6 @@ impl PlanBook {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -513,48 +401,5 @@ mod tests {
             StepStatus::NotStarted.mark(),
         );
         assert_eq!(v, expected);
-    }
-
-    fn apply(book: &mut PlanBook, args: Value) -> Result<String, String> {
-        book.apply(PlanningCall::from_args(&args)?)
-    }
-
-    #[test]
-    fn book_creates_marks_updates_and_says_what_is_wrong() {
-        let mut book = PlanBook::default();
-        let out = apply(
-            &mut book,
-            json!({"command": "create", "plan_id": "p", "title": "T", "steps": ["[MANUS] a", "b"]}),
-        )
-        .unwrap();
-        assert!(out.contains("0. [ ] [MANUS] a"), "{out}");
-        apply(
-            &mut book,
-            json!({"command": "mark_step", "step_index": 0, "step_status": "completed", "step_notes": "ok"}),
-        )
-        .unwrap();
-        let out = apply(
-            &mut book,
-            json!({"command": "update", "plan_id": "p", "steps": ["[MANUS] a", "c"]}),
-        )
-        .unwrap();
-        assert!(
-            out.contains("0. [✓] [MANUS] a") && out.contains("1. [ ] c"),
-            "{out}"
-        );
-        let e = apply(&mut book, json!({"command": "mark_step", "step_index": 9})).unwrap_err();
-        assert!(e.contains("out of range"), "{e}");
-        let e = apply(
-            &mut book,
-            json!({"command": "create", "plan_id": "q", "title": "T", "steps": "x"}),
-        )
-        .unwrap_err();
-        assert!(e.contains("array of strings"), "{e}");
-        assert!(
-            apply(&mut book, json!({"command": "fly"}))
-                .unwrap_err()
-                .contains("unknown command")
-        );
-        assert_eq!(book.take("p").unwrap().steps.len(), 2);
     }
 }

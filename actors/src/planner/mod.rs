@@ -31,7 +31,7 @@ use crate::protocol::{
     AgentMsg, EventSink, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, StepOutcome,
     StepReport, StepRequest,
 };
-use crate::tools::planning::planning_spec;
+use crate::tools::planning::{planning_spec, read_call};
 
 pub struct Planner;
 
@@ -502,7 +502,7 @@ impl PlanJob {
             if args.get("title").is_none() {
                 args["title"] = Value::String(prompts::title_from(&self.task));
             }
-            match PlanningCall::from_args(&args) {
+            match read_call(&args) {
                 Ok(PlanningCall::Create {
                     plan_id,
                     title,

@@ -6,14 +6,33 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 use tokio::io::BufReader;
 use tokio::process::{Child, Command};
 
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, json_kind, str_arg};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
 use crate::llm::ToolSpec;
 use crate::process::{Capture, MAX_OUTPUT, ShellIo, ShellIoError, kill_group};
 use crate::protocol::ShellEnd;
+
+const NAME: &str = "bash";
+
+/// A command is killed after `[tools] bash_timeout`.
+pub const TOOL: Builtin =
+    Builtin::new(NAME, |s| Box::new(Bash::new(s))).with_deadline(|s| Some(s.bash_timeout));
+
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// The shell command(s) to run. Several lines are fine; they run as one script.
+    #[schemars(required)]
+    command: Option<String>,
+    /// Set to true to kill the current shell and start a fresh one in the workspace (before
+    /// `command`, if one is given).
+    restart: Option<bool>,
+}
 
 /// Runs shell commands in a persistent `bash` session.
 pub struct Bash {
@@ -31,20 +50,14 @@ impl Bash {
     }
 
     async fn run(&mut self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let restart = match args.get("restart") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(ToolError::new(format!(
-                    "bash: argument `restart` must be a boolean, got {}",
-                    json_kind(other)
-                )));
-            }
+        let Args { command, restart } = args::parse(NAME, &args)?;
+        let restart = restart.unwrap_or(false);
+        let command = match command {
+            Some(command) => command,
+            None if restart => String::new(),
+            None => return Err(ToolError::new("bash: missing required argument `command`")),
         };
-        let command = match args.get("command") {
-            None | Some(Value::Null) if restart => "",
-            _ => str_arg(&args, "command", "bash")?,
-        };
+        let command = command.as_str();
         if command.trim().is_empty() && !restart {
             return Err(ToolError::new(
                 "bash: `command` is empty. Send the shell command to run (for example `ls -la`), \
@@ -136,7 +149,7 @@ impl Bash {
 impl Tool for Bash {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "bash".into(),
+            name: NAME.into(),
             description: format!(
                 "Run a command in a bash shell that stays open between calls, so `cd`, exported \
                  variables and shell functions carry over. It starts in the workspace directory. \
@@ -147,22 +160,7 @@ impl Tool for Bash {
                  inspect parts of it instead.",
                 self.timeout.as_secs_f64()
             ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": "The shell command(s) to run. Several lines are fine; they \
-                            run as one script."
-                    },
-                    "restart": {
-                        "type": "boolean",
-                        "description": "Set to true to kill the current shell and start a fresh \
-                            one in the workspace (before `command`, if one is given)."
-                    }
-                },
-                "required": ["command"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 
@@ -236,6 +234,7 @@ impl Drop for Shell {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
 
     use super::*;
     use crate::tools::tests::{TempDir, host_ctx as ctx};

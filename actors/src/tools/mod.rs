@@ -4,6 +4,7 @@
 //! book). Tools never run inside the agent: a tool-worker actor (`worker.rs`) owns the
 //! agent's tools and runs each call, so a tool that panics takes down only its worker.
 
+pub mod args;
 pub mod ask_human;
 pub mod bash;
 pub mod browser_use;
@@ -120,78 +121,94 @@ impl Default for ToolSettings {
     }
 }
 
-/// Every tool name this build knows, in the order `tools list` prints them.
-pub const KNOWN_TOOLS: &[&str] = &[
-    "python_execute",
-    "bash",
-    "str_replace_editor",
-    "data_visualization",
-    "data_report",
-    "planning",
-    "ask_human",
-    "terminate",
-    "browser_use",
-    "web_search",
-    "crawl",
+/// A built-in tool as the runtime knows it before making one. Each tool module declares its
+/// own (`bash::TOOL`); [`BUILTINS`] lists them all.
+#[derive(Clone, Copy)]
+pub struct Builtin {
+    /// The name the model calls it by, which is also its name in profiles and config.
+    pub name: &'static str,
+    make: fn(&ToolSettings) -> Box<dyn Tool>,
+    /// The longest one call may run by the tool's own limit, if it has one.
+    deadline: fn(&ToolSettings) -> Option<Duration>,
+    /// Whether its calls act on the flow's browser, so the next prompt shows the browser.
+    pub browser: bool,
+}
+
+impl Builtin {
+    /// A tool without a time limit of its own that leaves the browser alone.
+    pub const fn new(name: &'static str, make: fn(&ToolSettings) -> Box<dyn Tool>) -> Self {
+        Builtin {
+            name,
+            make,
+            deadline: |_| None,
+            browser: false,
+        }
+    }
+
+    /// The tool stops a call itself after `deadline`.
+    pub const fn with_deadline(self, deadline: fn(&ToolSettings) -> Option<Duration>) -> Self {
+        Builtin { deadline, ..self }
+    }
+
+    /// The tool's calls act on the flow's browser.
+    pub const fn on_browser(self) -> Self {
+        Builtin {
+            browser: true,
+            ..self
+        }
+    }
+}
+
+/// Every built-in tool, in the order `tools list` prints them.
+pub const BUILTINS: &[Builtin] = &[
+    python::TOOL,
+    bash::TOOL,
+    editor::TOOL,
+    data_visualization::TOOL,
+    data_report::TOOL,
+    planning::TOOL,
+    ask_human::TOOL,
+    terminate::TOOL,
+    browser_use::TOOL,
+    web_search::TOOL,
+    crawl::TOOL,
 ];
+
+/// Every tool name this build knows, in the order `tools list` prints them.
+pub const KNOWN_TOOLS: &[&str] = &names::<{ BUILTINS.len() }>();
+
+const fn names<const N: usize>() -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = BUILTINS[i].name;
+        i += 1;
+    }
+    out
+}
+
+/// The built-in tool called `name`.
+pub fn builtin(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}
 
 /// Build a fresh instance of a tool by name.
 pub fn make_tool(name: &str, settings: &ToolSettings) -> Option<Box<dyn Tool>> {
-    Some(match name {
-        "python_execute" => Box::new(python::PythonExecute::new(settings)),
-        "bash" => Box::new(bash::Bash::new(settings)),
-        "str_replace_editor" => Box::new(editor::StrReplaceEditor::default()),
-        "data_visualization" => Box::new(data_visualization::DataVisualization),
-        "data_report" => Box::new(data_report::DataReport),
-        "planning" => Box::new(planning::PlanningTool::default()),
-        "ask_human" => Box::new(ask_human::AskHuman::new(settings)),
-        "terminate" => Box::new(terminate::Terminate),
-        "browser_use" => Box::new(browser_use::BrowserUse::new(settings)),
-        "web_search" => Box::new(web_search::WebSearch::new(settings)),
-        "crawl" => Box::new(crawl::Crawl::default()),
-        #[cfg(test)]
-        "panic_for_test" => Box::new(tests::Panics),
-        _ => return None,
-    })
+    #[cfg(test)]
+    if name == tests::PANICS {
+        return Some(Box::new(tests::Panics));
+    }
+    builtin(name).map(|b| (b.make)(settings))
 }
 
-/// Read a required string argument, with an error the model can act on.
-pub fn str_arg<'a>(args: &'a Value, key: &str, tool: &str) -> Result<&'a str, ToolError> {
-    match args.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(ToolError::new(format!(
-            "{tool}: argument `{key}` must be a string, got {}",
-            json_kind(other)
-        ))),
-        None => Err(ToolError::new(format!(
-            "{tool}: missing required argument `{key}`"
-        ))),
-    }
-}
-
-/// Read an optional string argument (null counts as absent).
-pub fn opt_str_arg<'a>(
-    args: &'a Value,
-    key: &str,
-    tool: &str,
-) -> Result<Option<&'a str>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => str_arg(args, key, tool).map(Some),
-    }
-}
-
-/// Read an optional whole-number argument (null counts as absent).
-pub fn opt_int_arg(args: &Value, key: &str, tool: &str) -> Result<Option<i64>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
-            ToolError::new(format!(
-                "{tool}: argument `{key}` must be a whole number, got {}",
-                json_kind(v)
-            ))
-        }),
-    }
+/// The longest any built-in tool may run one call by its own limit: past it (with some
+/// grace), a worker is taken to hang.
+pub fn longest_deadline(settings: &ToolSettings) -> Duration {
+    BUILTINS
+        .iter()
+        .filter_map(|b| (b.deadline)(settings))
+        .max()
+        .unwrap_or_default()
 }
 
 /// The HTTP client the web tools share. Building one loads and parses the system's root
@@ -245,13 +262,16 @@ pub(crate) mod tests {
         }
     }
 
+    /// The name `make_tool` gives [`Panics`] in tests.
+    pub const PANICS: &str = "panic_for_test";
+
     /// A tool that panics, to prove a crash stays inside its worker.
     pub struct Panics;
 
     impl Tool for Panics {
         fn spec(&self) -> ToolSpec {
             ToolSpec {
-                name: "panic_for_test".into(),
+                name: PANICS.into(),
                 description: "panics".into(),
                 parameters: serde_json::json!({"type": "object"}),
             }
@@ -259,5 +279,33 @@ pub(crate) mod tests {
         fn call<'a>(&'a mut self, _args: Value, _ctx: &'a ToolCtx) -> ToolFuture<'a> {
             Box::pin(async { panic!("this tool always panics") })
         }
+    }
+
+    #[test]
+    fn each_builtin_is_made_under_its_own_name() {
+        let settings = ToolSettings::default();
+        assert_eq!(KNOWN_TOOLS.len(), BUILTINS.len());
+        for (known, b) in KNOWN_TOOLS.iter().zip(BUILTINS) {
+            assert_eq!(*known, b.name);
+            assert_eq!(make_tool(b.name, &settings).unwrap().spec().name, b.name);
+        }
+        assert!(make_tool("no_such_tool", &settings).is_none());
+        let browsing: Vec<&str> = BUILTINS
+            .iter()
+            .filter(|b| b.browser)
+            .map(|b| b.name)
+            .collect();
+        assert_eq!(browsing, [browser_use::TOOL.name]);
+    }
+
+    #[test]
+    fn the_longest_deadline_is_that_of_the_slowest_tool() {
+        let settings = ToolSettings {
+            python_timeout: Duration::from_secs(7),
+            bash_timeout: Duration::from_secs(9),
+            ask_timeout: Duration::from_secs(8),
+            ..ToolSettings::default()
+        };
+        assert_eq!(longest_deadline(&settings), Duration::from_secs(9));
     }
 }
