@@ -545,7 +545,11 @@ mod tests {
 
     #[tokio::test]
     async fn parent_escape_is_refused() {
-        let ws = TempDir::new("dotdot");
+        // The workspace inside a directory of the test's own, so `..` lands where nothing
+        // else writes.
+        let root = TempDir::new("dotdot");
+        let ws = TempDir(root.0.join("ws"));
+        std::fs::create_dir(&ws.0).unwrap();
         let ctx = ctx(&ws.0);
         let mut ed = StrReplaceEditor::default();
         let err = refused(
@@ -558,7 +562,7 @@ mod tests {
             err.contains("outside the workspace") && err.contains(&ws.0.display().to_string()),
             "{err}"
         );
-        assert!(!ws.0.parent().unwrap().join("x").exists());
+        assert!(!root.0.join("x").exists());
         let err = refused(
             &mut ed,
             &ctx,
