@@ -43,8 +43,12 @@ pub(crate) enum Write {
 
 type ReadJob = Box<dyn FnOnce(&mut dyn Backend, &Owner) + Send>;
 
+/// Told once the batch holding a write is committed (or failed).
+type Committed = oneshot::Sender<Result<(), String>>;
+
 enum Job {
-    Write(Box<Write>),
+    /// A write, and whom to tell once it is committed (if anyone waits for that).
+    Write(Box<Write>, Option<Committed>),
     Read(ReadJob),
     /// Flush, retire this process's heartbeat, and stop.
     Close(oneshot::Sender<()>),
@@ -147,7 +151,25 @@ impl RunStore {
 
     /// Queue a write; never waits, never fails (a write that fails later is logged).
     pub(crate) fn write(&self, w: Write) {
-        let _ = self.jobs.send(Job::Write(Box::new(w)));
+        let _ = self.jobs.send(Job::Write(Box::new(w), None));
+    }
+
+    /// Write `w` and wait until it is committed: what a caller may promise once this
+    /// returns survives the process being killed. The store thread stops gathering at
+    /// once; writes that queue meanwhile (other submissions) share the next commit.
+    pub(crate) async fn write_durably(&self, w: Write) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let fail = |message: String| StoreError {
+            url: self.url.to_string(),
+            message,
+        };
+        self.jobs
+            .send(Job::Write(Box::new(w), Some(tx)))
+            .map_err(|_| fail("the store is closed".into()))?;
+        self.hurry.wake();
+        rx.await
+            .map_err(|_| fail("the store's thread stopped".into()))?
+            .map_err(fail)
     }
 
     /// Run `f` on the store's thread, after every write queued before it.
@@ -262,23 +284,30 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
             None => jobs.recv_timeout(HEARTBEAT.saturating_sub(beat.elapsed())),
         };
         match job {
-            Ok(Job::Write(first)) => {
+            Ok(Job::Write(first, committed)) => {
                 // Gather what comes within GATHER: one commit for many writes, and one row
                 // for each run's state however often it changed in that time. The thread
                 // parks through it rather than waiting on the channel, so writers never
-                // wake it.
+                // wake it (a durable write does: someone waits for its commit).
                 hurry.gather(GATHER);
                 let mut batch = vec![*first];
+                let mut waiting: Vec<Committed> = committed.into_iter().collect();
                 loop {
                     while batch.len() < BATCH && next.is_none() {
                         match jobs.try_recv() {
-                            Ok(Job::Write(w)) => batch.push(*w),
+                            Ok(Job::Write(w, committed)) => {
+                                batch.push(*w);
+                                waiting.extend(committed);
+                            }
                             Ok(other) => next = Some(other),
                             Err(_) => break,
                         }
                     }
                     let full = batch.len() == BATCH;
-                    apply(db.as_mut(), &mut folds, std::mem::take(&mut batch));
+                    let done = apply(db.as_mut(), &mut folds, std::mem::take(&mut batch));
+                    for w in waiting.drain(..) {
+                        let _ = w.send(done.clone());
+                    }
                     if !full || next.is_some() {
                         break;
                     }
@@ -314,19 +343,19 @@ fn retire(db: &mut dyn Backend, owner: &Owner) {
 }
 
 /// Write a batch in one transaction: its events, memories, and the newest state of each run
-/// they changed.
-fn apply(db: &mut dyn Backend, folds: &mut Folds, batch: Vec<Write>) {
+/// they changed. A failure is logged (the flows go on) and returned to those who wait.
+fn apply(db: &mut dyn Backend, folds: &mut Folds, batch: Vec<Write>) -> Result<(), String> {
     let mut stmts = Vec::with_capacity(batch.len() + 1);
     for w in batch {
         folds.fold(w, &mut stmts);
     }
     folds.snapshots(now_ms(), &mut stmts);
-    if let Err(e) = db.transaction(&stmts) {
+    db.transaction(&stmts).inspect_err(|e| {
         tracing::error!(
             "run store: {} write(s) lost, the flows go on: {e}",
             stmts.len()
         );
-    }
+    })
 }
 
 #[cfg(test)]

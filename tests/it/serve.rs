@@ -567,3 +567,83 @@ async fn a_killed_service_resumes_its_flow_on_restart() {
         "steps 3 and 4 and the summary"
     );
 }
+
+/// Issue 24, item 6: a `201` means the run is in the store. A burst of submissions is sent
+/// at once and the service is killed with SIGKILL right after a random number of them were
+/// answered `201`; the store, read after the kill, holds every flow that was answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_flow_survives_a_sigkill_mid_burst() {
+    const BURST: usize = 100;
+    let server = ScriptedLlm::start().await;
+    // Plans never come back before the kill: the flows wait on the model.
+    server.set_fallback(Some(plan_reply(&["[MANUS] Wait"]).delay(600_000)));
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut noise = support::scenario::Noise::new(seed);
+    let mut lost_in_all = vec![];
+    for round in 0..4 {
+        let dir = Scratch::new("serve-durable");
+        let mut svc = Service::start(&dir, &config(&server, &dir, &[])).await;
+        // Kill once this many 201s have come back: somewhere in the burst.
+        let kill_after = 1 + (noise.next() * (BURST - 1) as f64) as usize;
+        let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel();
+        let sends: Vec<_> = (0..BURST)
+            .map(|n| {
+                let (http, url, acked) = (svc.http.clone(), svc.url("/v1/flows"), acked_tx.clone());
+                tokio::spawn(async move {
+                    let task = format!("Durable flow {n}");
+                    let Ok(r) = http.post(url).json(&json!({"task": task})).send().await else {
+                        return;
+                    };
+                    if r.status() == 201 {
+                        // The answer counts once its head is read: the body may be cut by
+                        // the kill.
+                        let id = r.headers()["location"].to_str().unwrap().to_string();
+                        let _ = acked.send(id.trim_start_matches("/v1/flows/").to_string());
+                    }
+                })
+            })
+            .collect();
+        drop(acked_tx);
+        let mut acked = vec![];
+        while acked.len() < kill_after {
+            match tokio::time::timeout(Duration::from_secs(60), acked_rx.recv()).await {
+                Ok(Some(id)) => acked.push(id),
+                Ok(None) => break,
+                Err(_) => panic!("no 201 within a minute ({} so far)", acked.len()),
+            }
+        }
+        let _ = svc.child.start_kill();
+        let _ = svc.child.wait().await;
+        for send in sends {
+            let _ = send.await;
+        }
+        while let Ok(id) = acked_rx.try_recv() {
+            acked.push(id);
+        }
+        let db = dir.workspace().with_file_name("runs.db");
+        let store = RunStore::open(&StoreUrl::Sqlite(db)).await.unwrap();
+        let stored: std::collections::HashSet<String> = store
+            .list(10 * BURST)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        store.close().await;
+        let lost: Vec<&String> = acked.iter().filter(|id| !stored.contains(*id)).collect();
+        eprintln!(
+            "round {round}: killed after {kill_after} 201s; {} acknowledged, {} stored, {} of the acknowledged missing",
+            acked.len(),
+            stored.len(),
+            lost.len()
+        );
+        lost_in_all.extend(lost.into_iter().cloned());
+    }
+    assert!(
+        lost_in_all.is_empty(),
+        "flows answered 201 but not in the store after the kill: {lost_in_all:?}"
+    );
+}

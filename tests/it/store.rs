@@ -547,3 +547,30 @@ async fn a_run_interrupted_while_planning_plans_again() {
     assert_eq!(server.request_count(), 4, "the planning call is made again");
     second.shutdown().await;
 }
+
+/// Issue 24, item 6: `Runtime::submit` returns once the run's row is committed: another
+/// connection to the same database finds each run the moment its submit returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submitted_run_is_committed_before_submit_returns() {
+    let server = ScriptedLlm::start().await;
+    server.set_fallback(Some(plan_reply(&["[MANUS] Wait"]).delay(600_000)));
+    let dir = Scratch::new("store-durable");
+    let rt = runtime(&server, &dir).await;
+    let reader = RunStore::open(&StoreUrl::Sqlite(dir.workspace().with_file_name("runs.db")))
+        .await
+        .unwrap();
+    for n in 0..5 {
+        let flow = rt
+            .submit(&format!("Durable task {n}"), SubmitOptions::default())
+            .await
+            .unwrap();
+        let row = reader.get(&flow.id).await.unwrap();
+        assert_eq!(
+            row.map(|r| (r.task, r.status)),
+            Some((format!("Durable task {n}"), "running".to_string())),
+            "run {n} is committed when submit returns"
+        );
+    }
+    reader.close().await;
+    rt.shutdown().await;
+}
