@@ -86,6 +86,8 @@ struct ConfigFile {
 struct StoreToml {
     enabled: Option<bool>,
     url: Option<Spanned<String>>,
+    keep_days: Option<Spanned<i64>>,
+    keep_runs: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -361,6 +363,8 @@ pub struct Config {
     pub mcp_serve_tools: Vec<String>,
     /// Where runs are recorded (`[store] url`); `None` with `[store] enabled = false`.
     pub store: Option<StoreUrl>,
+    /// How long ended runs are kept (`[store] keep_days`, `keep_runs`); unbounded by default.
+    pub retention: crate::store::Retention,
     /// `[server]`, for `manus-rt serve`; `MANUS_API_TOKENS` (comma-separated) adds tokens.
     pub server: crate::serve::ServerSettings,
 }
@@ -778,6 +782,24 @@ impl Config {
                 )
             })?),
         };
+        // Retention: each bound in its range, or absent (runs are kept forever).
+        let bound = |key: &str, v: &Option<Spanned<i64>>, max: i64, unit: &str| match v {
+            None => Ok(None),
+            Some(n) if (1..=max).contains(n.get_ref()) => Ok(Some(*n.get_ref())),
+            Some(n) => Err(err(
+                at(n.span()),
+                format!(
+                    "[store] {key} = {} is out of range: use 1 to {max} ({unit}), or leave it \
+                     out to keep ended runs forever",
+                    n.get_ref()
+                ),
+            )),
+        };
+        let retention = crate::store::Retention {
+            keep_days: bound("keep_days", &file.store.keep_days, 36_500, "days")?.map(|d| d as u32),
+            keep_runs: bound("keep_runs", &file.store.keep_runs, 1_000_000_000, "runs")?
+                .map(|n| n as u64),
+        };
         let mut api_tokens = file.server.api_tokens.clone().unwrap_or_default();
         if let Ok(env) = std::env::var("MANUS_API_TOKENS") {
             api_tokens.extend(
@@ -810,6 +832,7 @@ impl Config {
         };
         Ok(Config {
             store,
+            retention,
             sandbox,
             server,
             browser,
@@ -1223,6 +1246,28 @@ mod tests {
         assert!(e.message.contains("path"), "{e}");
 
         assert_eq!(c.server.keep_finished, 10_000);
+        assert!(!c.retention.bounded(), "runs are kept forever by default");
+        let c = parse(&format!(
+            "{MINIMAL}\n[store]\nkeep_days = 30\nkeep_runs = 5000\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            (c.retention.keep_days, c.retention.keep_runs),
+            (Some(30), Some(5000))
+        );
+        for (key, bad) in [
+            ("keep_days", "0"),
+            ("keep_days", "36501"),
+            ("keep_runs", "-1"),
+        ] {
+            let e = parse(&format!("{MINIMAL}\n[store]\n{key} = {bad}\n")).unwrap_err();
+            assert_eq!(e.line, Some(8), "{e}");
+            assert!(
+                e.message.contains(&format!("[store] {key} = {bad}"))
+                    && e.message.contains("out of range: use 1 to"),
+                "{e}"
+            );
+        }
         let c = parse(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 3\n")).unwrap();
         assert_eq!(c.server.keep_finished, 3);
         let e = parse(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 0\n")).unwrap_err();

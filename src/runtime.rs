@@ -209,6 +209,9 @@ impl RuntimeBuilder {
             Some(url) => Some(RunStore::open(url).await?),
             None => None,
         };
+        if let Some(store) = store.as_ref().filter(|_| config.retention.bounded()) {
+            store.keep(config.retention);
+        }
         let (root, _) = Actor::spawn(None, Root, ())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;

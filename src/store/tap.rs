@@ -123,6 +123,11 @@ impl Folds {
         }
     }
 
+    /// Whether run `id`'s tap is open here (its events may still come).
+    pub(crate) fn is_open(&self, id: &str) -> bool {
+        self.runs.contains_key(id)
+    }
+
     /// The rows of the runs whose state changed, as of `now`; runs whose taps closed are
     /// then forgotten.
     pub(crate) fn snapshots(&mut self, now: i64, stmts: &mut Vec<Stmt>) {

@@ -1,7 +1,8 @@
 //! `RunStore`: the handle flows and commands use, and the thread that owns the backend.
 //! Writes queue without waiting and are applied in batches, one transaction each; reads
 //! queue behind them, so a read sees every write sent before it. The thread also beats this
-//! process's heartbeat, which tells other processes that its running flows are alive.
+//! process's heartbeat, which tells other processes that its running flows are alive, and
+//! prunes ended runs past the retention (`prune.rs`), a chunk at a time between batches.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::prune::{self, Retention};
 use super::sql::{self, Owner};
 use super::tap::Folds;
 use super::{Backend, StoreError, StoreUrl, StoredEvent, StoredMemory, StoredRun, now_ms};
@@ -21,6 +23,8 @@ const HEARTBEAT: Duration = Duration::from_secs(10);
 const BATCH: usize = 2_000;
 /// How long a batch waits for more writes: the most a write waits before its commit.
 const GATHER: Duration = Duration::from_millis(20);
+/// How often the retention is applied, once nothing was left to prune.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// One thing to write: what a flow's tap sends (see `tap`). Writes travel boxed (see
 /// `Job`), so an event's size costs nothing in the queue.
@@ -50,6 +54,10 @@ enum Job {
     /// A write, and whom to tell once it is committed (if anyone waits for that).
     Write(Box<Write>, Option<Committed>),
     Read(ReadJob),
+    /// Apply this retention from now on, in the background.
+    Retain(Retention),
+    /// Prune one chunk now; the ids pruned.
+    Prune(Retention, oneshot::Sender<Result<Vec<String>, String>>),
     /// Flush, retire this process's heartbeat, and stop.
     Close(oneshot::Sender<()>),
 }
@@ -234,6 +242,40 @@ impl RunStore {
             .await
     }
 
+    /// Apply `retention` in the background from now on: every ten minutes, on the store's
+    /// thread and a chunk at a time between batches of writes, ended runs past it are
+    /// pruned (never a running or resumable one).
+    pub fn keep(&self, retention: Retention) {
+        let _ = self.jobs.send(Job::Retain(retention));
+    }
+
+    /// Prune now the ended runs past `retention`, a chunk per transaction (other writes go
+    /// between them); the ids of the runs pruned. Runs still `running`, here or in another
+    /// process, or interrupted and resumable, are never touched.
+    pub async fn prune(&self, retention: Retention) -> Result<Vec<String>, StoreError> {
+        let mut pruned = vec![];
+        loop {
+            let (tx, rx) = oneshot::channel();
+            let fail = |message: String| StoreError {
+                url: self.url.to_string(),
+                message,
+            };
+            self.jobs
+                .send(Job::Prune(retention, tx))
+                .map_err(|_| fail("the store is closed".into()))?;
+            self.hurry.wake();
+            let ids = rx
+                .await
+                .map_err(|_| fail("the store's thread stopped".into()))?
+                .map_err(fail)?;
+            let full = ids.len() == prune::CHUNK;
+            pruned.extend(ids);
+            if !full {
+                return Ok(pruned);
+            }
+        }
+    }
+
     /// Write what is queued and stop; this process's running flows count as interrupted
     /// from now on.
     pub async fn close(&self) {
@@ -278,10 +320,19 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
     let mut beat = Instant::now();
     let mut next = None;
     let mut folds = Folds::default();
+    let mut retention = Retention::default();
+    // When the retention is next applied, if any is set.
+    let mut prune_at: Option<Instant> = None;
     loop {
         let job = match next.take() {
             Some(job) => Ok(job),
-            None => jobs.recv_timeout(HEARTBEAT.saturating_sub(beat.elapsed())),
+            None => {
+                let mut wait = HEARTBEAT.saturating_sub(beat.elapsed());
+                if let Some(at) = prune_at {
+                    wait = wait.min(at.saturating_duration_since(Instant::now()));
+                }
+                jobs.recv_timeout(wait)
+            }
         };
         match job {
             Ok(Job::Write(first, committed)) => {
@@ -314,6 +365,15 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
                 }
             }
             Ok(Job::Read(f)) => f(db.as_mut(), owner),
+            Ok(Job::Retain(r)) => {
+                retention = r;
+                prune_at = r.bounded().then(Instant::now);
+            }
+            Ok(Job::Prune(r, done)) => {
+                let _ = done.send(prune::chunk(db.as_mut(), &r, now_ms(), |id| {
+                    folds.is_open(id)
+                }));
+            }
             Ok(Job::Close(done)) => {
                 retire(db.as_mut(), owner);
                 // Closed before the answer, so SQLite has folded its log into the file.
@@ -326,6 +386,30 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
                 retire(db.as_mut(), owner);
                 return;
             }
+        }
+        if prune_at.is_some_and(|at| at <= Instant::now()) {
+            // One chunk, then the queued writes; the next chunk at once if this one was full.
+            let pruned = prune::chunk(db.as_mut(), &retention, now_ms(), |id| folds.is_open(id));
+            let again = match pruned {
+                Ok(ids) => {
+                    if !ids.is_empty() {
+                        tracing::info!(
+                            runs = ids.len(),
+                            "run store: pruned ended runs past the retention"
+                        );
+                    }
+                    if ids.len() == prune::CHUNK {
+                        Duration::ZERO
+                    } else {
+                        PRUNE_EVERY
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("run store: cannot prune ended runs: {e}");
+                    PRUNE_EVERY
+                }
+            };
+            prune_at = Some(Instant::now() + again);
         }
         if beat.elapsed() >= HEARTBEAT {
             beat = Instant::now();
@@ -473,6 +557,117 @@ mod tests {
         assert!(
             store.interrupted().await.unwrap().is_empty(),
             "now it is mine"
+        );
+        store.close().await;
+    }
+
+    /// A row of `status` written as of `at`, with one event.
+    async fn put(store: &RunStore, id: &str, owner: &str, status: &str, at: i64) {
+        let mut run = row(id, owner);
+        run.status = status.into();
+        run.created_at = at;
+        let event = sql::insert_event(
+            id,
+            0,
+            at,
+            &FlowEvent::FlowStarted {
+                flow_id: id.into(),
+                task: "count".into(),
+            },
+        );
+        store
+            .read(move |db, _| db.transaction(&[run.upsert(at), event]))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn prune_forgets_only_ended_runs_past_the_retention() {
+        let store = RunStore::open(&StoreUrl::Sqlite(":memory:".into()))
+            .await
+            .unwrap();
+        let me = store.owner().to_string();
+        let now = now_ms();
+        let days_ago = |d: i64| now - d * 86_400_000;
+        put(&store, "old-done", &me, "completed", days_ago(40)).await;
+        put(&store, "old-failed", &me, "failed", days_ago(31)).await;
+        // Still running here, and interrupted (its owner is gone): resumable.
+        put(&store, "old-running", &me, "running", days_ago(400)).await;
+        put(
+            &store,
+            "old-resumable",
+            "gone:1:1",
+            "running",
+            days_ago(400),
+        )
+        .await;
+        put(&store, "new-done", &me, "completed", days_ago(2)).await;
+        put(&store, "newer-done", &me, "cancelled", days_ago(1)).await;
+
+        let by_days = Retention {
+            keep_days: Some(30),
+            keep_runs: None,
+        };
+        let mut pruned = store.prune(by_days).await.unwrap();
+        pruned.sort();
+        assert_eq!(pruned, ["old-done", "old-failed"]);
+        assert!(store.events("old-done").await.unwrap().is_empty());
+        assert_eq!(store.events("new-done").await.unwrap().len(), 1);
+
+        // The newest ended run is kept; running ones neither count nor go.
+        let by_count = Retention {
+            keep_days: None,
+            keep_runs: Some(1),
+        };
+        assert_eq!(store.prune(by_count).await.unwrap(), ["new-done"]);
+        let mut left: Vec<String> = store
+            .list(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        left.sort();
+        assert_eq!(left, ["newer-done", "old-resumable", "old-running"]);
+        assert_eq!(
+            store.interrupted().await.unwrap().len(),
+            1,
+            "the resumable run is still there to resume"
+        );
+        assert!(store.prune(by_count).await.unwrap().is_empty());
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn retention_is_applied_in_chunks_in_the_background() {
+        let store = RunStore::open(&StoreUrl::Sqlite(":memory:".into()))
+            .await
+            .unwrap();
+        let me = store.owner().to_string();
+        let total = 2 * prune::CHUNK + 50;
+        for n in 0..total {
+            put(&store, &format!("r{n:04}"), &me, "completed", n as i64 + 1).await;
+        }
+        put(&store, "running", &me, "running", 0).await;
+        store.keep(Retention {
+            keep_days: None,
+            keep_runs: Some(10),
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let left = loop {
+            let left = store.list(1_000).await.unwrap();
+            if left.len() <= 11 || Instant::now() > deadline {
+                break left;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let mut ids: Vec<String> = left.into_iter().map(|r| r.id).collect();
+        ids.sort();
+        let mut expected: Vec<String> = (total - 10..total).map(|n| format!("r{n:04}")).collect();
+        expected.push("running".into());
+        assert_eq!(
+            ids, expected,
+            "the newest ten ended runs and the running one"
         );
         store.close().await;
     }

@@ -574,3 +574,60 @@ async fn a_submitted_run_is_committed_before_submit_returns() {
     reader.close().await;
     rt.shutdown().await;
 }
+
+/// Issue 24, item 8: a runtime started with `[store] keep_runs` prunes the ended runs past
+/// it in the background, and leaves the run an earlier runtime left interrupted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_prunes_ended_runs_and_keeps_the_interrupted_one() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-retention");
+    let first = runtime(&server, &dir).await;
+    let single = SubmitOptions {
+        mode: manus_rt::FlowMode::Single,
+    };
+    let mut ended = vec![];
+    for n in 0..3 {
+        server.push(done(&format!("note {n} written")));
+        let flow = first
+            .submit(&format!("Write note {n}"), single)
+            .await
+            .unwrap();
+        let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
+        assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
+        ended.push(outcome.flow_id);
+    }
+    server.push(done("cut short").delay(600_000));
+    let cut = first.submit("Write a long note", single).await.unwrap();
+    while server.request_count() < 4 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cut_id = cut.id.clone();
+    first.shutdown().await;
+
+    let text = config_with(&server, &dir.workspace(), &[("store.keep_runs", "1")]);
+    let config = Config::parse(&text, "test.toml", None).unwrap();
+    let second = Runtime::builder().config(config).start().await.unwrap();
+    let store = second.store().unwrap();
+    let deadline = tokio::time::Instant::now() + GUARD;
+    let left = loop {
+        let left: Vec<String> = store
+            .list(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        if left.len() <= 2 || tokio::time::Instant::now() > deadline {
+            break left;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        left,
+        [cut_id.clone(), ended[2].clone()],
+        "the interrupted run and the newest ended one"
+    );
+    assert!(store.events(&ended[0]).await.unwrap().is_empty());
+    assert_eq!(second.interrupted_runs().await.unwrap(), [cut_id]);
+    second.shutdown().await;
+}
