@@ -97,6 +97,8 @@ struct ServerToml {
     max_body_kb: Option<usize>,
     resume_on_start: Option<bool>,
     keep_finished_flows: Option<Spanned<usize>>,
+    allowed_hosts: Option<Spanned<Vec<String>>>,
+    max_connections: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -824,7 +826,42 @@ impl Config {
             }
             Some(n) => *n.get_ref(),
         };
+        let allowed_hosts = match &file.server.allowed_hosts {
+            None => vec![],
+            Some(hosts) => {
+                // A host name or address, as a `Host` header names it, without a port.
+                let bad = hosts.get_ref().iter().find(|h| {
+                    h.parse::<axum::http::uri::Authority>()
+                        .map_or(true, |a| a.port().is_some() || a.host() != h.as_str())
+                });
+                if let Some(h) = bad {
+                    return Err(err(
+                        at(hosts.span()),
+                        format!(
+                            "[server] allowed_hosts: \"{h}\" is not a host name or address \
+                             without a port (e.g. \"manus.internal\", \"10.0.0.5\", \"[fd00::5]\")"
+                        ),
+                    ));
+                }
+                hosts.get_ref().clone()
+            }
+        };
+        let max_connections = match &file.server.max_connections {
+            None => crate::serve::ServerSettings::default().max_connections,
+            Some(n) if (1..=1_000_000).contains(n.get_ref()) => *n.get_ref() as usize,
+            Some(n) => {
+                return Err(err(
+                    at(n.span()),
+                    format!(
+                        "[server] max_connections = {} is out of range: use 1 to 1000000",
+                        n.get_ref()
+                    ),
+                ));
+            }
+        };
         let server = crate::serve::ServerSettings {
+            allowed_hosts,
+            max_connections,
             api_tokens,
             max_body_bytes: file.server.max_body_kb.unwrap_or(64).max(1) * 1024,
             resume_on_start: file.server.resume_on_start.unwrap_or(true),
@@ -1270,6 +1307,20 @@ mod tests {
         }
         let c = parse(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 3\n")).unwrap();
         assert_eq!(c.server.keep_finished, 3);
+        let c = parse(&format!(
+            "{MINIMAL}\n[server]\nallowed_hosts = [\"Manus.internal\", \"[fd00::5]\"]\nmax_connections = 64\n"
+        ))
+        .unwrap();
+        assert_eq!(c.server.max_connections, 64);
+        assert!(c.server.host_allowed(Some("manus.internal:8080")));
+        for bad in ["\"h:80\"", "\"\"", "\"a/b\""] {
+            let e = parse(&format!("{MINIMAL}\n[server]\nallowed_hosts = [{bad}]\n")).unwrap_err();
+            assert_eq!(e.line, Some(8), "{e}");
+            assert!(e.message.contains("without a port"), "{e}");
+        }
+        let e = parse(&format!("{MINIMAL}\n[server]\nmax_connections = 0\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("use 1 to 1000000"), "{e}");
         let e = parse(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 0\n")).unwrap_err();
         assert_eq!(e.line, Some(8), "{e}");
         assert!(e.message.contains("keep_finished_flows = 0"), "{e}");

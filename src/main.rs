@@ -672,10 +672,10 @@ async fn mcp_server(config: Config, args: McpServerArgs) -> ExitCode {
 /// `serve`: the HTTP service until Ctrl-C or SIGTERM.
 async fn serve(config: Config, bind: &str) -> ExitCode {
     let settings = config.server.clone();
-    let listener = match tokio::net::TcpListener::bind(bind).await {
+    let listener = match manus_rt::serve::listen(bind, &settings).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("manus-rt: cannot listen on {bind}: {e}");
+            eprintln!("manus-rt: {e}");
             return ExitCode::from(2);
         }
     };
@@ -721,27 +721,20 @@ async fn serve(config: Config, bind: &str) -> ExitCode {
         let _ = stop.send(true);
     });
     let mut graceful = stopped.clone();
-    let server = axum::serve(listener, manus_rt::serve::router(app.clone()))
-        .with_graceful_shutdown(async move {
-            let _ = graceful.wait_for(|s| *s).await;
-        });
+    let server = manus_rt::serve::run(listener, app.clone(), async move {
+        let _ = graceful.wait_for(|s| *s).await;
+    });
     // Event streams of running flows stay open; give them a moment, then stop anyway.
     let mut late = stopped;
-    let served = tokio::select! {
-        r = server => r,
+    tokio::select! {
+        () = server => {}
         _ = async move {
             let _ = late.wait_for(|s| *s).await;
             tokio::time::sleep(Duration::from_secs(5)).await;
-        } => Ok(()),
-    };
-    app.shutdown().await;
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("manus-rt: the server failed: {e}");
-            ExitCode::from(1)
-        }
+        } => {}
     }
+    app.shutdown().await;
+    ExitCode::SUCCESS
 }
 
 /// Resolves on Ctrl-C or SIGTERM, for servers that stop cleanly either way.
