@@ -166,13 +166,22 @@ impl RunStore {
     /// returns survives the process being killed. The store thread stops gathering at
     /// once; writes that queue meanwhile (other submissions) share the next commit.
     pub(crate) async fn write_durably(&self, w: Write) -> Result<(), StoreError> {
+        self.ask(|done| Job::Write(Box::new(w), Some(done))).await
+    }
+
+    /// Queue the job `make` builds around a reply port, hurry the store thread, and wait
+    /// for the answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Job,
+    ) -> Result<T, StoreError> {
         let (tx, rx) = oneshot::channel();
         let fail = |message: String| StoreError {
             url: self.url.to_string(),
             message,
         };
         self.jobs
-            .send(Job::Write(Box::new(w), Some(tx)))
+            .send(make(tx))
             .map_err(|_| fail("the store is closed".into()))?;
         self.hurry.wake();
         rx.await
@@ -185,21 +194,12 @@ impl RunStore {
         &self,
         f: impl FnOnce(&mut dyn Backend, &Owner) -> Result<T, String> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let (tx, rx) = oneshot::channel();
-        let job: ReadJob = Box::new(move |db, owner| {
-            let _ = tx.send(f(db, owner));
-        });
-        let fail = |message: String| StoreError {
-            url: self.url.to_string(),
-            message,
-        };
-        self.jobs
-            .send(Job::Read(job))
-            .map_err(|_| fail("the store is closed".into()))?;
-        self.hurry.wake();
-        rx.await
-            .map_err(|_| fail("the store's thread stopped".into()))?
-            .map_err(fail)
+        self.ask(|tx| {
+            Job::Read(Box::new(move |db, owner| {
+                let _ = tx.send(f(db, owner));
+            }))
+        })
+        .await
     }
 
     /// The newest runs, at most `limit`.
@@ -255,19 +255,7 @@ impl RunStore {
     pub async fn prune(&self, retention: Retention) -> Result<Vec<String>, StoreError> {
         let mut pruned = vec![];
         loop {
-            let (tx, rx) = oneshot::channel();
-            let fail = |message: String| StoreError {
-                url: self.url.to_string(),
-                message,
-            };
-            self.jobs
-                .send(Job::Prune(retention, tx))
-                .map_err(|_| fail("the store is closed".into()))?;
-            self.hurry.wake();
-            let ids = rx
-                .await
-                .map_err(|_| fail("the store's thread stopped".into()))?
-                .map_err(fail)?;
+            let ids = self.ask(|done| Job::Prune(retention, done)).await?;
             let full = ids.len() == prune::CHUNK;
             pruned.extend(ids);
             if !full {
