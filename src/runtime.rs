@@ -211,6 +211,9 @@ impl RuntimeBuilder {
             Some(url) => Some(RunStore::open(url).await?),
             None => None,
         };
+        if let Some(store) = store.as_ref().filter(|_| config.retention.bounded()) {
+            store.keep(config.retention);
+        }
         let (root, _) = Actor::spawn(None, Root, ())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
@@ -335,7 +338,8 @@ impl Runtime {
         self.store.as_ref()
     }
 
-    /// Start a flow. Each flow gets its own agents, memories and replay position.
+    /// Start a flow. Each flow gets its own agents, memories and replay position. With a
+    /// run store, the run is recorded (committed) before this returns.
     pub async fn submit(
         &self,
         task: &str,
@@ -422,24 +426,30 @@ impl Runtime {
         };
         llm::rewind(clients, from);
         let (tx, events) = unbounded_channel();
-        let tap = self.store.as_ref().map(|store| {
-            let before = run.resume.clone().unwrap_or_default();
-            let row = StoredRun {
-                id: run.id.clone(),
-                task: run.task.clone(),
-                mode: run.mode,
-                status: "running".into(),
-                plan: before.plan,
-                usage: before.usage,
-                usage_by_agent: before.usage_by_agent,
-                outcome: None,
-                owner: Some(store.owner().to_string()),
-                created_at: run.created_at,
-                updated_at: run.created_at,
-                elapsed_ms: before.elapsed.as_millis() as u64,
-            };
-            Box::new(Tap::open(store.clone(), row, run.seq)) as Box<dyn EventObserver>
-        });
+        // The run's row is committed before the flow starts: once `submit` returns, the
+        // run is in the store even if this process is killed the next moment.
+        let tap = match &self.store {
+            Some(store) => {
+                let before = run.resume.clone().unwrap_or_default();
+                let row = StoredRun {
+                    id: run.id.clone(),
+                    task: run.task.clone(),
+                    mode: run.mode,
+                    status: "running".into(),
+                    plan: before.plan,
+                    usage: before.usage,
+                    usage_by_agent: before.usage_by_agent,
+                    outcome: None,
+                    owner: Some(store.owner().to_string()),
+                    created_at: run.created_at,
+                    updated_at: run.created_at,
+                    elapsed_ms: before.elapsed.as_millis() as u64,
+                };
+                let tap = Tap::open(store.clone(), row, run.seq).await?;
+                Some(Box::new(tap) as Box<dyn EventObserver>)
+            }
+            None => None,
+        };
         let spec = FlowSpec {
             id: run.id.clone(),
             task: run.task.clone(),

@@ -107,7 +107,22 @@ pub enum RunsAction {
         #[arg(long)]
         json: bool,
     },
+    /// Delete ended runs (with their events and memories) past the retention
+    #[command(after_help = PRUNE_HELP)]
+    Prune {
+        /// Delete ended runs not updated for this many days (default: [store] keep_days)
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=36_500))]
+        keep_days: Option<u32>,
+        /// Keep only the newest this many ended runs (default: [store] keep_runs)
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+        keep_runs: Option<u64>,
+        /// Print the deleted runs' ids as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
+
+const PRUNE_HELP: &str = "Runs still running, or interrupted and resumable, are never deleted. With neither bound given here nor set in [store], nothing is deleted and the command exits 2. A service with [store] keep_days or keep_runs prunes by itself, in the background.";
 
 #[derive(clap::Args)]
 pub struct ResumeArgs {

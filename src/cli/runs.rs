@@ -1,10 +1,11 @@
-//! `runs list` and `runs show ID`: the recorded runs, read from the store without starting
-//! any flow; a running run whose process is gone shows as `interrupted`.
+//! `runs list`, `runs show ID` and `runs prune`: the recorded runs, read (or pruned) in the
+//! store without starting any flow; a running run whose process is gone shows as
+//! `interrupted`.
 
 use std::process::ExitCode;
 
 use manus_rt::Config;
-use manus_rt::store::{RunStore, StoreError, StoredRun, now_ms};
+use manus_rt::store::{Retention, RunStore, StoreError, StoredRun, now_ms};
 
 use super::args::RunsAction;
 use super::exit;
@@ -23,12 +24,43 @@ pub async fn run(config: &Config, action: RunsAction) -> ExitCode {
     let shown = match action {
         RunsAction::List { limit, json } => list_runs(&store, limit, json).await,
         RunsAction::Show { id, json } => show_run(&store, &id, json).await,
+        RunsAction::Prune {
+            keep_days,
+            keep_runs,
+            json,
+        } => {
+            let retention = Retention {
+                keep_days: keep_days.or(config.retention.keep_days),
+                keep_runs: keep_runs.or(config.retention.keep_runs),
+            };
+            prune_runs(&store, retention, json).await
+        }
     };
     store.close().await;
     match shown {
         Ok(code) => code,
         Err(e) => exit::not_started_because(e),
     }
+}
+
+async fn prune_runs(
+    store: &RunStore,
+    retention: Retention,
+    json: bool,
+) -> Result<ExitCode, StoreError> {
+    if !retention.bounded() {
+        eprintln!(
+            "manus-rt: nothing to prune: give --keep-days/--keep-runs or set [store] keep_days/keep_runs"
+        );
+        return Ok(exit::not_started());
+    }
+    let pruned = store.prune(retention).await?;
+    if json {
+        println!("{}", serde_json::json!(pruned));
+    } else {
+        println!("pruned {} run(s)", pruned.len());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A run's status as `runs` shows it: `interrupted` for a running run whose process is gone.

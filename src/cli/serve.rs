@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use manus_rt::serve::{App, router};
+use manus_rt::serve::App;
 use manus_rt::{Config, Runtime};
 
 use super::exit;
@@ -12,9 +12,9 @@ use super::terminal::stop_signal;
 
 pub async fn run(config: Config, bind: &str) -> ExitCode {
     let settings = config.server.clone();
-    let listener = match tokio::net::TcpListener::bind(bind).await {
+    let listener = match manus_rt::serve::listen(bind, &settings).await {
         Ok(l) => l,
-        Err(e) => return exit::not_started_because(format!("cannot listen on {bind}: {e}")),
+        Err(e) => return exit::not_started_because(e),
     };
     let runtime = match Runtime::builder().config(config).start().await {
         Ok(r) => r,
@@ -55,21 +55,18 @@ pub async fn run(config: Config, bind: &str) -> ExitCode {
         let _ = stop.send(true);
     });
     let mut graceful = stopped.clone();
-    let server = axum::serve(listener, router(app.clone())).with_graceful_shutdown(async move {
+    let server = manus_rt::serve::run(listener, app.clone(), async move {
         let _ = graceful.wait_for(|s| *s).await;
     });
     // Event streams of running flows stay open; give them a moment, then stop anyway.
     let mut late = stopped;
-    let served = tokio::select! {
-        r = server => r,
+    tokio::select! {
+        () = server => {}
         _ = async move {
             let _ = late.wait_for(|s| *s).await;
             tokio::time::sleep(Duration::from_secs(5)).await;
-        } => Ok(()),
-    };
-    app.shutdown().await;
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => exit::failed_because(format!("the server failed: {e}")),
+        } => {}
     }
+    app.shutdown().await;
+    ExitCode::SUCCESS
 }

@@ -47,6 +47,8 @@ pub(super) struct ConfigFile {
 pub(super) struct StoreToml {
     pub(super) enabled: Option<bool>,
     pub(super) url: Option<Spanned<String>>,
+    pub(super) keep_days: Option<Spanned<i64>>,
+    pub(super) keep_runs: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -56,6 +58,8 @@ pub(super) struct ServerToml {
     pub(super) max_body_kb: Option<usize>,
     pub(super) resume_on_start: Option<bool>,
     pub(super) keep_finished_flows: Option<Spanned<usize>>,
+    pub(super) allowed_hosts: Option<Spanned<Vec<String>>>,
+    pub(super) max_connections: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

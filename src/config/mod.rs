@@ -75,6 +75,8 @@ pub struct Config {
     pub mcp_serve_tools: Vec<String>,
     /// Where runs are recorded (`[store] url`); `None` with `[store] enabled = false`.
     pub store: Option<StoreUrl>,
+    /// How long ended runs are kept (`[store] keep_days`, `keep_runs`); unbounded by default.
+    pub retention: crate::store::Retention,
     /// `[server]`, for `manus-rt serve`; `MANUS_API_TOKENS` (comma-separated) adds tokens.
     pub server: crate::serve::ServerSettings,
 }

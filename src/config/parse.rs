@@ -12,7 +12,7 @@ use manus_actors::sandbox::SandboxSettings;
 use manus_actors::tools::ToolSettings;
 
 use crate::serve::ServerSettings;
-use crate::store::StoreUrl;
+use crate::store::{Retention, StoreUrl};
 use crate::telemetry::TelemetrySettings;
 
 use super::agents::{self, AgentDraft};
@@ -47,6 +47,7 @@ pub struct Parsed {
     pub(super) mcp_servers_file: ServersFile,
     pub(super) mcp_serve_tools: Vec<String>,
     pub(super) store: Option<StoreUrl>,
+    pub(super) retention: Retention,
     /// With the file's tokens only.
     pub(super) server: ServerSettings,
 }
@@ -88,6 +89,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
     );
     let sandbox = sandbox::build(&file.sandbox, &workspace, lines)?;
     let store = service::store(&file.store, lines)?;
+    let retention = service::retention(&file.store, lines)?;
     let server = service::server(&file.server, lines)?;
     Ok(Parsed {
         source: source.to_string(),
@@ -105,6 +107,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         mcp_servers_file,
         mcp_serve_tools,
         store,
+        retention,
         server,
     })
 }

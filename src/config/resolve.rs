@@ -90,6 +90,7 @@ impl Parsed {
             mcp_servers,
             mcp_serve_tools: self.mcp_serve_tools,
             store: self.store,
+            retention: self.retention,
             server,
         })
     }

@@ -75,8 +75,49 @@ fn store_and_server_settings() {
     assert!(e.message.contains("path"), "{e}");
 
     assert_eq!(c.server.keep_finished, 10_000);
+    assert!(!c.retention.bounded(), "runs are kept forever by default");
+    let c = load(&format!(
+        "{MINIMAL}\n[store]\nkeep_days = 30\nkeep_runs = 5000\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        (c.retention.keep_days, c.retention.keep_runs),
+        (Some(30), Some(5000))
+    );
+    for (key, bad) in [
+        ("keep_days", "0"),
+        ("keep_days", "36501"),
+        ("keep_runs", "-1"),
+    ] {
+        let e = load(&format!("{MINIMAL}\n[store]\n{key} = {bad}\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert_eq!(
+            e.key.as_deref(),
+            Some(format!("[store] {key}").as_str()),
+            "{e}"
+        );
+        assert!(
+            e.message.contains(&format!("[store] {key} = {bad}"))
+                && e.message.contains("out of range: use 1 to"),
+            "{e}"
+        );
+    }
     let c = load(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 3\n")).unwrap();
     assert_eq!(c.server.keep_finished, 3);
+    let c = load(&format!(
+        "{MINIMAL}\n[server]\nallowed_hosts = [\"Manus.internal\", \"[fd00::5]\"]\nmax_connections = 64\n"
+    ))
+    .unwrap();
+    assert_eq!(c.server.max_connections, 64);
+    assert!(c.server.host_allowed(Some("manus.internal:8080")));
+    for bad in ["\"h:80\"", "\"\"", "\"a/b\""] {
+        let e = load(&format!("{MINIMAL}\n[server]\nallowed_hosts = [{bad}]\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("without a port"), "{e}");
+    }
+    let e = load(&format!("{MINIMAL}\n[server]\nmax_connections = 0\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("use 1 to 1000000"), "{e}");
     let e = load(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 0\n")).unwrap_err();
     assert_eq!(e.line, Some(8), "{e}");
     assert!(e.message.contains("keep_finished_flows = 0"), "{e}");

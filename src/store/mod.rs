@@ -7,8 +7,10 @@
 //! backend on a thread of its own (`writer.rs`): flows hand it writes without waiting, it
 //! batches them into one transaction, and a failed write is logged, never felt by a flow.
 //! `tap.rs` sits between a flow's planner and its `FlowHandle` and turns events into writes.
+//! `prune.rs` forgets ended runs past the retention (`[store] keep_days`, `keep_runs`).
 
 mod postgres;
+mod prune;
 mod sql;
 mod sqlite;
 pub(crate) mod tap;
@@ -23,6 +25,7 @@ use manus_actors::plan::Plan;
 use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome};
 use serde::Serialize;
 
+pub use prune::Retention;
 pub use writer::RunStore;
 
 /// Where runs are stored: `[store] url`.
