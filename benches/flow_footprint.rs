@@ -82,7 +82,8 @@ async fn main() {
     let peak_kb = children_max_rss_kb();
 
     // Idle agents: spawn many with their tool workers and measure the growth.
-    let config = Config::parse(&config_text(&server, &dir.workspace(), ""), "bench", None).unwrap();
+    let config =
+        Config::from_text(&config_text(&server, &dir.workspace(), ""), "bench", None).unwrap();
     let http = manus_rt::engine::llm::LazyHttp::default();
     let (template, llm) = &config.agents[0];
     let spec = std::sync::Arc::new(template.bind(

@@ -581,7 +581,7 @@ async fn run(model: &mut ModelServer, load: Load) {
             ),
         ],
     );
-    let config = Config::parse(&text, "bench-many", None).unwrap();
+    let config = Config::from_text(&text, "bench-many", None).unwrap();
     let rt = Runtime::builder().config(config).start().await.unwrap();
 
     // Warm-up: connections, token tables, allocator. One flow opens a connection or two;

@@ -118,7 +118,7 @@ async fn main() {
             ("flow.max_step_retries", "0"),
         ],
     );
-    let http_config = Config::parse(&text, "bench", None).unwrap();
+    let http_config = Config::from_text(&text, "bench", None).unwrap();
 
     // Loopback HTTP.
     run_flows(&http_config, Some(&server), None).await; // warm-up: token tables, connections
@@ -134,7 +134,7 @@ async fn main() {
         cassette.display(),
         dir.workspace().display()
     );
-    let replay_config = Config::parse(&replay_text, "bench-replay", None).unwrap();
+    let replay_config = Config::from_text(&replay_text, "bench-replay", None).unwrap();
     run_flows(&replay_config, None, None).await;
     let (mem_p50, mem_p99) = stats(run_flows(&replay_config, None, None).await);
 

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use manus_actors::llm::Usage;
-use manus_actors::planner::plan::StepStatus;
+use manus_actors::plan::StepStatus;
 use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
 
 use crate::view::FlowView;

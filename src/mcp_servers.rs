@@ -46,13 +46,14 @@ pub fn load(
     call_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<Vec<McpServerSpec>, ConfigError> {
-    let source = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        source: source.clone(),
-        line: None,
-        message: format!("cannot read the MCP servers file: {e}"),
-    })?;
-    parse(&text, &source, call_timeout, connect_timeout)
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::unreadable(path, "the MCP servers file", e))?;
+    parse(
+        &text,
+        &path.display().to_string(),
+        call_timeout,
+        connect_timeout,
+    )
 }
 
 pub fn parse(
@@ -64,6 +65,7 @@ pub fn parse(
     let file: ServersFile = serde_json::from_str(text).map_err(|e| ConfigError {
         source: source.to_string(),
         line: Some(e.line()),
+        key: None,
         message: format!("not a valid MCP servers file ({e}); expected {{\"mcpServers\": {{\"ID\": {{\"command\": ..}} or {{\"url\": ..}}}}}}"),
     })?;
     let line_of = |id: &str| {
@@ -78,6 +80,7 @@ pub fn parse(
         let fail = |message: String| ConfigError {
             source: source.to_string(),
             line: line_of(&id),
+            key: Some(format!("mcpServers.{id}")),
             message: format!("mcpServers.{id}: {message}"),
         };
         let transport = match (&s.command, &s.url) {

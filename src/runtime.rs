@@ -7,7 +7,7 @@
 //! use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, SubmitOptions};
 //!
 //! // The example config replays a recorded model for this task, so this runs offline.
-//! let mut config = Config::parse(manus_rt::config::EMBEDDED_EXAMPLE, "example", None)?;
+//! let mut config = Config::from_text(manus_rt::config::EMBEDDED_EXAMPLE, "example", None)?;
 //! config.workspace = std::env::temp_dir().join(format!("manus-doc-{}", std::process::id()));
 //! let runtime = Runtime::builder().config(config.clone()).start().await?;
 //!
@@ -40,23 +40,25 @@ use manus_actors::llm::{self, LazyHttp, LlmClient, Recorder, ReplayFrom};
 use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::client::McpConnection;
 use manus_actors::mcp::server::ServeSettings;
-use manus_actors::planner::plan::Plan;
+use manus_actors::plan::Plan;
+use manus_actors::planner::{FlowSpec, Resume};
 use manus_actors::protocol::{BrowserMsg, EventObserver, EventSink, SandboxMsg};
-use manus_actors::protocol::{
-    FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume, RootMsg,
-};
+use manus_actors::protocol::{FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, RootMsg};
 use manus_actors::root::Root;
 use manus_actors::sandbox::{SandboxHandle, SandboxSettings, SandboxSupervisor};
 use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::store::tap::Tap;
 use crate::store::{RunStore, StoreError, StoredRun};
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// The config (found by `Config::locate` when none was given) is invalid.
+    #[error("invalid config: {0}")]
+    Config(#[from] ConfigError),
     #[error("cannot prepare the workspace {path}: {source}")]
     Workspace {
         path: PathBuf,
@@ -108,7 +110,7 @@ impl RuntimeBuilder {
     pub async fn start(self) -> Result<Runtime, RuntimeError> {
         let config = match self.config {
             Some(c) => c,
-            None => Config::locate(None).map_err(|e| RuntimeError::Spawn(e.to_string()))?,
+            None => Config::locate(None)?,
         };
         std::fs::create_dir_all(&config.workspace).map_err(|source| RuntimeError::Workspace {
             path: config.workspace.clone(),
@@ -209,6 +211,9 @@ impl RuntimeBuilder {
             Some(url) => Some(RunStore::open(url).await?),
             None => None,
         };
+        if let Some(store) = store.as_ref().filter(|_| config.retention.bounded()) {
+            store.keep(config.retention);
+        }
         let (root, _) = Actor::spawn(None, Root, ())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
@@ -333,7 +338,8 @@ impl Runtime {
         self.store.as_ref()
     }
 
-    /// Start a flow. Each flow gets its own agents, memories and replay position.
+    /// Start a flow. Each flow gets its own agents, memories and replay position. With a
+    /// run store, the run is recorded (committed) before this returns.
     pub async fn submit(
         &self,
         task: &str,
@@ -420,24 +426,30 @@ impl Runtime {
         };
         llm::rewind(clients, from);
         let (tx, events) = unbounded_channel();
-        let tap = self.store.as_ref().map(|store| {
-            let before = run.resume.clone().unwrap_or_default();
-            let row = StoredRun {
-                id: run.id.clone(),
-                task: run.task.clone(),
-                mode: run.mode,
-                status: "running".into(),
-                plan: before.plan,
-                usage: before.usage,
-                usage_by_agent: before.usage_by_agent,
-                outcome: None,
-                owner: Some(store.owner().to_string()),
-                created_at: run.created_at,
-                updated_at: run.created_at,
-                elapsed_ms: before.elapsed.as_millis() as u64,
-            };
-            Box::new(Tap::open(store.clone(), row, run.seq)) as Box<dyn EventObserver>
-        });
+        // The run's row is committed before the flow starts: once `submit` returns, the
+        // run is in the store even if this process is killed the next moment.
+        let tap = match &self.store {
+            Some(store) => {
+                let before = run.resume.clone().unwrap_or_default();
+                let row = StoredRun {
+                    id: run.id.clone(),
+                    task: run.task.clone(),
+                    mode: run.mode,
+                    status: "running".into(),
+                    plan: before.plan,
+                    usage: before.usage,
+                    usage_by_agent: before.usage_by_agent,
+                    outcome: None,
+                    owner: Some(store.owner().to_string()),
+                    created_at: run.created_at,
+                    updated_at: run.created_at,
+                    elapsed_ms: before.elapsed.as_millis() as u64,
+                };
+                let tap = Tap::open(store.clone(), row, run.seq).await?;
+                Some(Box::new(tap) as Box<dyn EventObserver>)
+            }
+            None => None,
+        };
         let spec = FlowSpec {
             id: run.id.clone(),
             task: run.task.clone(),

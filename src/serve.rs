@@ -1,8 +1,12 @@
 //! `manus-rt serve`: a Runtime behind HTTP (axum). This module owns the flow table: each
 //! submitted flow's numbered event log (ids from 1), its `FlowView` and its control. Event
 //! streams are Server-Sent Events that replay the log after `Last-Event-ID` and then follow
-//! it live. Bearer-token auth, body limits, JSON errors, Prometheus metrics and the OpenAPI
-//! document are here too; docs/openapi.json describes every route.
+//! it live. Bearer-token auth, the `Host` check (DNS rebinding), the refusal to listen
+//! beyond loopback without tokens, body limits, JSON errors, Prometheus metrics and the
+//! OpenAPI document are here too; docs/openapi.json describes every route. `conns.rs` is
+//! the accept loop (header-read time and open connections bounded).
+
+mod conns;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
@@ -44,6 +48,13 @@ pub struct ServerSettings {
     /// past that, the one that finished first is dropped from its table (the run store keeps
     /// its record), so a service that runs for months does not grow with every flow.
     pub keep_finished: usize,
+    /// Hosts (names or addresses, no port) accepted in the `Host` header besides loopback
+    /// (`[server] allowed_hosts`). Without tokens only these and loopback are answered; with
+    /// tokens, any host unless this list is set.
+    pub allowed_hosts: Vec<String>,
+    /// Connections open at once (`[server] max_connections`); past it the oldest idle one
+    /// is closed to make room.
+    pub max_connections: usize,
 }
 
 impl Default for ServerSettings {
@@ -53,6 +64,8 @@ impl Default for ServerSettings {
             max_body_bytes: 64 * 1024,
             resume_on_start: true,
             keep_finished: 10_000,
+            allowed_hosts: vec![],
+            max_connections: 512,
         }
     }
 }
@@ -297,7 +310,99 @@ pub fn router(app: Arc<App>) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(app.clone(), host_check))
         .with_state(app)
+}
+
+/// The `Host` names every service answers: this machine's loopback.
+const LOOPBACK_HOSTS: [&str; 3] = ["127.0.0.1", "localhost", "[::1]"];
+
+impl ServerSettings {
+    /// Whether a request naming `host` (a `Host` header: name or address, maybe a port)
+    /// is answered. Without tokens a web page could reach a loopback service through a
+    /// name it controls (DNS rebinding): only loopback names and `allowed_hosts` pass.
+    pub fn host_allowed(&self, host: Option<&str>) -> bool {
+        if self.allowed_hosts.is_empty() && !self.api_tokens.is_empty() {
+            return true;
+        }
+        let Some(name) = host
+            .and_then(|h| h.parse::<axum::http::uri::Authority>().ok())
+            .map(|a| a.host().to_ascii_lowercase())
+        else {
+            return false;
+        };
+        LOOPBACK_HOSTS.contains(&name.as_str())
+            || self
+                .allowed_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(&name))
+    }
+
+    /// Why the service must not listen on `addr`, if it must not: beyond loopback without
+    /// tokens, anyone who reaches the address could run the agents' tools (bash, Python)
+    /// as this user.
+    pub fn refuse_to_listen(&self, addr: std::net::SocketAddr) -> Option<String> {
+        (self.api_tokens.is_empty() && !addr.ip().is_loopback()).then(|| {
+            format!(
+                "refusing to listen on {addr} without bearer tokens: anyone who can reach that \
+                 address could run the agents' tools (bash, Python) as this user. Set [server] \
+                 api_tokens (or MANUS_API_TOKENS), or bind a loopback address such as \
+                 127.0.0.1:8080"
+            )
+        })
+    }
+}
+
+/// Refuse requests whose `Host` is not one this service answers (see `host_allowed`).
+async fn host_check(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    if app.settings.host_allowed(host) {
+        return next.run(req).await;
+    }
+    ApiError(
+        StatusCode::FORBIDDEN,
+        format!(
+            "Host `{}` is not served here: this service answers only loopback hosts ({}) and \
+             those of [server] allowed_hosts, so that a web page cannot reach it through a \
+             name of its own (DNS rebinding); add the name to allowed_hosts to serve it",
+            host.unwrap_or(""),
+            LOOPBACK_HOSTS.join(", ")
+        ),
+    )
+    .into_response()
+}
+
+/// Bind `bind` for the service, unless `settings` forbid listening there.
+pub async fn listen(
+    bind: &str,
+    settings: &ServerSettings,
+) -> Result<tokio::net::TcpListener, String> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    match settings.refuse_to_listen(addr) {
+        Some(why) => Err(why),
+        None => Ok(listener),
+    }
+}
+
+/// Serve `app` on `listener` until `shutdown` resolves, then let open requests finish
+/// (the caller bounds how long it waits): header-read time and open connections bounded
+/// (see `conns`).
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let max = app.settings.max_connections;
+    conns::serve(listener, router(app), max, shutdown).await;
 }
 
 /// Bearer-token check, when tokens are configured.

@@ -49,9 +49,9 @@ pub enum OtlpProtocol {
 }
 
 impl TelemetrySettings {
-    /// Apply the standard `OTEL_*` variables, which win over the file.
-    pub fn with_env(mut self) -> Self {
-        if let Ok(url) = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT")
+    /// Apply the standard `OTEL_*` variables, as `env` looks them up; they win over the file.
+    pub fn with_env(mut self, env: &dyn Fn(&str) -> Option<String>) -> Self {
+        if let Some(url) = env("OTEL_EXPORTER_OTLP_ENDPOINT")
             && !url.trim().is_empty()
         {
             let url = url.trim().trim_end_matches('/');
@@ -62,14 +62,13 @@ impl TelemetrySettings {
                 url.to_string()
             });
         }
-        if let Ok(name) = std::env::var("OTEL_SERVICE_NAME")
+        if let Some(name) = env("OTEL_SERVICE_NAME")
             && !name.trim().is_empty()
         {
             self.service_name = name.trim().to_string();
         }
-        if let Some(ratio) = std::env::var("OTEL_TRACES_SAMPLER_ARG")
-            .ok()
-            .and_then(|r| r.trim().parse::<f64>().ok())
+        if let Some(ratio) =
+            env("OTEL_TRACES_SAMPLER_ARG").and_then(|r| r.trim().parse::<f64>().ok())
         {
             self.sample_ratio = ratio.clamp(0.0, 1.0);
         }

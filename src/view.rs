@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use manus_actors::llm::Usage;
-use manus_actors::planner::plan::{Plan, StepStatus};
+use manus_actors::plan::{Plan, StepStatus};
 use manus_actors::protocol::{FlowEvent, FlowOutcome};
 use serde::Serialize;
 
@@ -90,7 +90,7 @@ impl FlowView {
         }
     }
 
-    pub fn step_mut(&mut self, step: usize) -> Option<&mut manus_actors::planner::plan::PlanStep> {
+    pub fn step_mut(&mut self, step: usize) -> Option<&mut manus_actors::plan::PlanStep> {
         self.plan.as_mut().and_then(|p| p.steps.get_mut(step))
     }
 

@@ -2,6 +2,8 @@
 //! agents, tool workers), the messages between them, the LLM client and the tools.
 //!
 //! Start reading at `protocol.rs`; ARCHITECTURE.md at the repository root maps the rest.
+//! The leaves every module may use: `protocol` (the messages), `plan` (the plan as data),
+//! `text` and `process` (helpers); none of them imports an actor's module.
 //! This crate knows nothing of the CLI, TOML or exporters: the host (`manus-rt`) maps its
 //! config onto the typed arguments here.
 
@@ -10,8 +12,11 @@ pub mod background;
 pub mod browser;
 pub mod llm;
 pub mod mcp;
+pub mod plan;
 pub mod planner;
+pub(crate) mod process;
 pub mod protocol;
 pub mod root;
 pub mod sandbox;
+pub(crate) mod text;
 pub mod tools;

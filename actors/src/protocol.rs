@@ -12,6 +12,9 @@
 //! comes back as a message of its own (`StepReport`); everything else is a cast.
 //! Nothing is shared between actors but these messages and clones of the flow's
 //! `EventSink`.
+//!
+//! This file is a leaf: it names no actor's module, only the model's data types (`llm`)
+//! and the plan (`plan`), so every actor can depend on it and it on none of them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -23,8 +26,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::llm::{Message, ToolCall, Usage};
-use crate::planner::plan::{Plan, StepStatus};
-use crate::tools::ToolCtx;
+use crate::plan::{Plan, StepStatus};
 
 // ─── A flow's events ────────────────────────────────────────────────────────────────────
 
@@ -75,52 +77,15 @@ impl EventSink {
 /// are started under it by `root::start_flow`, in the submitter's own task.
 pub enum RootMsg {}
 
-/// Everything a planner needs to run one flow.
-pub struct FlowSpec {
-    pub id: String,
-    pub task: String,
-    /// `Plan` runs the PlanningFlow; `Single` gives the whole task to the primary agent.
-    pub mode: FlowMode,
-    pub settings: crate::planner::FlowSettings,
-    pub pool: Vec<crate::agent::AgentSpec>,
-    /// The planning call's system message for this pool (`planner::planning_opening`),
-    /// made once per runtime.
-    pub planning_opening: std::sync::Arc<crate::llm::Message>,
-    pub planner_llm: crate::llm::LlmClient,
-    /// The runtime's `planner_replicas` permits: a planning or summary call holds one.
-    pub planner_slots: std::sync::Arc<tokio::sync::Semaphore>,
-    /// The runtime's planning thread, where the planner makes its model calls. It stops
-    /// when the runtime and every planner have let go of it.
-    pub planning: std::sync::Arc<crate::background::PlanningThread>,
-    pub events: EventSink,
-    /// The sandbox supervisor, told to remove the flow's container when it ends.
-    pub sandbox: Option<ActorRef<SandboxMsg>>,
-    /// The browser supervisor, told to close the flow's browser when it ends.
-    pub browser: Option<ActorRef<BrowserMsg>>,
-    /// Set to continue an interrupted flow (same id) instead of starting it afresh.
-    pub resume: Option<Resume>,
-}
+// ─── Planner (one per flow) ────────────────────────────────────────────────────────────
 
-/// Where an interrupted flow stood. The planner skips the planning call when there is a
-/// plan, never re-runs a completed step, and runs a step that was in progress from its start.
-#[derive(Debug, Clone, Default)]
-pub struct Resume {
-    /// The plan with each step's status, notes and attempts; `None` if it was still planning.
-    pub plan: Option<Plan>,
-    pub usage: Usage,
-    pub usage_by_agent: BTreeMap<String, Usage>,
-    /// How long the flow had run; it counts toward `flow_timeout` and the outcome's time.
-    pub elapsed: Duration,
-}
-
+/// Whether a flow is planned or handed whole to its primary agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FlowMode {
     Plan,
     Single,
 }
-
-// ─── Planner (one per flow) ────────────────────────────────────────────────────────────
 
 /// Messages to a flow's planner.
 pub enum FlowMsg {
@@ -221,6 +186,65 @@ impl Drop for StepReport {
     }
 }
 
+/// What a tool may ask of its flow, on behalf of one agent: a question for the human, and
+/// a note of what a model call it made spent. Tools hold this, never the planner's mailbox.
+#[derive(Debug, Clone)]
+pub struct FlowLink {
+    flow: ActorRef<FlowMsg>,
+    agent: String,
+}
+
+/// Why a question got no answer.
+#[derive(Debug)]
+pub enum Unanswered {
+    /// The flow said why (nobody is attached, the flow ended, …).
+    Refused(String),
+    /// Nobody answered within the time given.
+    TimedOut,
+    /// The question did not reach the flow.
+    Undelivered(String),
+}
+
+impl FlowLink {
+    pub fn new(flow: ActorRef<FlowMsg>, agent: impl Into<String>) -> Self {
+        FlowLink {
+            flow,
+            agent: agent.into(),
+        }
+    }
+
+    /// Put `inquire` to the human behind the flow and wait up to `wait` for the answer.
+    pub async fn ask(&self, inquire: String, wait: Duration) -> Result<String, Unanswered> {
+        let agent = self.agent.clone();
+        let answer = ractor::call_t!(
+            self.flow,
+            |reply| FlowMsg::Ask {
+                agent,
+                inquire,
+                reply
+            },
+            wait.as_millis() as u64
+        );
+        match answer {
+            Ok(Ok(text)) => Ok(text),
+            Ok(Err(why)) => Err(Unanswered::Refused(why)),
+            Err(ractor::RactorErr::Timeout) => Err(Unanswered::TimedOut),
+            Err(e) => Err(Unanswered::Undelivered(e.to_string())),
+        }
+    }
+
+    /// Count a model call's tokens toward the flow's tally. The agent asks about the budget
+    /// before its next call, so this does not wait.
+    pub fn spent(&self, usage: Usage) {
+        // A planner that is gone keeps no tally.
+        let _ = self.flow.send_message(FlowMsg::Spent {
+            agent: self.agent.clone(),
+            usage,
+            go_on: None,
+        });
+    }
+}
+
 /// One plan step as an agent receives it.
 pub struct StepRequest {
     pub flow_id: String,
@@ -260,13 +284,14 @@ pub enum ToolMsg {
     Call(ToolInvocation, RpcReplyPort<ToolResult>),
 }
 
+/// One tool call. Where it runs (the flow, the agent, the workspace) the worker was told
+/// when it started.
 pub struct ToolInvocation {
     pub call: ToolCall,
     /// The parsed arguments (the agent rejects malformed JSON before sending).
     pub args: Value,
-    pub ctx: ToolCtx,
     /// Set when the tool is an MCP server's: where the worker sends the call.
-    pub mcp: Option<crate::mcp::McpRoute>,
+    pub mcp: Option<McpRoute>,
     /// The calling agent's span, so the tool's span is its child across the actor boundary.
     pub span: tracing::Span,
 }
@@ -542,6 +567,22 @@ pub enum McpMsg {
     ToolsChanged { generation: u64 },
     /// From a call: the session broke (the server exited, or hung past the call timeout).
     Lost { generation: u64, why: String },
+}
+
+/// A connection actor, as agents hold it (`mcp` has its calls).
+#[derive(Debug, Clone)]
+pub struct McpHandle {
+    pub server: String,
+    pub conn: ActorRef<McpMsg>,
+    pub call_timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+/// Where a model-facing MCP tool name leads: the server's connection and its own name.
+#[derive(Debug, Clone)]
+pub struct McpRoute {
+    pub handle: McpHandle,
+    pub tool: String,
 }
 
 /// One tool of an MCP server, as the server describes it.

@@ -4,8 +4,8 @@
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use crate::planner::Planner;
-use crate::protocol::{FlowMsg, FlowSpec, RootMsg};
+use crate::planner::{FlowSpec, Planner};
+use crate::protocol::{FlowMsg, RootMsg};
 
 pub struct Root;
 

@@ -7,8 +7,10 @@
 //! backend on a thread of its own (`writer.rs`): flows hand it writes without waiting, it
 //! batches them into one transaction, and a failed write is logged, never felt by a flow.
 //! `tap.rs` sits between a flow's planner and its `FlowHandle` and turns events into writes.
+//! `prune.rs` forgets ended runs past the retention (`[store] keep_days`, `keep_runs`).
 
 mod postgres;
+mod prune;
 mod sql;
 mod sqlite;
 pub(crate) mod tap;
@@ -19,10 +21,11 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use manus_actors::llm::{Message, Usage};
-use manus_actors::planner::plan::Plan;
+use manus_actors::plan::Plan;
 use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome};
 use serde::Serialize;
 
+pub use prune::Retention;
 pub use writer::RunStore;
 
 /// Where runs are stored: `[store] url`.
@@ -168,7 +171,7 @@ impl StoredRun {
     pub fn progress(&self) -> (usize, usize) {
         self.plan.as_ref().map_or((0, 0), |p| {
             (
-                p.count(manus_actors::planner::plan::StepStatus::Completed),
+                p.count(manus_actors::plan::StepStatus::Completed),
                 p.steps.len(),
             )
         })

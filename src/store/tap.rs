@@ -13,7 +13,7 @@ use std::time::Instant;
 use manus_actors::protocol::{EventObserver, FlowEvent};
 
 use super::writer::{RunStore, Write};
-use super::{Stmt, StoredMemory, StoredRun, now_ms, sql};
+use super::{Stmt, StoreError, StoredMemory, StoredRun, now_ms, sql};
 use crate::view::FlowView;
 
 /// The store's observer of one flow.
@@ -26,16 +26,18 @@ pub(crate) struct Tap {
 }
 
 impl Tap {
-    /// Record a flow whose state so far is `row`, numbering its events from `seq`.
-    pub(crate) fn open(store: RunStore, row: StoredRun, seq: u64) -> Tap {
+    /// Record a flow whose state so far is `row`, numbering its events from `seq`. Returns
+    /// once the row is committed: a flow that was acknowledged is in the store even if the
+    /// process is killed right after.
+    pub(crate) async fn open(store: RunStore, row: StoredRun, seq: u64) -> Result<Tap, StoreError> {
         let run_id: Arc<str> = row.id.as_str().into();
-        store.write(Write::Open(Box::new(row)));
-        Tap {
+        store.write_durably(Write::Open(Box::new(row))).await?;
+        Ok(Tap {
             store,
             run_id,
             seq,
             opened: Instant::now(),
-        }
+        })
     }
 }
 
@@ -119,6 +121,11 @@ impl Folds {
                 }
             }
         }
+    }
+
+    /// Whether run `id`'s tap is open here (its events may still come).
+    pub(crate) fn is_open(&self, id: &str) -> bool {
+        self.runs.contains_key(id)
     }
 
     /// The rows of the runs whose state changed, as of `now`; runs whose taps closed are

@@ -1,7 +1,8 @@
 //! `RunStore`: the handle flows and commands use, and the thread that owns the backend.
 //! Writes queue without waiting and are applied in batches, one transaction each; reads
 //! queue behind them, so a read sees every write sent before it. The thread also beats this
-//! process's heartbeat, which tells other processes that its running flows are alive.
+//! process's heartbeat, which tells other processes that its running flows are alive, and
+//! prunes ended runs past the retention (`prune.rs`), a chunk at a time between batches.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::prune::{self, Retention};
 use super::sql::{self, Owner};
 use super::tap::Folds;
 use super::{Backend, StoreError, StoreUrl, StoredEvent, StoredMemory, StoredRun, now_ms};
@@ -21,6 +23,8 @@ const HEARTBEAT: Duration = Duration::from_secs(10);
 const BATCH: usize = 2_000;
 /// How long a batch waits for more writes: the most a write waits before its commit.
 const GATHER: Duration = Duration::from_millis(20);
+/// How often the retention is applied, once nothing was left to prune.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// One thing to write: what a flow's tap sends (see `tap`). Writes travel boxed (see
 /// `Job`), so an event's size costs nothing in the queue.
@@ -43,9 +47,17 @@ pub(crate) enum Write {
 
 type ReadJob = Box<dyn FnOnce(&mut dyn Backend, &Owner) + Send>;
 
+/// Told once the batch holding a write is committed (or failed).
+type Committed = oneshot::Sender<Result<(), String>>;
+
 enum Job {
-    Write(Box<Write>),
+    /// A write, and whom to tell once it is committed (if anyone waits for that).
+    Write(Box<Write>, Option<Committed>),
     Read(ReadJob),
+    /// Apply this retention from now on, in the background.
+    Retain(Retention),
+    /// Prune one chunk now; the ids pruned.
+    Prune(Retention, oneshot::Sender<Result<Vec<String>, String>>),
     /// Flush, retire this process's heartbeat, and stop.
     Close(oneshot::Sender<()>),
 }
@@ -147,7 +159,34 @@ impl RunStore {
 
     /// Queue a write; never waits, never fails (a write that fails later is logged).
     pub(crate) fn write(&self, w: Write) {
-        let _ = self.jobs.send(Job::Write(Box::new(w)));
+        let _ = self.jobs.send(Job::Write(Box::new(w), None));
+    }
+
+    /// Write `w` and wait until it is committed: what a caller may promise once this
+    /// returns survives the process being killed. The store thread stops gathering at
+    /// once; writes that queue meanwhile (other submissions) share the next commit.
+    pub(crate) async fn write_durably(&self, w: Write) -> Result<(), StoreError> {
+        self.ask(|done| Job::Write(Box::new(w), Some(done))).await
+    }
+
+    /// Queue the job `make` builds around a reply port, hurry the store thread, and wait
+    /// for the answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Job,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let fail = |message: String| StoreError {
+            url: self.url.to_string(),
+            message,
+        };
+        self.jobs
+            .send(make(tx))
+            .map_err(|_| fail("the store is closed".into()))?;
+        self.hurry.wake();
+        rx.await
+            .map_err(|_| fail("the store's thread stopped".into()))?
+            .map_err(fail)
     }
 
     /// Run `f` on the store's thread, after every write queued before it.
@@ -155,21 +194,12 @@ impl RunStore {
         &self,
         f: impl FnOnce(&mut dyn Backend, &Owner) -> Result<T, String> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let (tx, rx) = oneshot::channel();
-        let job: ReadJob = Box::new(move |db, owner| {
-            let _ = tx.send(f(db, owner));
-        });
-        let fail = |message: String| StoreError {
-            url: self.url.to_string(),
-            message,
-        };
-        self.jobs
-            .send(Job::Read(job))
-            .map_err(|_| fail("the store is closed".into()))?;
-        self.hurry.wake();
-        rx.await
-            .map_err(|_| fail("the store's thread stopped".into()))?
-            .map_err(fail)
+        self.ask(|tx| {
+            Job::Read(Box::new(move |db, owner| {
+                let _ = tx.send(f(db, owner));
+            }))
+        })
+        .await
     }
 
     /// The newest runs, at most `limit`.
@@ -210,6 +240,28 @@ impl RunStore {
         let id = id.to_string();
         self.read(move |db, me| sql::claim(db, &id, from.as_deref(), &me.id))
             .await
+    }
+
+    /// Apply `retention` in the background from now on: every ten minutes, on the store's
+    /// thread and a chunk at a time between batches of writes, ended runs past it are
+    /// pruned (never a running or resumable one).
+    pub fn keep(&self, retention: Retention) {
+        let _ = self.jobs.send(Job::Retain(retention));
+    }
+
+    /// Prune now the ended runs past `retention`, a chunk per transaction (other writes go
+    /// between them); the ids of the runs pruned. Runs still `running`, here or in another
+    /// process, or interrupted and resumable, are never touched.
+    pub async fn prune(&self, retention: Retention) -> Result<Vec<String>, StoreError> {
+        let mut pruned = vec![];
+        loop {
+            let ids = self.ask(|done| Job::Prune(retention, done)).await?;
+            let full = ids.len() == prune::CHUNK;
+            pruned.extend(ids);
+            if !full {
+                return Ok(pruned);
+            }
+        }
     }
 
     /// Write what is queued and stop; this process's running flows count as interrupted
@@ -256,35 +308,60 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
     let mut beat = Instant::now();
     let mut next = None;
     let mut folds = Folds::default();
+    let mut retention = Retention::default();
+    // When the retention is next applied, if any is set.
+    let mut prune_at: Option<Instant> = None;
     loop {
         let job = match next.take() {
             Some(job) => Ok(job),
-            None => jobs.recv_timeout(HEARTBEAT.saturating_sub(beat.elapsed())),
+            None => {
+                let mut wait = HEARTBEAT.saturating_sub(beat.elapsed());
+                if let Some(at) = prune_at {
+                    wait = wait.min(at.saturating_duration_since(Instant::now()));
+                }
+                jobs.recv_timeout(wait)
+            }
         };
         match job {
-            Ok(Job::Write(first)) => {
+            Ok(Job::Write(first, committed)) => {
                 // Gather what comes within GATHER: one commit for many writes, and one row
                 // for each run's state however often it changed in that time. The thread
                 // parks through it rather than waiting on the channel, so writers never
-                // wake it.
+                // wake it (a durable write does: someone waits for its commit).
                 hurry.gather(GATHER);
                 let mut batch = vec![*first];
+                let mut waiting: Vec<Committed> = committed.into_iter().collect();
                 loop {
                     while batch.len() < BATCH && next.is_none() {
                         match jobs.try_recv() {
-                            Ok(Job::Write(w)) => batch.push(*w),
+                            Ok(Job::Write(w, committed)) => {
+                                batch.push(*w);
+                                waiting.extend(committed);
+                            }
                             Ok(other) => next = Some(other),
                             Err(_) => break,
                         }
                     }
                     let full = batch.len() == BATCH;
-                    apply(db.as_mut(), &mut folds, std::mem::take(&mut batch));
+                    let done = apply(db.as_mut(), &mut folds, std::mem::take(&mut batch));
+                    for w in waiting.drain(..) {
+                        let _ = w.send(done.clone());
+                    }
                     if !full || next.is_some() {
                         break;
                     }
                 }
             }
             Ok(Job::Read(f)) => f(db.as_mut(), owner),
+            Ok(Job::Retain(r)) => {
+                retention = r;
+                prune_at = r.bounded().then(Instant::now);
+            }
+            Ok(Job::Prune(r, done)) => {
+                let _ = done.send(prune::chunk(db.as_mut(), &r, now_ms(), |id| {
+                    folds.is_open(id)
+                }));
+            }
             Ok(Job::Close(done)) => {
                 retire(db.as_mut(), owner);
                 // Closed before the answer, so SQLite has folded its log into the file.
@@ -297,6 +374,30 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
                 retire(db.as_mut(), owner);
                 return;
             }
+        }
+        if prune_at.is_some_and(|at| at <= Instant::now()) {
+            // One chunk, then the queued writes; the next chunk at once if this one was full.
+            let pruned = prune::chunk(db.as_mut(), &retention, now_ms(), |id| folds.is_open(id));
+            let again = match pruned {
+                Ok(ids) => {
+                    if !ids.is_empty() {
+                        tracing::info!(
+                            runs = ids.len(),
+                            "run store: pruned ended runs past the retention"
+                        );
+                    }
+                    if ids.len() == prune::CHUNK {
+                        Duration::ZERO
+                    } else {
+                        PRUNE_EVERY
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("run store: cannot prune ended runs: {e}");
+                    PRUNE_EVERY
+                }
+            };
+            prune_at = Some(Instant::now() + again);
         }
         if beat.elapsed() >= HEARTBEAT {
             beat = Instant::now();
@@ -314,26 +415,26 @@ fn retire(db: &mut dyn Backend, owner: &Owner) {
 }
 
 /// Write a batch in one transaction: its events, memories, and the newest state of each run
-/// they changed.
-fn apply(db: &mut dyn Backend, folds: &mut Folds, batch: Vec<Write>) {
+/// they changed. A failure is logged (the flows go on) and returned to those who wait.
+fn apply(db: &mut dyn Backend, folds: &mut Folds, batch: Vec<Write>) -> Result<(), String> {
     let mut stmts = Vec::with_capacity(batch.len() + 1);
     for w in batch {
         folds.fold(w, &mut stmts);
     }
     folds.snapshots(now_ms(), &mut stmts);
-    if let Err(e) = db.transaction(&stmts) {
+    db.transaction(&stmts).inspect_err(|e| {
         tracing::error!(
             "run store: {} write(s) lost, the flows go on: {e}",
             stmts.len()
         );
-    }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use manus_actors::llm::{Message, Usage};
-    use manus_actors::planner::plan::{Plan, StepStatus};
+    use manus_actors::plan::{Plan, StepStatus};
     use manus_actors::protocol::{FlowMode, FlowOutcome, FlowStatus};
 
     fn row(id: &str, owner: &str) -> StoredRun {
@@ -444,6 +545,117 @@ mod tests {
         assert!(
             store.interrupted().await.unwrap().is_empty(),
             "now it is mine"
+        );
+        store.close().await;
+    }
+
+    /// A row of `status` written as of `at`, with one event.
+    async fn put(store: &RunStore, id: &str, owner: &str, status: &str, at: i64) {
+        let mut run = row(id, owner);
+        run.status = status.into();
+        run.created_at = at;
+        let event = sql::insert_event(
+            id,
+            0,
+            at,
+            &FlowEvent::FlowStarted {
+                flow_id: id.into(),
+                task: "count".into(),
+            },
+        );
+        store
+            .read(move |db, _| db.transaction(&[run.upsert(at), event]))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn prune_forgets_only_ended_runs_past_the_retention() {
+        let store = RunStore::open(&StoreUrl::Sqlite(":memory:".into()))
+            .await
+            .unwrap();
+        let me = store.owner().to_string();
+        let now = now_ms();
+        let days_ago = |d: i64| now - d * 86_400_000;
+        put(&store, "old-done", &me, "completed", days_ago(40)).await;
+        put(&store, "old-failed", &me, "failed", days_ago(31)).await;
+        // Still running here, and interrupted (its owner is gone): resumable.
+        put(&store, "old-running", &me, "running", days_ago(400)).await;
+        put(
+            &store,
+            "old-resumable",
+            "gone:1:1",
+            "running",
+            days_ago(400),
+        )
+        .await;
+        put(&store, "new-done", &me, "completed", days_ago(2)).await;
+        put(&store, "newer-done", &me, "cancelled", days_ago(1)).await;
+
+        let by_days = Retention {
+            keep_days: Some(30),
+            keep_runs: None,
+        };
+        let mut pruned = store.prune(by_days).await.unwrap();
+        pruned.sort();
+        assert_eq!(pruned, ["old-done", "old-failed"]);
+        assert!(store.events("old-done").await.unwrap().is_empty());
+        assert_eq!(store.events("new-done").await.unwrap().len(), 1);
+
+        // The newest ended run is kept; running ones neither count nor go.
+        let by_count = Retention {
+            keep_days: None,
+            keep_runs: Some(1),
+        };
+        assert_eq!(store.prune(by_count).await.unwrap(), ["new-done"]);
+        let mut left: Vec<String> = store
+            .list(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        left.sort();
+        assert_eq!(left, ["newer-done", "old-resumable", "old-running"]);
+        assert_eq!(
+            store.interrupted().await.unwrap().len(),
+            1,
+            "the resumable run is still there to resume"
+        );
+        assert!(store.prune(by_count).await.unwrap().is_empty());
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn retention_is_applied_in_chunks_in_the_background() {
+        let store = RunStore::open(&StoreUrl::Sqlite(":memory:".into()))
+            .await
+            .unwrap();
+        let me = store.owner().to_string();
+        let total = 2 * prune::CHUNK + 50;
+        for n in 0..total {
+            put(&store, &format!("r{n:04}"), &me, "completed", n as i64 + 1).await;
+        }
+        put(&store, "running", &me, "running", 0).await;
+        store.keep(Retention {
+            keep_days: None,
+            keep_runs: Some(10),
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let left = loop {
+            let left = store.list(1_000).await.unwrap();
+            if left.len() <= 11 || Instant::now() > deadline {
+                break left;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let mut ids: Vec<String> = left.into_iter().map(|r| r.id).collect();
+        ids.sort();
+        let mut expected: Vec<String> = (total - 10..total).map(|n| format!("r{n:04}")).collect();
+        expected.push("running".into());
+        assert_eq!(
+            ids, expected,
+            "the newest ten ended runs and the running one"
         );
         store.close().await;
     }

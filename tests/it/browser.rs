@@ -29,7 +29,7 @@ fn browser_config(
     overrides.push(("flow.max_step_retries", "0".into()));
     overrides.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
     let pairs: Vec<(&str, &str)> = overrides.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Config::parse(
+    Config::from_text(
         &config_with(server, &dir.workspace(), &pairs),
         "browser-test",
         None,

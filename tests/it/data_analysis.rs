@@ -724,7 +724,7 @@ async fn a_flow_goes_from_raw_sales_to_charts_and_a_report() {
         ("tools.python", python.as_str()),
     ];
     let text = config_with(&server, &ws, &overrides);
-    let config = Config::parse(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let config = Config::from_text(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let rt = Runtime::builder().config(config).start().await.unwrap();
     let mut flow = rt
         .submit(FLOW_TASK, SubmitOptions::default())

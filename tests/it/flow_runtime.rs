@@ -11,7 +11,7 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use manus_rt::engine::planner::plan::StepStatus;
+use manus_rt::engine::plan::StepStatus;
 use manus_rt::{
     Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions,
 };
@@ -40,9 +40,13 @@ const DATA_TOOLS: [&str; 5] = [
 /// Generous bound so a broken flow fails the test instead of hanging it.
 const GUARD: Duration = Duration::from_secs(60);
 
+/// A model answer or command that outlasts GUARD: a test that ends within GUARD did not wait
+/// for it (an outcome, not a stopwatch, on a loaded machine).
+const NEVER_MS: u64 = 2 * GUARD.as_millis() as u64;
+
 async fn start(server: &ScriptedLlm, dir: &Scratch, overrides: &[(&str, &str)]) -> Runtime {
     let text = config_with(server, &dir.workspace(), overrides);
-    let config = Config::parse(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let config = Config::from_text(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
     Runtime::builder().config(config).start().await.unwrap()
 }
 
@@ -762,7 +766,7 @@ async fn cancel_stops_a_flow_waiting_on_the_model() {
     let server = ScriptedLlm::start().await;
     server.push_all([
         plan_reply(&["[MANUS] Think slowly"]),
-        Reply::tool("bash", json!({"command": "touch too-late.txt"})).delay(3000),
+        Reply::tool("bash", json!({"command": "touch too-late.txt"})).delay(NEVER_MS),
     ]);
     server.set_fallback(Some(Reply::text("summary")));
     let dir = Scratch::new("cancel");
@@ -794,7 +798,6 @@ async fn cancel_stops_a_flow_waiting_on_the_model() {
         .iter()
         .any(|e| matches!(e, FlowEvent::LlmCalled { agent, .. } if agent != "planner"));
     assert!(!agent_answered);
-    assert!(outcome.elapsed_ms < 3000, "{}", outcome.elapsed_ms);
     let step = &outcome.plan.steps[0];
     assert_eq!(step.status, StepStatus::Failed);
     assert!(step.notes.contains("cancelled"), "{}", step.notes);
@@ -1070,12 +1073,16 @@ async fn a_step_waiting_for_a_replica_is_queued_not_timed_out() {
         "the second step waited for the replica: {second:?}"
     );
     assert!(first.0 < 1_000, "the first step did not: {first:?}");
-    for (queued, ran) in [first, second] {
-        assert!(
-            (1_200..2_000).contains(&ran),
-            "a step's time excludes its wait ({queued} ms queued, {ran} ms ran)"
-        );
-    }
+    // Each step ran for its model's 1.2 s at least; the second one's time excludes its wait
+    // (counted with it, it would be the wait plus those 1.2 s).
+    assert!(
+        first.1 >= 1_200 && second.1 >= 1_200,
+        "{first:?} {second:?}"
+    );
+    assert!(
+        second.1 < second.0 + 1_200,
+        "the second step's time includes its wait: {second:?} (queued, ran)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1270,7 +1277,10 @@ async fn the_flow_timeout_ends_a_flow_whose_step_runs_on() {
     let server = ScriptedLlm::start().await;
     server.push_all([
         plan_reply(&["[MANUS] Wait"]),
-        Reply::tool("bash", json!({"command": "sleep 4"})),
+        Reply::tool(
+            "bash",
+            json!({"command": format!("sleep {}", NEVER_MS / 1000)}),
+        ),
     ]);
     server.set_fallback(Some(Reply::text("fallback")));
     let dir = Scratch::new("flowtimeout");
@@ -1290,20 +1300,16 @@ async fn the_flow_timeout_ends_a_flow_whose_step_runs_on() {
         "{}",
         outcome.plan.steps[0].notes
     );
-    // The step was stopped mid-command: it never reported back.
+    // The step was stopped mid-command (a command longer than GUARD, which `run` would
+    // have hit had the flow waited for it): it never reported back.
     assert!(finished(&events).is_empty());
-    assert!(
-        outcome.elapsed_ms < 4000,
-        "the flow waited for the command: {}",
-        outcome.elapsed_ms
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_during_planning_is_prompt() {
     let server = ScriptedLlm::start().await;
     server.push_all([
-        plan_reply(&["[MANUS] Do it"]).delay(3000),
+        plan_reply(&["[MANUS] Do it"]).delay(NEVER_MS),
         done("Did it."),
         Reply::text("Did it."),
     ]);
@@ -1329,18 +1335,13 @@ async fn cancel_during_planning_is_prompt() {
         "a step started after the flow was cancelled: {:?}",
         started(&events)
     );
-    assert!(
-        outcome.elapsed_ms < 3000,
-        "the cancel waited for the planner's model: {} ms",
-        outcome.elapsed_ms
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_flow_timeout_covers_planning() {
     let server = ScriptedLlm::start().await;
     server.push_all([
-        plan_reply(&["[MANUS] Do it"]).delay(3000),
+        plan_reply(&["[MANUS] Do it"]).delay(NEVER_MS),
         done("Did it."),
         Reply::text("Did it."),
     ]);
@@ -1353,11 +1354,6 @@ async fn the_flow_timeout_covers_planning() {
         started(&events).is_empty(),
         "a step started after the flow timed out: {:?}",
         started(&events)
-    );
-    assert!(
-        outcome.elapsed_ms < 3000,
-        "the timeout waited for the planner's model: {} ms",
-        outcome.elapsed_ms
     );
 }
 

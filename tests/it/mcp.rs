@@ -51,7 +51,7 @@ fn mcp_config(server: &ScriptedLlm, dir: &Scratch, servers: Value) -> Config {
             ("mcp.call_timeout_secs", "20"),
         ],
     );
-    Config::parse(&text, "mcp-test", None).unwrap()
+    Config::from_text(&text, "mcp-test", None).unwrap()
 }
 
 async fn run_single(config: Config, task: &str) -> manus_rt::FlowOutcome {
@@ -75,9 +75,8 @@ struct Peer(tokio::process::Child);
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        if let Some(pid) = self.0.id() {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
+        // SIGKILL, to its PID.
+        let _ = self.0.start_kill();
     }
 }
 
@@ -494,7 +493,7 @@ async fn an_image_from_a_tool_reaches_a_model_that_sees_images() {
             ("llm.vision", "true"),
         ],
     );
-    let config = Config::parse(&text, "mcp-image", None).unwrap();
+    let config = Config::from_text(&text, "mcp-image", None).unwrap();
     let outcome = run_single(config, "look at the image").await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     assert!(observation(&server, 0).contains("[image image/png"));

@@ -59,7 +59,7 @@ fn sandbox_config_with(server: &ScriptedLlm, dir: &Scratch, extra: &[(&str, &str
         .chain(extra.iter().copied())
         .collect::<Vec<_>>(),
     );
-    Config::parse(&text, "sandbox-test", None).unwrap()
+    Config::from_text(&text, "sandbox-test", None).unwrap()
 }
 
 fn python(code: &str) -> Reply {

@@ -8,7 +8,7 @@ use crate::support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use manus_rt::engine::planner::plan::StepStatus;
+use manus_rt::engine::plan::StepStatus;
 use manus_rt::store::{RunStore, StoreUrl};
 use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};
@@ -26,27 +26,49 @@ struct Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        if let Some(pid) = self.child.id() {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
+        // SIGKILL, to its PID.
+        let _ = self.child.start_kill();
     }
 }
 
 impl Service {
     async fn start(dir: &Scratch, config: &str) -> Service {
+        Service::launch(Service::command(dir, config, "127.0.0.1:0", None)).await
+    }
+
+    /// `manus-rt serve --bind bind` in `dir` on `config`; with `nofile`, under that
+    /// descriptor limit (set by the shell that execs it).
+    fn command(
+        dir: &Scratch,
+        config: &str,
+        bind: &str,
+        nofile: Option<u32>,
+    ) -> tokio::process::Command {
         let path = dir.write_config(config);
-        let mut child = tokio::process::Command::new(BIN)
-            .current_dir(dir.path())
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut sh = tokio::process::Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(BIN);
+                sh
+            }
+            None => tokio::process::Command::new(BIN),
+        };
+        cmd.current_dir(dir.path())
             .env_remove("MANUS_API_TOKENS")
             .arg("--config")
             .arg(&path)
-            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(["serve", "--bind", bind])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+            .kill_on_drop(true);
+        cmd
+    }
+
+    async fn launch(mut cmd: tokio::process::Command) -> Service {
+        let mut child = cmd.spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let base = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.unwrap() {
@@ -529,9 +551,7 @@ async fn a_killed_service_resumes_its_flow_on_restart() {
     .await
     .expect("the store records steps 1 and 2 as completed");
     store.close().await;
-    if let Some(pid) = svc.child.id() {
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    }
+    let _ = svc.child.start_kill();
     let _ = svc.child.wait().await;
     let before = server.request_count();
 
@@ -569,4 +589,261 @@ async fn a_killed_service_resumes_its_flow_on_restart() {
         3,
         "steps 3 and 4 and the summary"
     );
+}
+
+/// Issue 24, item 6: a `201` means the run is in the store. A burst of submissions is sent
+/// at once and the service is killed with SIGKILL right after a random number of them were
+/// answered `201`; the store, read after the kill, holds every flow that was answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_flow_survives_a_sigkill_mid_burst() {
+    const BURST: usize = 100;
+    let server = ScriptedLlm::start().await;
+    // Plans never come back before the kill: the flows wait on the model.
+    server.set_fallback(Some(plan_reply(&["[MANUS] Wait"]).delay(600_000)));
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut noise = support::scenario::Noise::new(seed);
+    let mut lost_in_all = vec![];
+    for round in 0..4 {
+        let dir = Scratch::new("serve-durable");
+        let mut svc = Service::start(&dir, &config(&server, &dir, &[])).await;
+        // Kill once this many 201s have come back: somewhere in the burst.
+        let kill_after = 1 + (noise.next() * (BURST - 1) as f64) as usize;
+        let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel();
+        let sends: Vec<_> = (0..BURST)
+            .map(|n| {
+                let (http, url, acked) = (svc.http.clone(), svc.url("/v1/flows"), acked_tx.clone());
+                tokio::spawn(async move {
+                    let task = format!("Durable flow {n}");
+                    let Ok(r) = http.post(url).json(&json!({"task": task})).send().await else {
+                        return;
+                    };
+                    if r.status() == 201 {
+                        // The answer counts once its head is read: the body may be cut by
+                        // the kill.
+                        let id = r.headers()["location"].to_str().unwrap().to_string();
+                        let _ = acked.send(id.trim_start_matches("/v1/flows/").to_string());
+                    }
+                })
+            })
+            .collect();
+        drop(acked_tx);
+        let mut acked = vec![];
+        while acked.len() < kill_after {
+            match tokio::time::timeout(Duration::from_secs(60), acked_rx.recv()).await {
+                Ok(Some(id)) => acked.push(id),
+                Ok(None) => break,
+                Err(_) => panic!("no 201 within a minute ({} so far)", acked.len()),
+            }
+        }
+        let _ = svc.child.start_kill();
+        let _ = svc.child.wait().await;
+        for send in sends {
+            let _ = send.await;
+        }
+        while let Ok(id) = acked_rx.try_recv() {
+            acked.push(id);
+        }
+        let db = dir.workspace().with_file_name("runs.db");
+        let store = RunStore::open(&StoreUrl::Sqlite(db)).await.unwrap();
+        let stored: std::collections::HashSet<String> = store
+            .list(10 * BURST)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        store.close().await;
+        let lost: Vec<&String> = acked.iter().filter(|id| !stored.contains(*id)).collect();
+        eprintln!(
+            "round {round}: killed after {kill_after} 201s; {} acknowledged, {} stored, {} of the acknowledged missing",
+            acked.len(),
+            stored.len(),
+            lost.len()
+        );
+        lost_in_all.extend(lost.into_iter().cloned());
+    }
+    assert!(
+        lost_in_all.is_empty(),
+        "flows answered 201 but not in the store after the kill: {lost_in_all:?}"
+    );
+}
+
+/// Issue 24, item 7: without tokens the service answers only loopback `Host`s (and those of
+/// `[server] allowed_hosts`), so a web page cannot reach it by DNS rebinding; it refuses to
+/// listen beyond loopback without tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tokens_only_loopback_hosts_are_answered() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("serve-hosts");
+    let svc = Service::start(
+        &dir,
+        &config(
+            &server,
+            &dir,
+            &[("server.allowed_hosts", "[\"manus.internal\"]")],
+        ),
+    )
+    .await;
+    let with_host = |host: &str| {
+        svc.http
+            .post(svc.url("/v1/flows"))
+            .header("host", host)
+            .json(&json!({"task": "run bash for me"}))
+            .send()
+    };
+    for evil in [
+        "evil.example",
+        "evil.example:80",
+        "127.0.0.1.evil.example",
+        "10.0.0.1",
+    ] {
+        let r = with_host(evil).await.unwrap();
+        assert_eq!(r.status(), 403, "Host {evil}");
+        let body: Value = r.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(evil) && message.contains("allowed_hosts"),
+            "{message}"
+        );
+    }
+    let (status, _) = {
+        let r = svc
+            .http
+            .get(svc.url("/healthz"))
+            .header("host", "evil.example")
+            .send()
+            .await
+            .unwrap();
+        (r.status(), ())
+    };
+    assert_eq!(status, 403, "nothing is answered to another host");
+    assert_eq!(server.request_count(), 0, "no flow was started");
+    for good in [
+        "127.0.0.1",
+        "localhost:8080",
+        "[::1]:9",
+        "LOCALHOST",
+        "manus.internal:1",
+    ] {
+        let r = svc
+            .http
+            .get(svc.url("/v1/flows"))
+            .header("host", good)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "Host {good}");
+    }
+
+    // Beyond loopback: refused without tokens, served with them.
+    let refused = Service::command(&dir, &config(&server, &dir, &[]), "0.0.0.0:0", None)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0") && stderr.contains("api_tokens"),
+        "{stderr}"
+    );
+    let tokens = config(&server, &dir, &[("server.api_tokens", "[\"s3cret\"]")]);
+    let open = Service::launch(Service::command(&dir, &tokens, "0.0.0.0:0", None)).await;
+    assert!(open.base.contains("0.0.0.0"), "{}", open.base);
+}
+
+/// Issue 24, item 7: a thousand half-sent requests do not lock a client out. The service
+/// runs under a descriptor limit of 512 (the thousand would exhaust it); it holds at most
+/// half that many connections, closes the oldest idle one to make room, and closes a
+/// connection that has not sent its request's head within the header-read time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_requests_do_not_lock_a_client_out() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const HALF_SENT: usize = 1_000;
+    // This test holds a thousand sockets itself.
+    let (soft, hard) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    if soft < 4_096 {
+        nix::sys::resource::setrlimit(
+            nix::sys::resource::Resource::RLIMIT_NOFILE,
+            hard.min(4_096),
+            hard,
+        )
+        .unwrap();
+    }
+    let server = ScriptedLlm::start().await;
+    server.push_all([plan_reply(&["[MANUS] Wait"]).delay(600_000)]);
+    let dir = Scratch::new("serve-slowloris");
+    let svc = Service::launch(Service::command(
+        &dir,
+        &config(&server, &dir, &[]),
+        "127.0.0.1:0",
+        Some(512),
+    ))
+    .await;
+    let addr = svc.base.trim_start_matches("http://").to_string();
+    let closed = Arc::new(AtomicUsize::new(0));
+    let mut readers = vec![];
+    for _ in 0..HALF_SENT {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        // The request line and a header, never the blank line that ends the head.
+        stream
+            .write_all(
+                b"POST /v1/flows HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
+            )
+            .await
+            .unwrap();
+        let closed = closed.clone();
+        readers.push(tokio::spawn(async move {
+            let mut buf = [0u8; 256];
+            while let Ok(n) = stream.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+            closed.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+    // A client that sends whole requests gets in (a fresh connection each time).
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(60), async {
+        let list = client.get(svc.url("/v1/flows")).send().await.unwrap();
+        let submit = client
+            .post(svc.url("/v1/flows"))
+            .json(&json!({"task": "Wait for the model"}))
+            .send()
+            .await
+            .unwrap();
+        (list.status().as_u16(), submit.status().as_u16())
+    })
+    .await
+    .expect("the client was answered while the half-sent requests were held");
+    assert_eq!(answered, (200, 201));
+    let closed_then = closed.load(Ordering::Relaxed);
+    eprintln!(
+        "{HALF_SENT} half-sent requests: {closed_then} closed to make room when the client was answered"
+    );
+    assert!(
+        closed_then < HALF_SENT,
+        "some half-sent requests were still open: the client did not wait out the header time"
+    );
+    // The rest are closed once their header-read time is up.
+    tokio::time::timeout(Duration::from_secs(90), async {
+        for r in readers {
+            r.await.unwrap();
+        }
+    })
+    .await
+    .expect("every half-sent request is closed after the header-read time");
+    assert_eq!(closed.load(Ordering::Relaxed), HALF_SENT);
+    let (status, _) = svc.get("/healthz").await;
+    assert_eq!(status, 200);
 }

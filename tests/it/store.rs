@@ -107,16 +107,15 @@ async fn wait_for_run(
 }
 
 fn step_completed(run: &StoredRun, step: usize) -> bool {
-    run.plan.as_ref().is_some_and(|p| {
-        p.steps[step].status == manus_rt::engine::planner::plan::StepStatus::Completed
-    })
+    run.plan
+        .as_ref()
+        .is_some_and(|p| p.steps[step].status == manus_rt::engine::plan::StepStatus::Completed)
 }
 
 /// SIGKILL the child by its pid and reap it.
 async fn kill_hard(child: &mut tokio::process::Child) {
-    let pid = child.id().expect("the child is running") as i32;
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    // SIGKILL, to its pid.
+    child.start_kill().expect("the child is running");
     let status = child.wait().await.unwrap();
     assert!(!status.success(), "killed: {status:?}");
 }
@@ -457,7 +456,7 @@ async fn a_replayed_run_resumes_reproducibly_from_its_cassette() {
 /// A runtime on the scripted server, recording in the scratch directory's store.
 async fn runtime(server: &ScriptedLlm, dir: &Scratch) -> Runtime {
     let text = config_with(server, &dir.workspace(), &[]);
-    let config = Config::parse(&text, "test.toml", None).unwrap();
+    let config = Config::from_text(&text, "test.toml", None).unwrap();
     Runtime::builder().config(config).start().await.unwrap()
 }
 
@@ -547,4 +546,146 @@ async fn a_run_interrupted_while_planning_plans_again() {
     assert_eq!(saw, ["resumed while planning", "planned"]);
     assert_eq!(server.request_count(), 4, "the planning call is made again");
     second.shutdown().await;
+}
+
+/// Issue 24, item 6: `Runtime::submit` returns once the run's row is committed: another
+/// connection to the same database finds each run the moment its submit returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submitted_run_is_committed_before_submit_returns() {
+    let server = ScriptedLlm::start().await;
+    server.set_fallback(Some(plan_reply(&["[MANUS] Wait"]).delay(600_000)));
+    let dir = Scratch::new("store-durable");
+    let rt = runtime(&server, &dir).await;
+    let reader = RunStore::open(&StoreUrl::Sqlite(dir.workspace().with_file_name("runs.db")))
+        .await
+        .unwrap();
+    for n in 0..5 {
+        let flow = rt
+            .submit(&format!("Durable task {n}"), SubmitOptions::default())
+            .await
+            .unwrap();
+        let row = reader.get(&flow.id).await.unwrap();
+        assert_eq!(
+            row.map(|r| (r.task, r.status)),
+            Some((format!("Durable task {n}"), "running".to_string())),
+            "run {n} is committed when submit returns"
+        );
+    }
+    reader.close().await;
+    rt.shutdown().await;
+}
+
+/// Issue 24, item 8: a runtime started with `[store] keep_runs` prunes the ended runs past
+/// it in the background, and leaves the run an earlier runtime left interrupted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_prunes_ended_runs_and_keeps_the_interrupted_one() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-retention");
+    let first = runtime(&server, &dir).await;
+    let single = SubmitOptions {
+        mode: manus_rt::FlowMode::Single,
+    };
+    let mut ended = vec![];
+    for n in 0..3 {
+        server.push(done(&format!("note {n} written")));
+        let flow = first
+            .submit(&format!("Write note {n}"), single)
+            .await
+            .unwrap();
+        let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
+        assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
+        ended.push(outcome.flow_id);
+    }
+    server.push(done("cut short").delay(600_000));
+    let cut = first.submit("Write a long note", single).await.unwrap();
+    while server.request_count() < 4 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cut_id = cut.id.clone();
+    first.shutdown().await;
+
+    let text = config_with(&server, &dir.workspace(), &[("store.keep_runs", "1")]);
+    let config = Config::from_text(&text, "test.toml", None).unwrap();
+    let second = Runtime::builder().config(config).start().await.unwrap();
+    let store = second.store().unwrap();
+    let deadline = tokio::time::Instant::now() + GUARD;
+    let left = loop {
+        let left: Vec<String> = store
+            .list(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        if left.len() <= 2 || tokio::time::Instant::now() > deadline {
+            break left;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        left,
+        [cut_id.clone(), ended[2].clone()],
+        "the interrupted run and the newest ended one"
+    );
+    assert!(store.events(&ended[0]).await.unwrap().is_empty());
+    assert_eq!(second.interrupted_runs().await.unwrap(), [cut_id]);
+    second.shutdown().await;
+}
+
+/// `manus-rt runs prune`: with no bound anywhere it refuses (exit 2) and deletes nothing;
+/// with `--keep-runs 1` it deletes the older ended runs, names them with `--json`, and keeps
+/// the newest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_prune_deletes_the_older_ended_runs() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-prune-cli");
+    let rt = runtime(&server, &dir).await;
+    let single = SubmitOptions {
+        mode: manus_rt::FlowMode::Single,
+    };
+    let mut ended = vec![];
+    for n in 0..3 {
+        server.push(done(&format!("note {n} written")));
+        let flow = rt.submit(&format!("Write note {n}"), single).await.unwrap();
+        let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
+        assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
+        ended.push(outcome.flow_id);
+    }
+    rt.shutdown().await;
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, config_with(&server, &dir.workspace(), &[])).unwrap();
+
+    let out = finish(manus(&dir, &config, &["runs", "prune"])).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nothing to prune"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = finish(manus(
+        &dir,
+        &config,
+        &["runs", "prune", "--keep-runs", "1", "--json"],
+    ))
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut pruned: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    pruned.sort();
+    let mut older = ended[..2].to_vec();
+    older.sort();
+    assert_eq!(pruned, older);
+
+    let out = finish(manus(&dir, &config, &["runs", "list", "--json"])).await;
+    let left: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = left.iter().filter_map(|r| r["id"].as_str()).collect();
+    assert_eq!(ids, [ended[2].as_str()]);
+
+    let out = finish(manus(&dir, &config, &["runs", "prune", "--keep-runs", "0"])).await;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "clap refuses 0: {}",
+        text(&out.stderr)
+    );
 }

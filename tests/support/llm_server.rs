@@ -74,8 +74,6 @@ pub struct ScriptedLlm {
 
 #[derive(Default)]
 struct Shared {
-    /// Holds each answer until it is due.
-    timer: timer::Timer,
     queue: Mutex<VecDeque<Reply>>,
     /// Queues served to requests whose first user message contains the key.
     keyed: Mutex<Vec<(String, VecDeque<Reply>)>>,
@@ -100,7 +98,6 @@ impl Shared {
 impl ScriptedLlm {
     /// Binds `127.0.0.1:0` and starts serving on the current tokio runtime.
     pub async fn start() -> ScriptedLlm {
-        // On this runtime: the timer's task starts with it.
         let shared = Arc::new(Shared::default());
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
@@ -523,7 +520,8 @@ async fn chat_completions(
     let delay = Duration::from_millis(reply.delay_ms);
     let response = answer(&shared, &uri, &head, reply);
     if !delay.is_zero() {
-        shared.timer.sleep_until(arrived + delay).await;
+        // Tokio's timer wakes on whole milliseconds: answers due within one go out together.
+        tokio::time::sleep_until((arrived + delay).into()).await;
     }
     let observer = shared.observer.lock().unwrap().clone();
     if let Some(observe) = observer {
@@ -596,161 +594,4 @@ fn answer(shared: &Shared, uri: &Uri, head: &Head, reply: Reply) -> Response {
         }
     });
     with_retry_after(axum::Json(response).into_response(), reply.retry_after)
-}
-
-/// Delays to the microsecond. Tokio's timer fires on whole milliseconds, so every answer due
-/// within one millisecond would go out at once: calls that reached the server apart would be
-/// answered together, and a benchmark would see bursts the model did not make. A Linux
-/// timerfd, armed for the earliest deadline and watched by the server's own runtime, wakes
-/// each call at its own deadline. Its wake-ups happen on the threads that serve the calls:
-/// no thread of its own to hand every call to and back, whose wake-ups and switches cost
-/// the stand-in CPU on the cores it shares with the runtime a benchmark measures.
-mod timer {
-    use std::collections::BTreeMap;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::sync::{Arc, Mutex};
-    use std::time::Instant;
-
-    use tokio::io::Interest;
-    use tokio::io::unix::AsyncFd;
-    use tokio::sync::oneshot;
-    use tokio::task::JoinHandle;
-
-    /// The calls waiting, by deadline, then by arrival (so equal deadlines do not collide).
-    #[derive(Default)]
-    struct Due {
-        calls: BTreeMap<(Instant, u64), oneshot::Sender<()>>,
-        n: u64,
-    }
-
-    /// Its task, which fires it, stops when it is dropped: when the server and every call
-    /// it was serving are gone.
-    pub struct Timer {
-        fd: Arc<AsyncFd<OwnedFd>>,
-        due: Arc<Mutex<Due>>,
-        task: JoinHandle<()>,
-    }
-
-    impl Drop for Timer {
-        fn drop(&mut self) {
-            self.task.abort();
-        }
-    }
-
-    /// A timer on the current tokio runtime (there must be one).
-    impl Default for Timer {
-        fn default() -> Timer {
-            // SAFETY: timerfd_create takes no pointers; a non-negative result is a new
-            // descriptor that nothing else owns.
-            let raw = unsafe {
-                libc::timerfd_create(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-                )
-            };
-            assert!(
-                raw >= 0,
-                "timerfd_create: {}",
-                std::io::Error::last_os_error()
-            );
-            // SAFETY: see above.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-            // SAFETY: an OwnedFd is open and always the same descriptor until it is dropped,
-            // which only the AsyncFd can do.
-            let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
-            let fd = Arc::new(fd.expect("watch the scripted server's timerfd"));
-            let due: Arc<Mutex<Due>> = Arc::default();
-            let task = tokio::spawn(fire(fd.clone(), due.clone()));
-            Timer { fd, due, task }
-        }
-    }
-
-    impl Timer {
-        /// Wait until `deadline`.
-        pub async fn sleep_until(&self, deadline: Instant) {
-            let (tx, rx) = oneshot::channel();
-            {
-                let mut due = self.due.lock().unwrap();
-                due.n += 1;
-                let key = (deadline, due.n);
-                due.calls.insert(key, tx);
-                if due
-                    .calls
-                    .first_key_value()
-                    .is_some_and(|(first, _)| *first == key)
-                {
-                    arm(&self.fd, Some(deadline));
-                }
-            }
-            let _ = rx.await;
-        }
-    }
-
-    /// Wake every call whose deadline has come each time the timerfd expires, then arm it
-    /// for the next one.
-    async fn fire(fd: Arc<AsyncFd<OwnedFd>>, due: Arc<Mutex<Due>>) {
-        loop {
-            let Ok(mut ready) = fd.readable().await else {
-                return;
-            };
-            let mut expirations = [0u8; 8];
-            // SAFETY: reads at most 8 bytes into a buffer of 8.
-            let n = unsafe {
-                libc::read(
-                    fd.as_raw_fd(),
-                    expirations.as_mut_ptr().cast(),
-                    expirations.len(),
-                )
-            };
-            // Read or not, it is drained: the next expiry makes it readable again (tokio
-            // keeps an expiry that lands between the read and this).
-            ready.clear_ready();
-            if n < 0 {
-                // Nothing had expired: it was re-armed since it became readable.
-                continue;
-            }
-            let mut due = due.lock().unwrap();
-            let now = Instant::now();
-            while let Some(call) = due.calls.first_entry().filter(|c| c.key().0 <= now) {
-                let _ = call.remove().send(());
-            }
-            arm(&fd, due.calls.first_key_value().map(|((at, _), _)| *at));
-        }
-    }
-
-    /// Arm the timerfd to expire at `deadline` (at once if it has passed), or disarm it.
-    fn arm(fd: &AsyncFd<OwnedFd>, deadline: Option<Instant>) {
-        let value = match deadline {
-            Some(at) => {
-                // Zero would disarm it: a deadline that has passed expires in a nanosecond.
-                let left = at
-                    .saturating_duration_since(Instant::now())
-                    .max(std::time::Duration::from_nanos(1));
-                libc::timespec {
-                    tv_sec: left.as_secs() as libc::time_t,
-                    tv_nsec: left.subsec_nanos() as libc::c_long,
-                }
-            }
-            None => libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-        };
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: value,
-        };
-        // SAFETY: `spec` is a valid itimerspec; the old value is not asked for.
-        let failed =
-            unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        assert_eq!(
-            failed,
-            0,
-            "timerfd_settime: {}",
-            std::io::Error::last_os_error()
-        );
-    }
 }

@@ -19,13 +19,14 @@ use tracing::Instrument;
 
 use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSet, Usage};
 use crate::mcp::{McpHandle, McpToolset};
-use crate::planner::plan::StepStatus;
+use crate::plan::StepStatus;
 use crate::protocol::{
-    AgentMsg, FlowEvent, FlowMsg, ImageData, StepOutcome, StepRequest, TerminateStatus,
+    AgentMsg, FlowEvent, FlowLink, FlowMsg, ImageData, StepOutcome, StepRequest, TerminateStatus,
     ToolInvocation, ToolMsg, ToolResult,
 };
+use crate::text::clip;
 use crate::tools::worker::{ToolWorker, WorkerArgs};
-use crate::tools::{ToolCtx, ToolSettings, clip};
+use crate::tools::{self, ToolCtx, ToolSettings};
 use memory::Memory;
 pub use profile::AgentProfile;
 
@@ -91,13 +92,24 @@ pub struct AgentState {
     worker: Option<ActorRef<ToolMsg>>,
 }
 
+/// Start the agent's tool worker, with the context every call of the flow's runs in.
 async fn spawn_worker(
     myself: &ActorRef<AgentMsg>,
     spec: &AgentSpec,
+    req: &StepRequest,
 ) -> Result<ActorRef<ToolMsg>, ActorProcessingErr> {
     let args = WorkerArgs {
         tools: spec.profile.tools.clone(),
         settings: spec.tool_settings.clone(),
+        ctx: ToolCtx {
+            flow_id: req.flow_id.clone(),
+            agent: spec.name.clone(),
+            workspace: spec.workspace.clone(),
+            flow: Some(FlowLink::new(req.flow.clone(), spec.name.clone())),
+            sandbox: spec.sandbox.clone(),
+            browser: spec.browser.clone(),
+            llm: Some(spec.llm.clone()),
+        },
     };
     let (worker, _) = Actor::spawn_linked(None, ToolWorker, args, myself.get_cell()).await?;
     Ok(worker)
@@ -383,7 +395,9 @@ impl<'a> StepRun<'a> {
                 continue;
             }
             self.text_only_replies = 0;
-            self.browsed = calls.iter().any(|c| c.function.name == "browser_use");
+            self.browsed = calls
+                .iter()
+                .any(|c| tools::builtin(&c.function.name).is_some_and(|b| b.browser));
             // Images tools returned; they follow the tool messages, which must stay together.
             let mut images: Vec<(String, ImageData)> = vec![];
             for call in &calls {
@@ -538,32 +552,18 @@ impl<'a> StepRun<'a> {
         let inv = ToolInvocation {
             call: call.clone(),
             args,
-            ctx: ToolCtx {
-                flow_id: self.req.flow_id.clone(),
-                agent: self.state.spec.name.clone(),
-                workspace: self.state.spec.workspace.clone(),
-                flow: Some(self.req.flow.clone()),
-                sandbox: self.state.spec.sandbox.clone(),
-                browser: self.state.spec.browser.clone(),
-                llm: Some(self.state.spec.llm.clone()),
-            },
             span: tracing::Span::current(),
             mcp: route,
         };
-        let ts = &self.state.spec.tool_settings;
         // The tools enforce their own limits; this bound only catches a worker that hangs.
         let mcp_limit = inv.mcp.as_ref().map_or(Duration::ZERO, |r| {
             r.handle.call_timeout + r.handle.connect_timeout
         });
-        let limit = ts
-            .python_timeout
-            .max(ts.bash_timeout)
-            .max(ts.ask_timeout)
-            .max(mcp_limit)
+        let limit = tools::longest_deadline(&self.state.spec.tool_settings).max(mcp_limit)
             + Duration::from_secs(30);
         let worker = match &self.state.worker {
             Some(w) => w.clone(),
-            None => match spawn_worker(self.myself, &self.state.spec).await {
+            None => match spawn_worker(self.myself, &self.state.spec, self.req).await {
                 Ok(w) => self.state.worker.insert(w).clone(),
                 Err(e) => return failed(format!("the tool worker could not start: {e}")),
             },
@@ -637,11 +637,15 @@ fn step_prompt(req: &StepRequest) -> String {
 mod tests {
     use super::*;
     use crate::llm::{Cassette, LlmSettings};
-    use crate::planner::plan::Plan;
+    use crate::plan::Plan;
     use crate::protocol::FlowMsg;
     use crate::protocol::StepReport;
+    use crate::tools::tests::PANICS;
     use serde_json::json;
     use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+    const BASH: &str = tools::bash::TOOL.name;
+    const TERMINATE: &str = tools::terminate::TOOL.name;
 
     /// Stands in for a planner: passes on how steps ended, takes the agent's other casts and
     /// answers nothing.
@@ -757,8 +761,8 @@ mod tests {
         let (events, _rx) = unbounded_channel();
         let req = step_request("wait for a replica", &sink, events);
         // No replica permit is free, so the step waits until its agent is killed.
-        let finish = vec![tool_reply("terminate", json!({"status": "success"}))];
-        let spec = agent_spec(&std::env::temp_dir(), &["terminate"], 0, "", finish);
+        let finish = vec![tool_reply(TERMINATE, json!({"status": "success"}))];
+        let spec = agent_spec(&std::env::temp_dir(), &[TERMINATE], 0, "", finish);
         let (agent, handle) = Actor::spawn(None, ExecutorAgent, Arc::new(spec))
             .await
             .unwrap();
@@ -798,11 +802,11 @@ mod tests {
         let req = step_request("crash then recover", &sink, events);
         // The model's side, as a cassette: crash the worker, use the shell, finish.
         let replies = vec![
-            tool_reply("panic_for_test", json!({})),
-            tool_reply("bash", json!({"command": "echo still here"})),
-            tool_reply("terminate", json!({"status": "success"})),
+            tool_reply(PANICS, json!({})),
+            tool_reply(BASH, json!({"command": "echo still here"})),
+            tool_reply(TERMINATE, json!({"status": "success"})),
         ];
-        let tools = ["panic_for_test", "bash", "terminate"];
+        let tools = [PANICS, BASH, TERMINATE];
         let spec = agent_spec(&workspace, &tools, 1, &step_prompt(&req), replies);
         let (agent, _) = Actor::spawn(None, ExecutorAgent, Arc::new(spec))
             .await
@@ -820,7 +824,7 @@ mod tests {
                 finished.push((tool, ok, output));
             }
         }
-        assert_eq!(finished[0].0, "panic_for_test");
+        assert_eq!(finished[0].0, PANICS);
         assert!(
             !finished[0].1
                 && finished[0].2.contains("crashed")
@@ -829,7 +833,7 @@ mod tests {
         );
         assert_eq!(
             (finished[1].0.as_str(), finished[1].1),
-            ("bash", true),
+            (BASH, true),
             "{finished:?}"
         );
         assert!(finished[1].2.contains("still here"), "{finished:?}");

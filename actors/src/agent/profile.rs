@@ -3,6 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::tools::{
+    Builtin, ask_human, bash, browser_use, crawl, data_report, data_visualization, editor, python,
+    terminate, web_search,
+};
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentProfile {
     /// The profile's id (`manus`, `data_analysis`, …).
@@ -76,8 +81,8 @@ const DATA_NEXT: &str = "Take the next analysis action with a tool call: compute
 the step is answered, report the findings with their numbers and the files you wrote, and call \
 `terminate`.";
 
-fn tools(names: &[&str]) -> Vec<String> {
-    names.iter().map(|s| s.to_string()).collect()
+fn tools(held: &[Builtin]) -> Vec<String> {
+    held.iter().map(|t| t.name.to_string()).collect()
 }
 
 /// A built-in profile by id.
@@ -88,14 +93,14 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             system_prompt: MANUS_SYSTEM.into(),
             next_step_prompt: MANUS_NEXT.into(),
             tools: tools(&[
-                "python_execute",
-                "bash",
-                "str_replace_editor",
-                "browser_use",
-                "web_search",
-                "crawl",
-                "ask_human",
-                "terminate",
+                python::TOOL,
+                bash::TOOL,
+                editor::TOOL,
+                browser_use::TOOL,
+                web_search::TOOL,
+                crawl::TOOL,
+                ask_human::TOOL,
+                terminate::TOOL,
             ]),
             max_steps: 20,
             max_observe: 10_000,
@@ -107,11 +112,11 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             system_prompt: DATA_SYSTEM.into(),
             next_step_prompt: DATA_NEXT.into(),
             tools: tools(&[
-                "python_execute",
-                "str_replace_editor",
-                "data_visualization",
-                "data_report",
-                "terminate",
+                python::TOOL,
+                editor::TOOL,
+                data_visualization::TOOL,
+                data_report::TOOL,
+                terminate::TOOL,
             ]),
             max_steps: 20,
             // Tables printed by pandas are wide; keep more of them than of other output.
@@ -124,7 +129,7 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             system_prompt: MCP_SYSTEM.into(),
             next_step_prompt: MANUS_NEXT.into(),
             // Everything else comes from the MCP server it is given.
-            tools: tools(&["terminate"]),
+            tools: tools(&[terminate::TOOL]),
             max_steps: 20,
             max_observe: 10_000,
             memory_messages: 100,

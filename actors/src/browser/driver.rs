@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::BrowserSettings;
-use crate::tools::bash::kill_group;
+use crate::process::kill_group;
 
 /// A chromedriver started by the browser supervisor.
 pub struct Driver {

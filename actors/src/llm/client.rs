@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use crate::tools::clip;
+use crate::text::clip;
 
 use super::cassette::{Recorder, ReplayCursor, ReplayFrom};
 use super::http::{Answer, Failure, LazyHttp, Route};

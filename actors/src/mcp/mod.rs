@@ -10,9 +10,8 @@ mod sse;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use ractor::ActorRef;
-
 use crate::llm::ToolSpec;
+pub use crate::protocol::{McpHandle, McpRoute};
 use crate::protocol::{McpMsg, McpOutput, McpToolInfo, answered};
 
 /// One MCP server from the servers file, as data.
@@ -66,22 +65,6 @@ impl McpTransport {
             McpTransport::Sse { url, .. } => format!("SSE {url}"),
         }
     }
-}
-
-/// A connection actor, as agents hold it.
-#[derive(Debug, Clone)]
-pub struct McpHandle {
-    pub server: String,
-    pub conn: ActorRef<McpMsg>,
-    pub call_timeout: Duration,
-    pub connect_timeout: Duration,
-}
-
-/// Where a model-facing MCP tool name leads: the server's connection and its own name.
-#[derive(Debug, Clone)]
-pub struct McpRoute {
-    pub handle: McpHandle,
-    pub tool: String,
 }
 
 impl McpHandle {

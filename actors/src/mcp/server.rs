@@ -68,6 +68,15 @@ impl ToolServer {
                 let args = WorkerArgs {
                     tools: self.serve.tools.clone(),
                     settings: self.serve.settings.clone(),
+                    ctx: ToolCtx {
+                        flow_id: self.session.clone(),
+                        agent: "mcp".into(),
+                        workspace: self.serve.workspace.clone(),
+                        flow: None,
+                        sandbox: self.serve.sandbox.clone(),
+                        browser: None,
+                        llm: None,
+                    },
                 };
                 let (w, _) = Actor::spawn(None, ToolWorker, args)
                     .await
@@ -89,15 +98,6 @@ impl ToolServer {
                 },
             },
             args,
-            ctx: ToolCtx {
-                flow_id: self.session.clone(),
-                agent: "mcp".into(),
-                workspace: self.serve.workspace.clone(),
-                flow: None,
-                sandbox: self.serve.sandbox.clone(),
-                browser: None,
-                llm: None,
-            },
             mcp: None,
             span: tracing::Span::current(),
         };

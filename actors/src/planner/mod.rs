@@ -7,15 +7,16 @@
 //! the agent sends back as a `StepDone` message, so cancellation, timeouts and answers to
 //! questions are handled while a step runs.
 
-pub mod plan;
 mod prompts;
+mod spec;
+
+pub use spec::{FlowSettings, FlowSpec, OnStepFailure, Resume};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
@@ -25,40 +26,12 @@ use crate::background::PlanningThread;
 use crate::llm::{
     ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSet, Usage,
 };
+use crate::plan::{Plan, PlanningCall, StepStatus};
 use crate::protocol::{
-    AgentMsg, EventSink, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowSpec, FlowStatus, Resume,
-    StepOutcome, StepReport, StepRequest,
+    AgentMsg, EventSink, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, StepOutcome,
+    StepReport, StepRequest,
 };
-use crate::tools::planning::{PlanningTool, planning_spec};
-use plan::{Plan, StepStatus};
-
-/// What to do when a step has failed after its retries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnStepFailure {
-    /// Go on with the next step; the flow ends as failed.
-    Continue,
-    /// End the flow at once, as failed.
-    Stop,
-}
-
-#[derive(Debug, Clone)]
-pub struct FlowSettings {
-    /// The agent for untagged steps and tags that name no agent.
-    pub primary_agent: String,
-    /// How many flows may be planning or summarising at once, across the runtime; the
-    /// runtime holds the permits (`FlowSpec::planner_slots`) and the rest wait in order.
-    pub planner_replicas: u32,
-    pub step_timeout: Duration,
-    pub flow_timeout: Duration,
-    /// Further attempts after a step fails or is blocked.
-    pub max_step_retries: u32,
-    pub on_step_failure: OnStepFailure,
-    /// Stop the flow once its model calls have used more tokens than this.
-    pub max_tokens: Option<u64>,
-    /// Stop the flow once its model calls have cost more than this.
-    pub max_cost: Option<f64>,
-}
+use crate::tools::planning::{planning_spec, read_call};
 
 pub struct Planner;
 
@@ -529,13 +502,14 @@ impl PlanJob {
             if args.get("title").is_none() {
                 args["title"] = Value::String(prompts::title_from(&self.task));
             }
-            let mut book = PlanningTool::default();
-            match book.apply(&args) {
+            match read_call(&args) {
+                Ok(PlanningCall::Create {
+                    plan_id,
+                    title,
+                    steps,
+                }) => return Plan::new(plan_id, title, steps),
                 Ok(_) => {
-                    let id = book.active_id().unwrap_or_default().to_string();
-                    if let Some(plan) = book.take(&id) {
-                        return plan;
-                    }
+                    tracing::warn!(flow = %self.id, "the planner's planning call made no plan")
                 }
                 Err(e) => {
                     tracing::warn!(flow = %self.id, "the planner's planning call was unusable: {e}")

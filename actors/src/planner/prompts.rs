@@ -1,6 +1,6 @@
 //! What the planner says to the model, and how it reads a plan out of plain text.
 
-use super::plan::Plan;
+use crate::plan::Plan;
 
 /// The planner's system prompt, naming the agents it can hand steps to.
 pub fn planner_system(agents: &[(String, String)]) -> String {

@@ -19,8 +19,8 @@ use tracing::Instrument;
 
 use super::shell::SandboxShell;
 use super::{SandboxSettings, tar};
+use crate::process::Capture;
 use crate::protocol::{ContainerMsg, ExecOutput, SandboxOp, SandboxReply, ShellEnd};
-use crate::tools::bash::Capture;
 
 /// Output kept per stream; beyond it the middle is cut and the cut is said.
 const OUTPUT_LIMIT: usize = 64 * 1024;

@@ -1,5 +1,5 @@
 //! One agent's persistent bash inside a flow's container: an exec attached by stdin and
-//! output, speaking the bash tool's end-of-command marker protocol (`tools::bash::ShellIo`).
+//! output, speaking the end-of-command marker protocol (`process::ShellIo`).
 //! The bash leads its own process group, so a command cut at its time limit is killed
 //! together with everything it started. The Container actor keeps one per agent.
 
@@ -11,8 +11,8 @@ use futures_util::StreamExt;
 use tokio_util::io::StreamReader;
 
 use super::container::start_attached;
+use crate::process::{Capture, MAX_OUTPUT, ShellIo, ShellIoError};
 use crate::protocol::ShellEnd;
-use crate::tools::bash::{Capture, MAX_OUTPUT, ShellIo, ShellIoError};
 
 pub(super) struct SandboxShell {
     /// Only ever used through `get_mut`; the mutex makes the session `Sync`, as actor state

@@ -5,11 +5,26 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, str_arg};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
 use crate::llm::ToolSpec;
-use crate::protocol::FlowMsg;
+use crate::protocol::Unanswered;
+
+const NAME: &str = "ask_human";
+
+/// `ask_human` waits for the answer up to `[tools] ask_timeout`.
+pub const TOOL: Builtin =
+    Builtin::new(NAME, |s| Box::new(AskHuman::new(s))).with_deadline(|s| Some(s.ask_timeout));
+
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// The question, self-contained.
+    inquire: String,
+}
 
 pub struct AskHuman {
     timeout: Duration,
@@ -26,43 +41,31 @@ impl AskHuman {
 impl Tool for AskHuman {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "ask_human".into(),
+            name: NAME.into(),
             description: "Ask the person you are working for a question and wait for the answer. Use it when \
                 you need a decision, a preference or information only they have."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"inquire": {"type": "string", "description": "The question, self-contained."}},
-                "required": ["inquire"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 
     fn call<'a>(&'a mut self, args: Value, ctx: &'a ToolCtx) -> ToolFuture<'a> {
         Box::pin(async move {
-            let inquire = str_arg(&args, "inquire", "ask_human")?.to_string();
+            let Args { inquire } = args::parse(NAME, &args)?;
             let flow = ctx
                 .flow
                 .as_ref()
                 .ok_or_else(|| ToolError::new("ask_human: nobody is attached to answer"))?;
-            let agent = ctx.agent.clone();
-            let answer = ractor::call_t!(
-                flow,
-                |reply| FlowMsg::Ask {
-                    agent,
-                    inquire,
-                    reply
-                },
-                self.timeout.as_millis() as u64
-            );
-            match answer {
-                Ok(Ok(text)) => Ok(ToolOutput::text(format!("The human answered: {text}"))),
-                Ok(Err(why)) => Err(ToolError::new(format!("ask_human: no answer: {why}"))),
-                Err(ractor::RactorErr::Timeout) => Err(ToolError::new(format!(
+            match flow.ask(inquire, self.timeout).await {
+                Ok(text) => Ok(ToolOutput::text(format!("The human answered: {text}"))),
+                Err(Unanswered::Refused(why)) => {
+                    Err(ToolError::new(format!("ask_human: no answer: {why}")))
+                }
+                Err(Unanswered::TimedOut) => Err(ToolError::new(format!(
                     "ask_human: no answer within {}s; carry on with your best judgement",
                     self.timeout.as_secs()
                 ))),
-                Err(e) => Err(ToolError::new(format!(
+                Err(Unanswered::Undelivered(e)) => Err(ToolError::new(format!(
                     "ask_human: the flow could not take the question: {e}"
                 ))),
             }

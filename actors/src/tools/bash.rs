@@ -1,31 +1,38 @@
 //! The `bash` tool: one long-lived shell per agent, so the working directory, variables
 //! and functions set by one command are still there for the next. On the host the shell is
 //! a child process; with the sandbox on it lives in the flow's container. Both speak the
-//! same end-of-command marker protocol (`ShellIo`). Also owns the process helpers the
-//! process-running tools share: bounded output capture and process-group kill.
+//! same end-of-command marker protocol (`process::ShellIo`).
 
-use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use tokio::io::{
-    AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
-};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::io::BufReader;
 use tokio::process::{Child, Command};
 
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, json_kind, str_arg};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
 use crate::llm::ToolSpec;
+use crate::process::{Capture, MAX_OUTPUT, ShellIo, ShellIoError, kill_group};
 use crate::protocol::ShellEnd;
 
-/// Most bytes of command output kept for the model.
-pub(crate) const MAX_OUTPUT: usize = 16_000;
-/// Longest piece of one output line read at a time, so a huge line never sits in memory.
-const LINE_PIECE: u64 = 8 * 1024;
+const NAME: &str = "bash";
 
-/// Makes every end-of-command marker distinct, across shells and calls.
-static MARKER_SEQ: AtomicU64 = AtomicU64::new(0);
+/// A command is killed after `[tools] bash_timeout`.
+pub const TOOL: Builtin =
+    Builtin::new(NAME, |s| Box::new(Bash::new(s))).with_deadline(|s| Some(s.bash_timeout));
+
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// The shell command(s) to run. Several lines are fine; they run as one script.
+    #[schemars(required)]
+    command: Option<String>,
+    /// Set to true to kill the current shell and start a fresh one in the workspace (before
+    /// `command`, if one is given).
+    restart: Option<bool>,
+}
 
 /// Runs shell commands in a persistent `bash` session.
 pub struct Bash {
@@ -43,20 +50,14 @@ impl Bash {
     }
 
     async fn run(&mut self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let restart = match args.get("restart") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(ToolError::new(format!(
-                    "bash: argument `restart` must be a boolean, got {}",
-                    json_kind(other)
-                )));
-            }
+        let Args { command, restart } = args::parse(NAME, &args)?;
+        let restart = restart.unwrap_or(false);
+        let command = match command {
+            Some(command) => command,
+            None if restart => String::new(),
+            None => return Err(ToolError::new("bash: missing required argument `command`")),
         };
-        let command = match args.get("command") {
-            None | Some(Value::Null) if restart => "",
-            _ => str_arg(&args, "command", "bash")?,
-        };
+        let command = command.as_str();
         if command.trim().is_empty() && !restart {
             return Err(ToolError::new(
                 "bash: `command` is empty. Send the shell command to run (for example `ls -la`), \
@@ -148,7 +149,7 @@ impl Bash {
 impl Tool for Bash {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "bash".into(),
+            name: NAME.into(),
             description: format!(
                 "Run a command in a bash shell that stays open between calls, so `cd`, exported \
                  variables and shell functions carry over. It starts in the workspace directory. \
@@ -159,22 +160,7 @@ impl Tool for Bash {
                  inspect parts of it instead.",
                 self.timeout.as_secs_f64()
             ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": "The shell command(s) to run. Several lines are fine; they \
-                            run as one script."
-                    },
-                    "restart": {
-                        "type": "boolean",
-                        "description": "Set to true to kill the current shell and start a fresh \
-                            one in the workspace (before `command`, if one is given)."
-                    }
-                },
-                "required": ["command"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 
@@ -237,87 +223,6 @@ impl Shell {
     }
 }
 
-/// Why a command's end was not read.
-pub(crate) enum ShellIoError {
-    /// The shell's output ended (it exited or was killed).
-    Closed,
-    /// The marker line carried something that is not a status.
-    Garbled(String),
-}
-
-/// The end-of-command marker protocol over a bash's stdin and merged stdout, wherever that
-/// bash runs.
-pub(crate) struct ShellIo {
-    input: Pin<Box<dyn AsyncWrite + Send>>,
-    output: Pin<Box<dyn AsyncBufRead + Send>>,
-    /// A command was sent and its end marker not yet read.
-    pub(crate) busy: bool,
-}
-
-impl ShellIo {
-    pub(crate) fn new(
-        input: Pin<Box<dyn AsyncWrite + Send>>,
-        output: Pin<Box<dyn AsyncBufRead + Send>>,
-    ) -> Self {
-        ShellIo {
-            input,
-            output,
-            busy: false,
-        }
-    }
-
-    /// Run one command, adding its output to `output`, and return its exit status.
-    pub(crate) async fn exec(
-        &mut self,
-        command: &str,
-        output: &mut Capture,
-    ) -> Result<i32, ShellIoError> {
-        let token = format!(
-            "__MANUS_{}_{}__",
-            std::process::id(),
-            MARKER_SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let marker = format!("{token}DONE:");
-        // The command travels as a quoted here-document and runs through `eval`, so even a
-        // syntax error cannot swallow the marker line. Its stdin is /dev/null so it cannot
-        // read the script that follows it.
-        let script = format!(
-            "exec 2>&1\nIFS= read -r -d '' __manus_cmd <<'{token}'\n{command}\n{token}\n\
-             eval \"$__manus_cmd\" < /dev/null\nprintf '\\n%s%d\\n' '{marker}' \"$?\"\n"
-        );
-        self.busy = true;
-        if self.input.write_all(script.as_bytes()).await.is_err()
-            || self.input.flush().await.is_err()
-        {
-            return Err(ShellIoError::Closed);
-        }
-        let mut piece = Vec::new();
-        let mut at_line_start = true;
-        loop {
-            piece.clear();
-            let read = self
-                .output
-                .as_mut()
-                .take(LINE_PIECE)
-                .read_until(b'\n', &mut piece)
-                .await;
-            if matches!(read, Ok(0) | Err(_)) {
-                return Err(ShellIoError::Closed);
-            }
-            if at_line_start && let Some(status) = piece.strip_prefix(marker.as_bytes()) {
-                self.busy = false;
-                let status = String::from_utf8_lossy(status);
-                return status
-                    .trim()
-                    .parse()
-                    .map_err(|_| ShellIoError::Garbled(status.into_owned()));
-            }
-            at_line_start = piece.ends_with(b"\n");
-            output.push(&piece);
-        }
-    }
-}
-
 impl Drop for Shell {
     fn drop(&mut self) {
         // `kill_on_drop` ends bash itself; this also ends what it left running.
@@ -327,69 +232,9 @@ impl Drop for Shell {
     }
 }
 
-/// Send SIGKILL to the process group led by `pid` (the child was spawned with
-/// `process_group(0)`). Best effort: a group that is already gone is fine.
-pub(crate) fn kill_group(pid: u32) {
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// Process output with bounded memory: the start and the end are kept, the middle is only
-/// counted, and the text says how much was left out.
-pub(crate) struct Capture {
-    head: Vec<u8>,
-    tail: Vec<u8>,
-    head_max: usize,
-    tail_max: usize,
-    cut: usize,
-}
-
-impl Capture {
-    /// Keep at most `limit` bytes: two thirds from the start, one third from the end.
-    pub(crate) fn new(limit: usize) -> Self {
-        let head_max = limit * 2 / 3;
-        Capture {
-            head: Vec::new(),
-            tail: Vec::new(),
-            head_max,
-            tail_max: limit - head_max,
-            cut: 0,
-        }
-    }
-
-    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
-        let room = self.head_max - self.head.len();
-        if room > 0 {
-            let take = room.min(bytes.len());
-            self.head.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-        }
-        self.tail.extend_from_slice(bytes);
-        if self.tail.len() > 2 * self.tail_max {
-            let excess = self.tail.len() - self.tail_max;
-            self.tail.drain(..excess);
-            self.cut += excess;
-        }
-    }
-
-    /// The kept output as text (invalid UTF-8 replaced), with a note where bytes were cut.
-    pub(crate) fn text(&self) -> String {
-        let start = self.tail.len().saturating_sub(self.tail_max);
-        let head = String::from_utf8_lossy(&self.head);
-        let tail = String::from_utf8_lossy(&self.tail[start..]);
-        match self.cut + start {
-            0 => format!("{head}{tail}"),
-            cut => format!("{head}\n[... {cut} bytes of output cut ...]\n{tail}"),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
 
     use super::*;
     use crate::tools::tests::{TempDir, host_ctx as ctx};
@@ -595,20 +440,5 @@ mod tests {
                 String::from_utf8_lossy(&left.stdout)
             );
         }
-    }
-
-    #[test]
-    fn capture_keeps_both_ends() {
-        let mut cap = Capture::new(30);
-        cap.push(b"0123456789");
-        assert_eq!(cap.text(), "0123456789");
-        for _ in 0..100 {
-            cap.push(b"..........");
-        }
-        cap.push(b"abcdefghij");
-        assert_eq!(
-            cap.text(),
-            "0123456789..........\n[... 990 bytes of output cut ...]\nabcdefghij"
-        );
     }
 }

@@ -7,38 +7,86 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::web::{WebClient, markdown, search};
-use super::{
-    Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, opt_int_arg, opt_str_arg,
-};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
 use crate::llm::{ChatRequest, Message, ToolChoice, ToolSet, ToolSpec};
-use crate::protocol::{BrowserAction, BrowserReply, FlowMsg};
+use crate::protocol::{BrowserAction, BrowserReply};
 
 const NAME: &str = "browser_use";
 
-const ACTIONS: &[&str] = &[
-    "go_to_url",
-    "click_element",
-    "input_text",
-    "scroll_down",
-    "scroll_up",
-    "scroll_to_text",
-    "send_keys",
-    "get_dropdown_options",
-    "select_dropdown_option",
-    "go_back",
-    "web_search",
-    "wait",
-    "extract_content",
-    "switch_tab",
-    "open_tab",
-    "close_tab",
-];
+/// Its calls act on the flow's browser.
+pub const TOOL: Builtin = Builtin::new(NAME, |s| Box::new(BrowserUse::new(s))).on_browser();
 
 /// The longest `wait`.
 const MAX_WAIT_SECS: i64 = 60;
+
+/// The browser action to take.
+#[derive(Debug, PartialEq, Deserialize, JsonSchema)]
+#[serde(tag = "action", rename_all = "snake_case")]
+#[schemars(transform = args::flat_tagged)]
+enum Action {
+    GoToUrl {
+        /// For go_to_url and open_tab: a full http(s) URL.
+        url: String,
+    },
+    ClickElement {
+        /// For click_element, input_text, get_dropdown_options and select_dropdown_option:
+        /// the element's number in the element list.
+        index: i64,
+    },
+    InputText {
+        index: i64,
+        /// For input_text: what to type; scroll_to_text: the text to find;
+        /// select_dropdown_option: the option's text.
+        text: String,
+    },
+    ScrollDown {
+        /// For scroll_down and scroll_up: pixels (default: one screen).
+        scroll_amount: Option<i64>,
+    },
+    ScrollUp {
+        scroll_amount: Option<i64>,
+    },
+    ScrollToText {
+        text: String,
+    },
+    SendKeys {
+        /// For send_keys: keys to press, e.g. Enter or Control+a.
+        keys: String,
+    },
+    GetDropdownOptions {
+        index: i64,
+    },
+    SelectDropdownOption {
+        index: i64,
+        text: String,
+    },
+    GoBack,
+    WebSearch {
+        /// For web_search: what to search for.
+        query: String,
+    },
+    Wait {
+        /// For wait: how long, in seconds.
+        seconds: Option<i64>,
+    },
+    ExtractContent {
+        /// For extract_content: what to find on the page.
+        goal: String,
+    },
+    SwitchTab {
+        /// For switch_tab: the tab's number, from 0.
+        tab_id: i64,
+    },
+    OpenTab {
+        url: String,
+    },
+    CloseTab,
+}
 
 pub struct BrowserUse {
     http: WebClient,
@@ -68,101 +116,92 @@ fn fail(msg: impl std::fmt::Display) -> ToolError {
 }
 
 fn parse(args: &Value) -> Result<Request, ToolError> {
-    let action = opt_str_arg(args, "action", NAME)?.ok_or_else(|| {
-        fail(format!(
-            "missing required argument `action`; one of: {}",
-            ACTIONS.join(", ")
-        ))
-    })?;
-    let need_str = |key: &str, what: &str| -> Result<String, ToolError> {
-        match opt_str_arg(args, key, NAME)? {
-            Some(s) if !s.trim().is_empty() => Ok(s.to_string()),
-            _ => Err(fail(format!("action `{action}` needs `{key}` ({what})"))),
+    request(args::parse(NAME, args)?)
+}
+
+/// Check what the arguments' types cannot say: text that must not be blank, numbers in range.
+fn request(action: Action) -> Result<Request, ToolError> {
+    let said = |text: String, action: &str, key: &str, what: &str| {
+        if text.trim().is_empty() {
+            Err(fail(format!("action `{action}` needs `{key}` ({what})")))
+        } else {
+            Ok(text)
         }
     };
-    let need_int = |key: &str, what: &str| -> Result<i64, ToolError> {
-        opt_int_arg(args, key, NAME)?
-            .ok_or_else(|| fail(format!("action `{action}` needs `{key}` ({what})")))
-    };
-    let index = || -> Result<u32, ToolError> {
-        let i = need_int("index", "the number of an element in the element list")?;
+    let element = |i: i64| {
         u32::try_from(i).map_err(|_| {
             fail(format!(
                 "`index` must be an element number from the list, got {i}"
             ))
         })
     };
-    let amount = || -> Result<Option<i64>, ToolError> {
-        match opt_int_arg(args, "scroll_amount", NAME)? {
-            Some(p) if p <= 0 => Err(fail(format!(
-                "`scroll_amount` must be a positive number of pixels, got {p}"
-            ))),
-            other => Ok(other),
-        }
+    let pixels = |amount: Option<i64>| match amount {
+        Some(p) if p <= 0 => Err(fail(format!(
+            "`scroll_amount` must be a positive number of pixels, got {p}"
+        ))),
+        other => Ok(other),
     };
     Ok(Request::Browser(match action {
-        "go_to_url" => BrowserAction::GoToUrl {
-            url: need_str("url", "the address to open")?,
+        Action::GoToUrl { url } => BrowserAction::GoToUrl {
+            url: said(url, "go_to_url", "url", "the address to open")?,
         },
-        "click_element" => BrowserAction::ClickElement { index: index()? },
-        "input_text" => BrowserAction::InputText {
-            index: index()?,
-            text: opt_str_arg(args, "text", NAME)?
-                .ok_or_else(|| fail("action `input_text` needs `text` (what to type)"))?
-                .to_string(),
+        Action::ClickElement { index } => BrowserAction::ClickElement {
+            index: element(index)?,
         },
-        "scroll_down" => BrowserAction::Scroll {
+        Action::InputText { index, text } => BrowserAction::InputText {
+            index: element(index)?,
+            text,
+        },
+        Action::ScrollDown { scroll_amount } => BrowserAction::Scroll {
             down: true,
-            pixels: amount()?,
+            pixels: pixels(scroll_amount)?,
         },
-        "scroll_up" => BrowserAction::Scroll {
+        Action::ScrollUp { scroll_amount } => BrowserAction::Scroll {
             down: false,
-            pixels: amount()?,
+            pixels: pixels(scroll_amount)?,
         },
-        "scroll_to_text" => BrowserAction::ScrollToText {
-            text: need_str("text", "the text to scroll to")?,
+        Action::ScrollToText { text } => BrowserAction::ScrollToText {
+            text: said(text, "scroll_to_text", "text", "the text to scroll to")?,
         },
-        "send_keys" => BrowserAction::SendKeys {
-            keys: need_str("keys", "keys such as Enter, Escape or Control+a")?,
+        Action::SendKeys { keys } => BrowserAction::SendKeys {
+            keys: said(
+                keys,
+                "send_keys",
+                "keys",
+                "keys such as Enter, Escape or Control+a",
+            )?,
         },
-        "get_dropdown_options" => BrowserAction::GetDropdownOptions { index: index()? },
-        "select_dropdown_option" => BrowserAction::SelectDropdownOption {
-            index: index()?,
-            text: need_str("text", "the option's text")?,
+        Action::GetDropdownOptions { index } => BrowserAction::GetDropdownOptions {
+            index: element(index)?,
         },
-        "go_back" => BrowserAction::GoBack,
-        "switch_tab" => {
-            let id = need_int("tab_id", "the tab's number, from 0")?;
-            BrowserAction::SwitchTab {
-                tab_id: usize::try_from(id)
-                    .map_err(|_| fail(format!("`tab_id` must be 0 or more, got {id}")))?,
-            }
+        Action::SelectDropdownOption { index, text } => BrowserAction::SelectDropdownOption {
+            index: element(index)?,
+            text: said(text, "select_dropdown_option", "text", "the option's text")?,
+        },
+        Action::GoBack => BrowserAction::GoBack,
+        Action::SwitchTab { tab_id } => BrowserAction::SwitchTab {
+            tab_id: usize::try_from(tab_id)
+                .map_err(|_| fail(format!("`tab_id` must be 0 or more, got {tab_id}")))?,
+        },
+        Action::OpenTab { url } => BrowserAction::OpenTab {
+            url: said(url, "open_tab", "url", "the address to open in the new tab")?,
+        },
+        Action::CloseTab => BrowserAction::CloseTab,
+        Action::WebSearch { query } => {
+            return said(query, "web_search", "query", "what to search for").map(Request::Search);
         }
-        "open_tab" => BrowserAction::OpenTab {
-            url: need_str("url", "the address to open in the new tab")?,
-        },
-        "close_tab" => BrowserAction::CloseTab,
-        "web_search" => return Ok(Request::Search(need_str("query", "what to search for")?)),
-        "extract_content" => {
-            return Ok(Request::Extract(need_str(
-                "goal",
-                "what to find on the page",
-            )?));
+        Action::ExtractContent { goal } => {
+            let goal = said(goal, "extract_content", "goal", "what to find on the page");
+            return goal.map(Request::Extract);
         }
-        "wait" => {
-            let s = opt_int_arg(args, "seconds", NAME)?.unwrap_or(3);
+        Action::Wait { seconds } => {
+            let s = seconds.unwrap_or(3);
             if !(0..=MAX_WAIT_SECS).contains(&s) {
                 return Err(fail(format!(
                     "`seconds` must be between 0 and {MAX_WAIT_SECS}, got {s}"
                 )));
             }
             return Ok(Request::Wait(s as u64));
-        }
-        other => {
-            return Err(fail(format!(
-                "unknown action `{other}`; one of: {}",
-                ACTIONS.join(", ")
-            )));
         }
     }))
 }
@@ -189,22 +228,7 @@ impl Tool for BrowserUse {
                 - extract_content: goal — read the page and return what the goal asks for\n\
                 - switch_tab: tab_id; open_tab: url; close_tab"
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "action": {"type": "string", "enum": ACTIONS, "description": "The browser action to take."},
-                    "url": {"type": "string", "description": "For go_to_url and open_tab: a full http(s) URL."},
-                    "index": {"type": "integer", "description": "For click_element, input_text, get_dropdown_options and select_dropdown_option: the element's number in the element list."},
-                    "text": {"type": "string", "description": "For input_text: what to type; scroll_to_text: the text to find; select_dropdown_option: the option's text."},
-                    "scroll_amount": {"type": "integer", "description": "For scroll_down and scroll_up: pixels (default: one screen)."},
-                    "tab_id": {"type": "integer", "description": "For switch_tab: the tab's number, from 0."},
-                    "query": {"type": "string", "description": "For web_search: what to search for."},
-                    "goal": {"type": "string", "description": "For extract_content: what to find on the page."},
-                    "keys": {"type": "string", "description": "For send_keys: keys to press, e.g. Enter or Control+a."},
-                    "seconds": {"type": "integer", "description": "For wait: how long, in seconds."}
-                },
-                "required": ["action"]
-            }),
+            parameters: args::schema::<Action>(),
         }
     }
 
@@ -271,19 +295,25 @@ impl Tool for BrowserUse {
     }
 }
 
+/// What the model records for `extract_content`, through a forced tool call. Both are
+/// asked for; read leniently (a missing `found` is not a "no").
+#[derive(Deserialize, JsonSchema)]
+struct Extraction {
+    /// Whether the page holds what the goal asks for.
+    #[schemars(required)]
+    found: Option<bool>,
+    /// What the goal asks for, with names, numbers and wording exactly as on the page; empty
+    /// if not found.
+    #[schemars(required)]
+    content: Option<String>,
+}
+
 /// The forced tool the model answers `extract_content` through.
 fn extraction_spec() -> ToolSpec {
     ToolSpec {
         name: "record_extraction".into(),
         description: "Record what the page says about the goal.".into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "found": {"type": "boolean", "description": "Whether the page holds what the goal asks for."},
-                "content": {"type": "string", "description": "What the goal asks for, with names, numbers and wording exactly as on the page; empty if not found."}
-            },
-            "required": ["found", "content"]
-        }),
+        parameters: args::schema::<Extraction>(),
     }
 }
 
@@ -322,22 +352,17 @@ async fn extract(
         .await
         .map_err(|e| fail(format!("extract_content: the model call failed: {e}")))?;
     if let Some(flow) = &ctx.flow {
-        // The agent asks the planner about the budget before its next call.
-        let _ = flow.send_message(FlowMsg::Spent {
-            agent: ctx.agent.clone(),
-            usage: resp.usage,
-            go_on: None,
-        });
+        flow.spent(resp.usage);
     }
-    let answer: Value = resp
+    let answer: Extraction = resp
         .message
         .tool_calls
         .iter()
         .find(|c| c.function.name == "record_extraction")
         .and_then(|c| serde_json::from_str(&c.function.arguments).ok())
         .ok_or_else(|| fail("extract_content: the model did not record an extraction"))?;
-    let content = answer["content"].as_str().unwrap_or("").trim();
-    if answer["found"] == json!(false) || content.is_empty() {
+    let content = answer.content.as_deref().unwrap_or("").trim();
+    if answer.found == Some(false) || content.is_empty() {
         return Ok(format!(
             "The page {url} does not say anything about: {goal}"
         ));
@@ -347,10 +372,25 @@ async fn extract(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn err(args: Value) -> String {
         parse(&args).unwrap_err().0
+    }
+
+    #[test]
+    fn the_description_names_every_action() {
+        let spec = BrowserUse::new(&ToolSettings::default()).spec();
+        let actions = spec.parameters["properties"]["action"]["enum"]
+            .as_array()
+            .unwrap();
+        assert_eq!(actions.len(), 16);
+        for action in actions {
+            let name = action.as_str().unwrap();
+            assert!(spec.description.contains(name), "{name}");
+        }
     }
 
     #[test]

@@ -3,17 +3,54 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 
 use super::web::{WebClient, fetch, markdown};
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, json_kind, opt_int_arg};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, args, json_kind};
 use crate::llm::ToolSpec;
 
 const NAME: &str = "crawl";
+
+pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(Crawl::default()));
 /// Pages one call may fetch.
 const MAX_URLS: usize = 10;
 /// Characters of each page shown.
 const PAGE_CHARS: usize = 6_000;
+
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// The pages to fetch (at most 10).
+    #[serde(deserialize_with = "url_list")]
+    #[schemars(with = "Vec<String>")]
+    urls: Vec<String>,
+    /// Seconds to wait for each page (default 30).
+    timeout: Option<i64>,
+}
+
+/// `urls` as a list, or one URL on its own.
+fn url_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::String(url) => Ok(vec![url]),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(url) => Ok(url),
+                other => Err(D::Error::custom(format!(
+                    "`urls` must be a list of URLs, each a string, but it holds {}",
+                    json_kind(&other)
+                ))),
+            })
+            .collect(),
+        other => Err(D::Error::custom(format!(
+            "`urls` must be a list of URLs, got {}",
+            json_kind(&other)
+        ))),
+    }
+}
 
 pub struct Crawl {
     http: WebClient,
@@ -32,42 +69,21 @@ impl Tool for Crawl {
             description: "Fetch web pages (http or https) and return each one's text as markdown, with its \
                 title, word count and link count. Faster than the browser for pages that need no clicking."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "urls": {"type": "array", "items": {"type": "string"}, "description": "The pages to fetch (at most 10)."},
-                    "timeout": {"type": "integer", "description": "Seconds to wait for each page (default 30)."}
-                },
-                "required": ["urls"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 
     fn call<'a>(&'a mut self, args: Value, _ctx: &'a ToolCtx) -> ToolFuture<'a> {
         Box::pin(async move {
             let fail = |m: String| ToolError::new(format!("{NAME}: {m}"));
-            let urls: Vec<String> = match args.get("urls") {
-                Some(Value::String(s)) => vec![s.clone()],
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|v| v.as_str().map(str::to_string))
-                    .collect::<Option<_>>()
-                    .ok_or_else(|| fail("every item of `urls` must be a string".into()))?,
-                Some(other) => {
-                    return Err(fail(format!(
-                        "`urls` must be a list of URLs, got {}",
-                        json_kind(other)
-                    )));
-                }
-                None => return Err(fail("missing required argument `urls`".into())),
-            };
+            let Args { urls, timeout } = args::parse(NAME, &args)?;
             if urls.is_empty() || urls.len() > MAX_URLS {
                 return Err(fail(format!(
                     "give between 1 and {MAX_URLS} URLs, got {}",
                     urls.len()
                 )));
             }
-            let secs = opt_int_arg(&args, "timeout", NAME)?.unwrap_or(30);
+            let secs = timeout.unwrap_or(30);
             if !(1..=300).contains(&secs) {
                 return Err(fail(format!(
                     "`timeout` must be between 1 and 300 seconds, got {secs}"

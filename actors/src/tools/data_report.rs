@@ -8,14 +8,18 @@ use std::path::{Component, Path, PathBuf};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::chart::svg::escape;
 use super::files::{Files, Kind, Target};
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, json_kind, opt_str_arg, str_arg};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, args};
 use crate::llm::ToolSpec;
 
 const NAME: &str = "data_report";
+
+pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(DataReport));
 /// Largest chart or image embedded, in bytes.
 const MAX_EMBED_BYTES: u64 = 20 * 1024 * 1024;
 /// Marks the SVG charts `data_visualization` writes; those are inlined (with their hover
@@ -30,12 +34,72 @@ fn fail(msg: impl std::fmt::Display) -> ToolError {
     ToolError::new(format!("{NAME}: {msg}"))
 }
 
-/// One chart of a section, as given.
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// The report's title.
+    title: String,
+    /// The report's sections, in order.
+    sections: Vec<SectionArg>,
+    /// Where to write the HTML report, relative to the workspace (the .md goes beside it).
+    /// Default: the title as a file name, e.g. monthly-sales.html.
+    output_path: Option<String>,
+}
+
+// One section, as given. (Plain comments on the types within `Args`: their doc comments
+// would reach the schema the model sees.)
+#[derive(Deserialize, JsonSchema)]
+struct SectionArg {
+    /// Section heading.
+    heading: String,
+    /// The section's text in markdown: findings with their numbers, in prose, lists or
+    /// tables.
+    #[schemars(required)]
+    markdown: Option<String>,
+    /// Chart files to show after the text, relative to the workspace; each a path, or {path,
+    /// caption}.
+    #[schemars(with = "Option<Vec<ChartArg>>")]
+    charts: Option<Charts>,
+}
+
+/// A section's charts: a list, or one path on its own.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Charts {
+    One(String),
+    Many(Vec<ChartArg>),
+}
+
+// One chart of a section, as given.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum ChartArg {
+    Path(String),
+    Captioned {
+        path: String,
+        caption: Option<String>,
+    },
+}
+
+/// One chart of a section.
 struct ChartRef {
     path: String,
     caption: Option<String>,
 }
 
+impl From<ChartArg> for ChartRef {
+    fn from(arg: ChartArg) -> Self {
+        match arg {
+            ChartArg::Path(path) => ChartRef {
+                path,
+                caption: None,
+            },
+            ChartArg::Captioned { path, caption } => ChartRef { path, caption },
+        }
+    }
+}
+
+/// One section, checked.
 struct Section {
     heading: String,
     markdown: String,
@@ -54,71 +118,29 @@ struct Embedded {
     page: bool,
 }
 
-fn sections(args: &Value) -> Result<Vec<Section>, ToolError> {
-    let list = match args.get("sections") {
-        Some(Value::Array(items)) if !items.is_empty() => items,
-        Some(Value::Array(_)) => {
-            return Err(fail(
-                "`sections` is empty; give at least one {heading, markdown}",
-            ));
-        }
-        None | Some(Value::Null) => return Err(fail("missing required argument `sections`")),
-        Some(other) => {
-            return Err(fail(format!(
-                "`sections` must be a list of {{heading, markdown, charts}}, got {}",
-                json_kind(other)
-            )));
-        }
-    };
-    list.iter()
+/// The sections as given, checked: at least one, and each with something to show.
+fn sections(given: Vec<SectionArg>) -> Result<Vec<Section>, ToolError> {
+    if given.is_empty() {
+        return Err(fail(
+            "`sections` is empty; give at least one {heading, markdown}",
+        ));
+    }
+    given
+        .into_iter()
         .enumerate()
         .map(|(i, s)| {
-            let n = i + 1;
-            if !s.is_object() {
-                return Err(fail(format!(
-                    "section {n} must be an object {{heading, markdown, charts}}, got {}",
-                    json_kind(s)
-                )));
-            }
-            let heading = str_arg(s, "heading", NAME)
-                .map_err(|e| {
-                    fail(format!(
-                        "section {n}: {}",
-                        e.0.trim_start_matches("data_report: ")
-                    ))
-                })?
-                .trim()
-                .to_string();
-            let markdown = opt_str_arg(s, "markdown", NAME)
-                .map_err(|e| {
-                    fail(format!(
-                        "section {n}: {}",
-                        e.0.trim_start_matches("data_report: ")
-                    ))
-                })?
-                .unwrap_or("")
-                .to_string();
-            let charts = match s.get("charts") {
-                None | Some(Value::Null) => vec![],
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|c| chart_ref(c, n))
-                    .collect::<Result<_, _>>()?,
-                Some(Value::String(p)) => vec![ChartRef {
-                    path: p.clone(),
-                    caption: None,
-                }],
-                Some(other) => {
-                    return Err(fail(format!(
-                        "section {n}: `charts` must be a list of chart file paths, got {}",
-                        json_kind(other)
-                    )));
-                }
+            let heading = s.heading.trim().to_string();
+            let markdown = s.markdown.unwrap_or_default();
+            let charts: Vec<ChartRef> = match s.charts {
+                None => vec![],
+                Some(Charts::One(path)) => vec![ChartArg::Path(path).into()],
+                Some(Charts::Many(list)) => list.into_iter().map(ChartRef::from).collect(),
             };
             if markdown.trim().is_empty() && charts.is_empty() {
                 return Err(fail(format!(
-                    "section {n} (\"{heading}\") has neither markdown nor charts; write its \
-                     findings in `markdown`"
+                    "section {} (\"{heading}\") has neither markdown nor charts; write its \
+                     findings in `markdown`",
+                    i + 1
                 )));
             }
             Ok(Section {
@@ -128,23 +150,6 @@ fn sections(args: &Value) -> Result<Vec<Section>, ToolError> {
             })
         })
         .collect()
-}
-
-fn chart_ref(v: &Value, section: usize) -> Result<ChartRef, ToolError> {
-    match v {
-        Value::String(p) => Ok(ChartRef {
-            path: p.clone(),
-            caption: None,
-        }),
-        Value::Object(_) => Ok(ChartRef {
-            path: str_arg(v, "path", NAME)?.to_string(),
-            caption: opt_str_arg(v, "caption", NAME)?.map(str::to_string),
-        }),
-        other => Err(fail(format!(
-            "section {section}: each chart is a file path (or {{path, caption}}), got {}",
-            json_kind(other)
-        ))),
-    }
 }
 
 /// `bytes` as a `data:` URL of type `mime` (standard base64, padded).
@@ -444,12 +449,13 @@ a{color:#0072b2}
 
 impl DataReport {
     async fn run(&self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let title = str_arg(&args, "title", NAME)?.trim().to_string();
+        let args: Args = args::parse(NAME, &args)?;
+        let title = args.title.trim().to_string();
         if title.is_empty() {
             return Err(fail("`title` is empty; give the report a title"));
         }
-        let sections = sections(&args)?;
-        let html_raw = output_names(opt_str_arg(&args, "output_path", NAME)?, &title);
+        let sections = sections(args.sections)?;
+        let html_raw = output_names(args.output_path.as_deref(), &title);
         let files = Files::new(NAME, ctx);
         let html_target = files.resolve(&html_raw).await?;
         let md_path = html_target.path.with_extension("md");
@@ -571,44 +577,7 @@ impl Tool for DataReport {
                 work) and the chart files that support them, drawn beforehand with \
                 data_visualization (svg or html charts keep their hover values; png works too)."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "title": {"type": "string", "description": "The report's title."},
-                    "sections": {
-                        "type": "array",
-                        "description": "The report's sections, in order.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "heading": {"type": "string", "description": "Section heading."},
-                                "markdown": {"type": "string", "description": "The section's text \
-                                    in markdown: findings with their numbers, in prose, lists or \
-                                    tables."},
-                                "charts": {
-                                    "type": "array",
-                                    "description": "Chart files to show after the text, relative \
-                                        to the workspace; each a path, or {path, caption}.",
-                                    "items": {
-                                        "anyOf": [
-                                            {"type": "string"},
-                                            {"type": "object", "properties": {
-                                                "path": {"type": "string"},
-                                                "caption": {"type": "string"}
-                                            }, "required": ["path"]}
-                                        ]
-                                    }
-                                }
-                            },
-                            "required": ["heading", "markdown"]
-                        }
-                    },
-                    "output_path": {"type": "string", "description": "Where to write the HTML \
-                        report, relative to the workspace (the .md goes beside it). Default: \
-                        the title as a file name, e.g. monthly-sales.html."}
-                },
-                "required": ["title", "sections"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 

@@ -5,14 +5,19 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
+use super::args::{self, Named, Names};
 use super::chart::{self, Aggregate, ChartType, Output, Request, Sort};
 use super::files::{Files, Kind, Target};
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, json_kind, opt_str_arg, str_arg};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput};
 use crate::llm::ToolSpec;
 
 const NAME: &str = "data_visualization";
+
+pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(DataVisualization));
 /// Largest data file read, in bytes.
 const MAX_DATA_BYTES: u64 = 200 * 1024 * 1024;
 const WIDTH_RANGE: (u64, u64) = (320, 4000);
@@ -26,64 +31,107 @@ fn fail(msg: impl std::fmt::Display) -> ToolError {
     ToolError::new(format!("{NAME}: {msg}"))
 }
 
-/// An optional whole-number argument within `range`.
-fn opt_count(args: &Value, key: &str, range: (u64, u64)) -> Result<Option<u64>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(n) if (range.0..=range.1).contains(&n) => Ok(Some(n)),
-            _ => Err(fail(format!(
-                "`{key}` must be a whole number from {} to {}, got {}",
-                range.0,
-                range.1,
-                if v.is_number() {
-                    v.to_string()
-                } else {
-                    json_kind(v).to_string()
-                }
-            ))),
-        },
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// The data file, relative to the workspace: .csv (or .tsv), or .json holding an array of
+    /// records ([{"month": "2024-01", "sales": 120}, ...]).
+    data_path: String,
+    /// line or area for a trend over time or an ordered x; bar to compare categories;
+    /// stacked_bar for parts of each category; pie for shares of one whole (few slices);
+    /// scatter for the relation of two numeric columns; histogram for the distribution of one
+    /// numeric column; heatmap for a value across two categories.
+    chart_type: Named<ChartType>,
+    /// The column for the horizontal axis: categories, dates or numbers. For pie, the column
+    /// naming the slices; for histogram, the numeric column to bin; for heatmap, the column
+    /// whose values become the grid's columns.
+    x: Option<String>,
+    /// The numeric column to plot, or a list of them (one series each). May be left out when
+    /// aggregate is "count".
+    y: Option<Columns>,
+    /// Split the one y column into a series per value of this column (a line, bar segment or
+    /// colour per group). For heatmap: the column whose values become the rows.
+    group_by: Option<String>,
+    /// How rows sharing an x (and group) become one value. Default sum; count counts rows
+    /// and needs no y.
+    aggregate: Option<Named<Aggregate>>,
+    /// Chart title; a plain statement of what it shows. Default: built from the columns.
+    title: Option<String>,
+    /// Horizontal axis title. Default: the x column's name.
+    x_label: Option<String>,
+    /// Vertical axis title, with the unit if there is one. Default: the y column's name.
+    y_label: Option<String>,
+    /// Order of bars, slices or heatmap columns: none (file order; dates and numbers
+    /// ascending), x, x_desc, or asc / desc by value. Lines over dates or numbers always run
+    /// in x order. Pies default to desc.
+    sort: Option<Named<Sort>>,
+    /// Keep the n largest: bars (by value), pie slices (the rest become one Other slice), or
+    /// the series of a line, area or scatter chart.
+    #[schemars(range(min = 1))]
+    top_n: Option<i64>,
+    /// Histogram only: the number of equal bins. Default: a round bin width chosen from the
+    /// data.
+    #[schemars(range(min = 1, max = 200))]
+    bins: Option<i64>,
+    /// File format: png (default), svg, or html (one self-contained page with hover values
+    /// and the numbers as a table).
+    output: Option<Named<Output>>,
+    /// Where to write the chart, relative to the workspace. Default: charts/<title>.<format>.
+    output_path: Option<String>,
+    /// Width in pixels (default 1000).
+    width: Option<i64>,
+    /// Height in pixels (default 600).
+    height: Option<i64>,
+}
+
+/// `y`: one column, or a list of them.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum Columns {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// The chart engine's choices, named as it lists them.
+macro_rules! named_by_the_chart_engine {
+    ($($choice:ty),*) => {$(
+        impl Names for $choice {
+            fn names() -> Vec<&'static str> {
+                <$choice>::NAMES.to_vec()
+            }
+            fn parse(name: &str) -> Option<Self> {
+                <$choice>::parse(name)
+            }
+        }
+    )*};
+}
+
+named_by_the_chart_engine!(ChartType, Sort, Aggregate);
+
+impl Names for Output {
+    fn names() -> Vec<&'static str> {
+        vec!["png", "svg", "html"]
+    }
+    fn parse(name: &str) -> Option<Self> {
+        Output::parse(name)
     }
 }
 
-/// A choice among named options.
-fn opt_choice<T>(
-    args: &Value,
-    key: &str,
-    names: &[&str],
-    parse: impl Fn(&str) -> Option<T>,
-) -> Result<Option<T>, ToolError> {
-    match opt_str_arg(args, key, NAME)? {
-        None => Ok(None),
-        Some(s) => parse(s.trim()).map(Some).ok_or_else(|| {
+/// An optional whole number, checked against `range`.
+fn count(key: &str, value: Option<i64>, range: (u64, u64)) -> Result<Option<u64>, ToolError> {
+    let Some(n) = value else {
+        return Ok(None);
+    };
+    u64::try_from(n)
+        .ok()
+        .filter(|n| (range.0..=range.1).contains(n))
+        .map(Some)
+        .ok_or_else(|| {
             fail(format!(
-                "`{key}` must be one of {}, got `{s}`",
-                names.join(", ")
+                "`{key}` must be a whole number from {} to {}, got {n}",
+                range.0, range.1
             ))
-        }),
-    }
-}
-
-/// `y` as one column name or a list of them.
-fn y_columns(args: &Value) -> Result<Vec<String>, ToolError> {
-    match args.get("y") {
-        None | Some(Value::Null) => Ok(vec![]),
-        Some(Value::String(s)) => Ok(vec![s.clone()]),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                Value::String(s) => Ok(s.clone()),
-                other => Err(fail(format!(
-                    "`y` must list column names (strings), but it holds {}",
-                    json_kind(other)
-                ))),
-            })
-            .collect(),
-        Some(other) => Err(fail(format!(
-            "`y` must be a column name or a list of them, got {}",
-            json_kind(other)
-        ))),
-    }
+        })
 }
 
 /// Lower-case letters, digits and dashes, for a default file name.
@@ -124,38 +172,36 @@ fn data_kind(path: &std::path::Path, text: &str) -> Result<String, String> {
 
 impl DataVisualization {
     async fn run(&self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let data_path = str_arg(&args, "data_path", NAME)?;
+        let args: Args = args::parse(NAME, &args)?;
+        let data_path = args.data_path.as_str();
         if data_path.trim().is_empty() {
             return Err(fail(
                 "`data_path` is empty; give the data file's path in the workspace",
             ));
         }
-        let chart_name = str_arg(&args, "chart_type", NAME)?;
-        let chart = ChartType::parse(chart_name.trim()).ok_or_else(|| {
-            fail(format!(
-                "unknown chart_type `{chart_name}`; use one of {}",
-                ChartType::NAMES.join(", ")
-            ))
-        })?;
-        let mut req = Request::new(chart);
-        req.x = opt_str_arg(&args, "x", NAME)?.map(str::to_string);
-        req.y = y_columns(&args)?;
-        req.group_by = opt_str_arg(&args, "group_by", NAME)?.map(str::to_string);
-        req.title = opt_str_arg(&args, "title", NAME)?.map(str::to_string);
-        req.x_label = opt_str_arg(&args, "x_label", NAME)?.map(str::to_string);
-        req.y_label = opt_str_arg(&args, "y_label", NAME)?.map(str::to_string);
-        req.sort = opt_choice(&args, "sort", &Sort::NAMES, Sort::parse)?;
-        req.aggregate = opt_choice(&args, "aggregate", &Aggregate::NAMES, Aggregate::parse)?;
-        req.top_n = opt_count(&args, "top_n", (1, 1000))?.map(|n| n as usize);
-        req.bins = opt_count(&args, "bins", (1, 200))?.map(|n| n as usize);
-        if let Some(w) = opt_count(&args, "width", WIDTH_RANGE)? {
+        let mut req = Request::new(args.chart_type.0);
+        req.x = args.x;
+        req.y = match args.y {
+            None => vec![],
+            Some(Columns::One(column)) => vec![column],
+            Some(Columns::Many(columns)) => columns,
+        };
+        req.group_by = args.group_by;
+        req.title = args.title;
+        req.x_label = args.x_label;
+        req.y_label = args.y_label;
+        req.sort = args.sort.map(|n| n.0);
+        req.aggregate = args.aggregate.map(|n| n.0);
+        req.top_n = count("top_n", args.top_n, (1, 1000))?.map(|n| n as usize);
+        req.bins = count("bins", args.bins, (1, 200))?.map(|n| n as usize);
+        if let Some(w) = count("width", args.width, WIDTH_RANGE)? {
             req.width = w as u32;
         }
-        if let Some(h) = opt_count(&args, "height", HEIGHT_RANGE)? {
+        if let Some(h) = count("height", args.height, HEIGHT_RANGE)? {
             req.height = h as u32;
         }
-        let output = opt_choice(&args, "output", &["png", "svg", "html"], Output::parse)?;
-        let output_path = opt_str_arg(&args, "output_path", NAME)?.map(str::trim);
+        let output = args.output.map(|n| n.0);
+        let output_path = args.output_path.as_deref().map(str::trim);
 
         let files = Files::new(NAME, ctx);
         let data = files.resolve(data_path).await?;
@@ -289,91 +335,7 @@ impl Tool for DataVisualization {
                 a time axis. Unknown columns and non-numeric values are reported with what the \
                 file does have. The reply lists the plotted numbers, so you can quote them."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "data_path": {
-                        "type": "string",
-                        "description": "The data file, relative to the workspace: .csv (or .tsv), \
-                            or .json holding an array of records ([{\"month\": \"2024-01\", \
-                            \"sales\": 120}, ...])."
-                    },
-                    "chart_type": {
-                        "type": "string",
-                        "enum": ChartType::NAMES,
-                        "description": "line or area for a trend over time or an ordered x; \
-                            bar to compare categories; stacked_bar for parts of each category; \
-                            pie for shares of one whole (few slices); scatter for the relation \
-                            of two numeric columns; histogram for the distribution of one \
-                            numeric column; heatmap for a value across two categories."
-                    },
-                    "x": {
-                        "type": "string",
-                        "description": "The column for the horizontal axis: categories, dates \
-                            or numbers. For pie, the column naming the slices; for histogram, \
-                            the numeric column to bin; for heatmap, the column whose values \
-                            become the grid's columns."
-                    },
-                    "y": {
-                        "description": "The numeric column to plot, or a list of them (one \
-                            series each). May be left out when aggregate is \"count\".",
-                        "anyOf": [
-                            {"type": "string"},
-                            {"type": "array", "items": {"type": "string"}}
-                        ]
-                    },
-                    "group_by": {
-                        "type": "string",
-                        "description": "Split the one y column into a series per value of this \
-                            column (a line, bar segment or colour per group). For heatmap: the \
-                            column whose values become the rows."
-                    },
-                    "aggregate": {
-                        "type": "string",
-                        "enum": Aggregate::NAMES,
-                        "description": "How rows sharing an x (and group) become one value. \
-                            Default sum; count counts rows and needs no y."
-                    },
-                    "title": {"type": "string", "description": "Chart title; a plain statement \
-                        of what it shows. Default: built from the columns."},
-                    "x_label": {"type": "string", "description": "Horizontal axis title. \
-                        Default: the x column's name."},
-                    "y_label": {"type": "string", "description": "Vertical axis title, with \
-                        the unit if there is one. Default: the y column's name."},
-                    "sort": {
-                        "type": "string",
-                        "enum": Sort::NAMES,
-                        "description": "Order of bars, slices or heatmap columns: none (file \
-                            order; dates and numbers ascending), x, x_desc, or asc / desc by \
-                            value. Lines over dates or numbers always run in x order. Pies \
-                            default to desc."
-                    },
-                    "top_n": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Keep the n largest: bars (by value), pie slices (the \
-                            rest become one Other slice), or the series of a line, area or \
-                            scatter chart."
-                    },
-                    "bins": {"type": "integer", "minimum": 1, "maximum": 200,
-                        "description": "Histogram only: the number of equal bins. Default: a \
-                            round bin width chosen from the data."},
-                    "output": {
-                        "type": "string",
-                        "enum": ["png", "svg", "html"],
-                        "description": "File format: png (default), svg, or html (one \
-                            self-contained page with hover values and the numbers as a table)."
-                    },
-                    "output_path": {
-                        "type": "string",
-                        "description": "Where to write the chart, relative to the workspace. \
-                            Default: charts/<title>.<format>."
-                    },
-                    "width": {"type": "integer", "description": "Width in pixels (default 1000)."},
-                    "height": {"type": "integer", "description": "Height in pixels (default 600)."}
-                },
-                "required": ["data_path", "chart_type"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 

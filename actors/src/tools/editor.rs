@@ -5,20 +5,85 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 
 use super::files::{Files, Kind, Target};
-use super::{
-    Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, clip, json_kind, opt_str_arg, str_arg,
-};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, args, clip, json_kind};
 use crate::llm::ToolSpec;
 
 const NAME: &str = "str_replace_editor";
-const COMMANDS: [&str; 5] = ["view", "create", "str_replace", "insert", "undo_edit"];
+
+pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(StrReplaceEditor::default()));
 /// Most characters of a view or snippet shown to the model.
 const MAX_VIEW: usize = 16_000;
 /// Unchanged lines shown on each side of an edit.
 const CONTEXT_LINES: usize = 4;
+
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    #[serde(flatten)]
+    command: Command,
+    /// The file (or, for `view`, directory) to work on: relative to the workspace, or
+    /// absolute inside it.
+    path: String,
+}
+
+/// What to do: view, create, str_replace, insert or undo_edit.
+#[derive(Deserialize, JsonSchema)]
+#[serde(tag = "command", rename_all = "snake_case")]
+#[schemars(transform = args::flat_tagged)]
+enum Command {
+    View {
+        /// For `view` of a file: [first, last] line numbers to show, counting from 1; last =
+        /// -1 means through the end.
+        #[serde(default, deserialize_with = "line_pair")]
+        #[schemars(with = "Option<Vec<i64>>")]
+        view_range: Option<(i64, i64)>,
+    },
+    Create {
+        /// For `create`: the whole content of the new file.
+        file_text: String,
+    },
+    StrReplace {
+        /// For `str_replace`: the text to replace, copied exactly (whitespace too). It must
+        /// occur exactly once in the file, so include enough surrounding lines.
+        old_str: String,
+        /// For `str_replace`: the replacement text (leave out to delete `old_str`).
+        new_str: Option<String>,
+    },
+    Insert {
+        /// For `insert`: the line number after which `new_str` goes; 0 inserts at the very
+        /// top.
+        insert_line: i64,
+        /// For `insert`: the lines to add.
+        new_str: String,
+    },
+    UndoEdit,
+}
+
+/// `view_range` as its two numbers (null counts as absent).
+fn line_pair<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(i64, i64)>, D::Error> {
+    let v = Value::deserialize(d)?;
+    let pair = match &v {
+        Value::Null => return Ok(None),
+        Value::Array(a) => match a.as_slice() {
+            [start, end] => start.as_i64().zip(end.as_i64()),
+            _ => None,
+        },
+        _ => None,
+    };
+    pair.map(Some).ok_or_else(|| {
+        D::Error::custom(format!(
+            "{NAME}: `view_range` must be two whole numbers [first, last], like [10, 40] or \
+             [10, -1] for line 10 to the end; got {}",
+            shown_value(&v)
+        ))
+    })
+}
 
 /// File viewer and editor, with undo.
 #[derive(Default)]
@@ -29,21 +94,21 @@ pub struct StrReplaceEditor {
 
 impl StrReplaceEditor {
     async fn run(&mut self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let command = str_arg(&args, "command", NAME)?;
-        if !COMMANDS.contains(&command) {
-            return Err(fail(format!(
-                "unknown command `{command}`; use one of {}",
-                COMMANDS.join(", ")
-            )));
-        }
+        let Args { command, path } = args::parse(NAME, &args)?;
         let files = Files::new(NAME, ctx);
-        let target = files.resolve(str_arg(&args, "path", NAME)?).await?;
+        let target = files.resolve(&path).await?;
         let text = match command {
-            "view" => view(&files, &target, &args).await?,
-            "create" => create(&files, &target, &args).await?,
-            "str_replace" => self.str_replace(&files, &target, &args).await?,
-            "insert" => self.insert(&files, &target, &args).await?,
-            _ => self.undo(&files, &target).await?,
+            Command::View { view_range } => view(&files, &target, view_range).await?,
+            Command::Create { file_text } => create(&files, &target, &file_text).await?,
+            Command::StrReplace { old_str, new_str } => {
+                let new = new_str.unwrap_or_default();
+                self.str_replace(&files, &target, &old_str, &new).await?
+            }
+            Command::Insert {
+                insert_line,
+                new_str,
+            } => self.insert(&files, &target, insert_line, &new_str).await?,
+            Command::UndoEdit => self.undo(&files, &target).await?,
         };
         Ok(ToolOutput::text(text))
     }
@@ -52,13 +117,12 @@ impl StrReplaceEditor {
         &mut self,
         files: &Files<'_>,
         target: &Target,
-        args: &Value,
+        old: &str,
+        new: &str,
     ) -> Result<String, ToolError> {
-        let old = str_arg(args, "old_str", NAME)?;
         if old.is_empty() {
             return Err(fail("`old_str` is empty; give the exact text to replace"));
         }
-        let new = opt_str_arg(args, "new_str", NAME)?.unwrap_or("");
         let text = read_text(files, target).await?;
         let found = occurrences(&text, old);
         let at = match found.as_slice() {
@@ -102,20 +166,14 @@ impl StrReplaceEditor {
         &mut self,
         files: &Files<'_>,
         target: &Target,
-        args: &Value,
+        after: i64,
+        new: &str,
     ) -> Result<String, ToolError> {
-        let after = match args.get("insert_line") {
-            None | Some(Value::Null) => {
-                return Err(fail("missing required argument `insert_line`"));
-            }
-            Some(v) => v.as_u64().ok_or_else(|| {
-                fail(format!(
-                    "argument `insert_line` must be a whole number of 0 or more, got {}",
-                    shown_value(v)
-                ))
-            })?,
-        };
-        let new = str_arg(args, "new_str", NAME)?;
+        let after = u64::try_from(after).map_err(|_| {
+            fail(format!(
+                "argument `insert_line` must be a whole number of 0 or more, got {after}"
+            ))
+        })?;
         let text = read_text(files, target).await?;
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         let after = usize::try_from(after).unwrap_or(usize::MAX);
@@ -196,48 +254,7 @@ impl Tool for StrReplaceEditor {
                           the latest edit of a file. Paths may be relative to the workspace or \
                           absolute inside it; anything outside the workspace is refused."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "enum": COMMANDS,
-                        "description": "What to do: view, create, str_replace, insert or undo_edit."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "The file (or, for `view`, directory) to work on: relative \
-                            to the workspace, or absolute inside it."
-                    },
-                    "file_text": {
-                        "type": "string",
-                        "description": "For `create`: the whole content of the new file."
-                    },
-                    "old_str": {
-                        "type": "string",
-                        "description": "For `str_replace`: the text to replace, copied exactly \
-                            (whitespace too). It must occur exactly once in the file, so include \
-                            enough surrounding lines."
-                    },
-                    "new_str": {
-                        "type": "string",
-                        "description": "For `str_replace`: the replacement text (leave out to \
-                            delete `old_str`). For `insert`: the lines to add."
-                    },
-                    "insert_line": {
-                        "type": "integer",
-                        "description": "For `insert`: the line number after which `new_str` goes; \
-                            0 inserts at the very top."
-                    },
-                    "view_range": {
-                        "type": "array",
-                        "items": {"type": "integer"},
-                        "description": "For `view` of a file: [first, last] line numbers to show, \
-                            counting from 1; last = -1 means through the end."
-                    }
-                },
-                "required": ["command", "path"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 
@@ -271,11 +288,11 @@ async fn read_text(files: &Files<'_>, target: &Target) -> Result<String, ToolErr
     })
 }
 
-async fn view(files: &Files<'_>, target: &Target, args: &Value) -> Result<String, ToolError> {
-    let range = match args.get("view_range") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(v),
-    };
+async fn view(
+    files: &Files<'_>,
+    target: &Target,
+    range: Option<(i64, i64)>,
+) -> Result<String, ToolError> {
     if target.kind == Kind::Dir {
         if range.is_some() {
             return Err(fail(format!(
@@ -291,7 +308,7 @@ async fn view(files: &Files<'_>, target: &Target, args: &Value) -> Result<String
         return Ok(format!("`{}` is empty.", target.shown));
     }
     let (first, last) = match range {
-        Some(v) => line_range(v, lines.len())?,
+        Some(pair) => line_range(pair, lines.len())?,
         None => (1, lines.len()),
     };
     let header = if (first, last) == (1, lines.len()) {
@@ -315,19 +332,8 @@ async fn view(files: &Files<'_>, target: &Target, args: &Value) -> Result<String
     ))
 }
 
-/// Check a `view_range` value against a file of `total` lines; returns 1-based inclusive bounds.
-fn line_range(v: &Value, total: usize) -> Result<(usize, usize), ToolError> {
-    let pair = v.as_array().and_then(|a| match a.as_slice() {
-        [start, end] => Some((start.as_i64()?, end.as_i64()?)),
-        _ => None,
-    });
-    let Some((start, end)) = pair else {
-        return Err(fail(format!(
-            "`view_range` must be two whole numbers [first, last], like [10, 40] or [10, -1] for \
-             line 10 to the end; got {}",
-            shown_value(v)
-        )));
-    };
+/// Check a `view_range` against a file of `total` lines; returns 1-based inclusive bounds.
+fn line_range((start, end): (i64, i64), total: usize) -> Result<(usize, usize), ToolError> {
     let in_file = |n: i64| n >= 1 && n <= total as i64;
     if !in_file(start) {
         return Err(fail(format!(
@@ -380,8 +386,7 @@ async fn list_dir(files: &Files<'_>, target: &Target) -> Result<String, ToolErro
     Ok(clip(&out, MAX_VIEW))
 }
 
-async fn create(files: &Files<'_>, target: &Target, args: &Value) -> Result<String, ToolError> {
-    let text = str_arg(args, "file_text", NAME)?;
+async fn create(files: &Files<'_>, target: &Target, text: &str) -> Result<String, ToolError> {
     if !files.create(target, text.as_bytes()).await? {
         let what = match target.kind {
             Kind::Dir => "a directory",
@@ -454,6 +459,8 @@ fn fail(msg: impl std::fmt::Display) -> ToolError {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::tools::tests::{TempDir, host_ctx as ctx};
 
@@ -538,7 +545,11 @@ mod tests {
 
     #[tokio::test]
     async fn parent_escape_is_refused() {
-        let ws = TempDir::new("dotdot");
+        // The workspace inside a directory of the test's own, so `..` lands where nothing
+        // else writes.
+        let root = TempDir::new("dotdot");
+        let ws = TempDir(root.0.join("ws"));
+        std::fs::create_dir(&ws.0).unwrap();
         let ctx = ctx(&ws.0);
         let mut ed = StrReplaceEditor::default();
         let err = refused(
@@ -551,7 +562,7 @@ mod tests {
             err.contains("outside the workspace") && err.contains(&ws.0.display().to_string()),
             "{err}"
         );
-        assert!(!ws.0.parent().unwrap().join("x").exists());
+        assert!(!root.0.join("x").exists());
         let err = refused(
             &mut ed,
             &ctx,

@@ -4,6 +4,7 @@
 //! book). Tools never run inside the agent: a tool-worker actor (`worker.rs`) owns the
 //! agent's tools and runs each call, so a tool that panics takes down only its worker.
 
+pub mod args;
 pub mod ask_human;
 pub mod bash;
 pub mod browser_use;
@@ -25,11 +26,11 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
-use ractor::ActorRef;
 use serde_json::Value;
 
 use crate::llm::ToolSpec;
-use crate::protocol::{FlowMsg, TerminateStatus};
+use crate::protocol::{FlowLink, TerminateStatus};
+use crate::text::{clip, json_kind};
 
 /// A boxed future that borrows the tool for the length of one call.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -72,15 +73,16 @@ impl ToolError {
     }
 }
 
-/// What a call may know about where it runs.
+/// Where an agent's tools run, given to its tool worker when the worker starts: the same
+/// for every call, since an agent serves one flow.
 #[derive(Debug, Clone)]
 pub struct ToolCtx {
     pub flow_id: String,
     pub agent: String,
     /// Every file a tool touches lies inside this directory.
     pub workspace: PathBuf,
-    /// The flow's owner, for questions to the human.
-    pub flow: Option<ActorRef<FlowMsg>>,
+    /// What a tool may ask of its flow: questions to the human, spending to count.
+    pub flow: Option<FlowLink>,
     /// With `[sandbox] use_sandbox`, where code runs instead of the host.
     pub sandbox: Option<crate::sandbox::SandboxHandle>,
     /// The flow's browser, for `browser_use`.
@@ -119,119 +121,94 @@ impl Default for ToolSettings {
     }
 }
 
-/// Every tool name this build knows, in the order `tools list` prints them.
-pub const KNOWN_TOOLS: &[&str] = &[
-    "python_execute",
-    "bash",
-    "str_replace_editor",
-    "data_visualization",
-    "data_report",
-    "planning",
-    "ask_human",
-    "terminate",
-    "browser_use",
-    "web_search",
-    "crawl",
+/// A built-in tool as the runtime knows it before making one. Each tool module declares its
+/// own (`bash::TOOL`); [`BUILTINS`] lists them all.
+#[derive(Clone, Copy)]
+pub struct Builtin {
+    /// The name the model calls it by, which is also its name in profiles and config.
+    pub name: &'static str,
+    make: fn(&ToolSettings) -> Box<dyn Tool>,
+    /// The longest one call may run by the tool's own limit, if it has one.
+    deadline: fn(&ToolSettings) -> Option<Duration>,
+    /// Whether its calls act on the flow's browser, so the next prompt shows the browser.
+    pub browser: bool,
+}
+
+impl Builtin {
+    /// A tool without a time limit of its own that leaves the browser alone.
+    pub const fn new(name: &'static str, make: fn(&ToolSettings) -> Box<dyn Tool>) -> Self {
+        Builtin {
+            name,
+            make,
+            deadline: |_| None,
+            browser: false,
+        }
+    }
+
+    /// The tool stops a call itself after `deadline`.
+    pub const fn with_deadline(self, deadline: fn(&ToolSettings) -> Option<Duration>) -> Self {
+        Builtin { deadline, ..self }
+    }
+
+    /// The tool's calls act on the flow's browser.
+    pub const fn on_browser(self) -> Self {
+        Builtin {
+            browser: true,
+            ..self
+        }
+    }
+}
+
+/// Every built-in tool, in the order `tools list` prints them.
+pub const BUILTINS: &[Builtin] = &[
+    python::TOOL,
+    bash::TOOL,
+    editor::TOOL,
+    data_visualization::TOOL,
+    data_report::TOOL,
+    planning::TOOL,
+    ask_human::TOOL,
+    terminate::TOOL,
+    browser_use::TOOL,
+    web_search::TOOL,
+    crawl::TOOL,
 ];
+
+/// Every tool name this build knows, in the order `tools list` prints them.
+pub const KNOWN_TOOLS: &[&str] = &names::<{ BUILTINS.len() }>();
+
+const fn names<const N: usize>() -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = BUILTINS[i].name;
+        i += 1;
+    }
+    out
+}
+
+/// The built-in tool called `name`.
+pub fn builtin(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}
 
 /// Build a fresh instance of a tool by name.
 pub fn make_tool(name: &str, settings: &ToolSettings) -> Option<Box<dyn Tool>> {
-    Some(match name {
-        "python_execute" => Box::new(python::PythonExecute::new(settings)),
-        "bash" => Box::new(bash::Bash::new(settings)),
-        "str_replace_editor" => Box::new(editor::StrReplaceEditor::default()),
-        "data_visualization" => Box::new(data_visualization::DataVisualization),
-        "data_report" => Box::new(data_report::DataReport),
-        "planning" => Box::new(planning::PlanningTool::default()),
-        "ask_human" => Box::new(ask_human::AskHuman::new(settings)),
-        "terminate" => Box::new(terminate::Terminate),
-        "browser_use" => Box::new(browser_use::BrowserUse::new(settings)),
-        "web_search" => Box::new(web_search::WebSearch::new(settings)),
-        "crawl" => Box::new(crawl::Crawl::default()),
-        #[cfg(test)]
-        "panic_for_test" => Box::new(tests::Panics),
-        _ => return None,
-    })
+    #[cfg(test)]
+    if name == tests::PANICS {
+        return Some(Box::new(tests::Panics));
+    }
+    builtin(name).map(|b| (b.make)(settings))
 }
 
-/// Read a required string argument, with an error the model can act on.
-pub fn str_arg<'a>(args: &'a Value, key: &str, tool: &str) -> Result<&'a str, ToolError> {
-    match args.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(ToolError::new(format!(
-            "{tool}: argument `{key}` must be a string, got {}",
-            json_kind(other)
-        ))),
-        None => Err(ToolError::new(format!(
-            "{tool}: missing required argument `{key}`"
-        ))),
-    }
-}
-
-/// Read an optional string argument (null counts as absent).
-pub fn opt_str_arg<'a>(
-    args: &'a Value,
-    key: &str,
-    tool: &str,
-) -> Result<Option<&'a str>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => str_arg(args, key, tool).map(Some),
-    }
-}
-
-/// Read an optional whole-number argument (null counts as absent).
-pub fn opt_int_arg(args: &Value, key: &str, tool: &str) -> Result<Option<i64>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
-            ToolError::new(format!(
-                "{tool}: argument `{key}` must be a whole number, got {}",
-                json_kind(v)
-            ))
-        }),
-    }
-}
-
-/// The JSON type name of a value, for error messages.
-pub fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Keep the head and tail of a long text, saying how much was cut.
-pub fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let head = floor_char(text, max * 2 / 3);
-    let tail_start = ceil_char(text, text.len() - (max - head));
-    format!(
-        "{}\n[... {} characters cut ...]\n{}",
-        &text[..head],
-        tail_start - head,
-        &text[tail_start..]
-    )
-}
-
-fn floor_char(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
+/// The longest any built-in tool may run one call by its own limit: past it (with some
+/// grace), a worker is taken to hang.
+pub fn longest_deadline(settings: &ToolSettings) -> Duration {
+    BUILTINS
+        .iter()
+        .filter_map(|b| (b.deadline)(settings))
+        .max()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -277,13 +254,16 @@ pub(crate) mod tests {
         }
     }
 
+    /// The name `make_tool` gives [`Panics`] in tests.
+    pub const PANICS: &str = "panic_for_test";
+
     /// A tool that panics, to prove a crash stays inside its worker.
     pub struct Panics;
 
     impl Tool for Panics {
         fn spec(&self) -> ToolSpec {
             ToolSpec {
-                name: "panic_for_test".into(),
+                name: PANICS.into(),
                 description: "panics".into(),
                 parameters: serde_json::json!({"type": "object"}),
             }
@@ -294,13 +274,30 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn clip_keeps_head_and_tail() {
-        let text = "a".repeat(50) + &"b".repeat(50);
-        let c = clip(&text, 30);
-        assert!(
-            c.starts_with("aaaa") && c.ends_with("bbbb") && c.contains("characters cut"),
-            "{c}"
-        );
-        assert_eq!(clip("short", 30), "short");
+    fn each_builtin_is_made_under_its_own_name() {
+        let settings = ToolSettings::default();
+        assert_eq!(KNOWN_TOOLS.len(), BUILTINS.len());
+        for (known, b) in KNOWN_TOOLS.iter().zip(BUILTINS) {
+            assert_eq!(*known, b.name);
+            assert_eq!(make_tool(b.name, &settings).unwrap().spec().name, b.name);
+        }
+        assert!(make_tool("no_such_tool", &settings).is_none());
+        let browsing: Vec<&str> = BUILTINS
+            .iter()
+            .filter(|b| b.browser)
+            .map(|b| b.name)
+            .collect();
+        assert_eq!(browsing, [browser_use::TOOL.name]);
+    }
+
+    #[test]
+    fn the_longest_deadline_is_that_of_the_slowest_tool() {
+        let settings = ToolSettings {
+            python_timeout: Duration::from_secs(7),
+            bash_timeout: Duration::from_secs(9),
+            ask_timeout: Duration::from_secs(8),
+            ..ToolSettings::default()
+        };
+        assert_eq!(longest_deadline(&settings), Duration::from_secs(9));
     }
 }

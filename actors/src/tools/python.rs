@@ -4,14 +4,29 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use super::bash::{Capture, kill_group};
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, str_arg};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
 use crate::llm::ToolSpec;
+use crate::process::{Capture, kill_group};
 use crate::sandbox::SandboxHandle;
+
+const NAME: &str = "python_execute";
+
+/// A run is killed after `[tools] python_timeout`.
+pub const TOOL: Builtin = Builtin::new(NAME, |s| Box::new(PythonExecute::new(s)))
+    .with_deadline(|s| Some(s.python_timeout));
+
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// The complete Python program to run, for example "import math\nprint(math.pi)".
+    code: String,
+}
 
 /// Most bytes of stdout shown to the model.
 const MAX_STDOUT: usize = 12_000;
@@ -34,7 +49,8 @@ impl PythonExecute {
     }
 
     async fn run(&self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let code = str_arg(&args, "code", "python_execute")?;
+        let Args { code } = args::parse(NAME, &args)?;
+        let code = code.as_str();
         if code.trim().is_empty() {
             return Err(ToolError::new(
                 "python_execute: `code` is empty; send the Python source to run.",
@@ -157,7 +173,7 @@ impl PythonExecute {
 impl Tool for PythonExecute {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "python_execute".into(),
+            name: NAME.into(),
             description: format!(
                 "Run Python source code in a new `{}` process whose working directory is the \
                  workspace. Only what the code prints is returned (stdout, and stderr under its \
@@ -167,17 +183,7 @@ impl Tool for PythonExecute {
                 self.python,
                 self.timeout.as_secs_f64()
             ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "code": {
-                        "type": "string",
-                        "description": "The complete Python program to run, for example \
-                            \"import math\\nprint(math.pi)\"."
-                    }
-                },
-                "required": ["code"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 
@@ -212,6 +218,8 @@ fn report_text(out: &str, err: &str) -> String {
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
+
+    use serde_json::json;
 
     use super::*;
     use crate::tools::tests::{TempDir, host_ctx as ctx};

@@ -1,43 +1,50 @@
 //! `terminate`: the model says the current task is finished, well or not.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, str_arg};
+use super::{Builtin, Tool, ToolCtx, ToolFuture, ToolOutput, args};
 use crate::llm::ToolSpec;
 use crate::protocol::TerminateStatus;
 
+const NAME: &str = "terminate";
+
+pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(Terminate));
+
 pub struct Terminate;
+
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// How the task ended.
+    status: Status,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    Success,
+    Failure,
+}
 
 impl Tool for Terminate {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "terminate".into(),
+            name: NAME.into(),
             description: "Finish the current task. Call it once the task is done (status success) or when it \
                 cannot be done (status failure); say why in your message before calling it."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"status": {"type": "string", "enum": ["success", "failure"], "description": "How the task ended."}},
-                "required": ["status"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 
     fn call<'a>(&'a mut self, args: Value, _ctx: &'a ToolCtx) -> ToolFuture<'a> {
         Box::pin(async move {
-            let status = match str_arg(&args, "status", "terminate")? {
-                "success" => TerminateStatus::Success,
-                "failure" => TerminateStatus::Failure,
-                other => {
-                    return Err(ToolError::new(format!(
-                        "terminate: status must be \"success\" or \"failure\", got \"{other}\""
-                    )));
-                }
-            };
-            let word = if status == TerminateStatus::Success {
-                "success"
-            } else {
-                "failure"
+            let Args { status } = args::parse(NAME, &args)?;
+            let (status, word) = match status {
+                Status::Success => (TerminateStatus::Success, "success"),
+                Status::Failure => (TerminateStatus::Failure, "failure"),
             };
             Ok(ToolOutput {
                 text: format!("The task has ended with status {word}."),

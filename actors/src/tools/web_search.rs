@@ -4,13 +4,32 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::web::{WebClient, fetch, markdown, search};
-use super::{Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, opt_int_arg, str_arg};
+use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
 use crate::llm::ToolSpec;
 
 const NAME: &str = "web_search";
+
+pub const TOOL: Builtin = Builtin::new(NAME, |s| Box::new(WebSearch::new(s)));
+
+/// A call's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// What to search for.
+    query: String,
+    /// How many results (1 to 20, default 5).
+    num_results: Option<i64>,
+    /// Language of results, e.g. en (default from the config).
+    lang: Option<String>,
+    /// Country of results, e.g. us (default from the config).
+    country: Option<String>,
+    /// Also fetch each result's page (default false).
+    fetch_content: Option<bool>,
+}
 /// Characters of each fetched page shown.
 const PAGE_CHARS: usize = 2_000;
 
@@ -36,48 +55,31 @@ impl Tool for WebSearch {
                 fetch_content, also each result page's text as markdown. Use it to find pages, then read them \
                 with crawl or browser_use."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What to search for."},
-                    "num_results": {"type": "integer", "description": "How many results (1 to 20, default 5)."},
-                    "lang": {"type": "string", "description": "Language of results, e.g. en (default from the config)."},
-                    "country": {"type": "string", "description": "Country of results, e.g. us (default from the config)."},
-                    "fetch_content": {"type": "boolean", "description": "Also fetch each result's page (default false)."}
-                },
-                "required": ["query"]
-            }),
+            parameters: args::schema::<Args>(),
         }
     }
 
     fn call<'a>(&'a mut self, args: Value, _ctx: &'a ToolCtx) -> ToolFuture<'a> {
         Box::pin(async move {
-            let text = str_arg(&args, "query", NAME)?.trim().to_string();
+            let args: Args = args::parse(NAME, &args)?;
+            let text = args.query.trim().to_string();
             if text.is_empty() {
                 return Err(ToolError::new(format!("{NAME}: `query` is empty")));
             }
-            let n = opt_int_arg(&args, "num_results", NAME)?.unwrap_or(5);
+            let n = args.num_results.unwrap_or(5);
             if !(1..=20).contains(&n) {
                 return Err(ToolError::new(format!(
                     "{NAME}: `num_results` must be between 1 and 20, got {n}"
                 )));
             }
-            let fetch_content = match args.get("fetch_content") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(other) => {
-                    return Err(ToolError::new(format!(
-                        "{NAME}: `fetch_content` must be true or false, got {other}"
-                    )));
-                }
-            };
-            let lang = super::opt_str_arg(&args, "lang", NAME)?;
-            let country = super::opt_str_arg(&args, "country", NAME)?;
+            let fetch_content = args.fetch_content.unwrap_or(false);
             let q = search::Query {
                 text,
                 num_results: n as usize,
-                lang: lang.unwrap_or(&self.settings.lang).to_string(),
-                country: country.unwrap_or(&self.settings.country).to_string(),
+                lang: args.lang.unwrap_or_else(|| self.settings.lang.clone()),
+                country: args
+                    .country
+                    .unwrap_or_else(|| self.settings.country.clone()),
             };
             let (engine, hits) = search::search(&self.http, &self.settings, &q)
                 .await

@@ -1,6 +1,7 @@
-//! The tool-worker actor: owns one agent's tool instances and runs its calls one at a time.
-//! A tool that panics takes this actor down with it; the agent that supervises it reports
-//! the crash to the model and starts a fresh worker.
+//! The tool-worker actor: owns one agent's tool instances and runs its calls one at a time,
+//! in the context (`ToolCtx`) it was started with. A tool that panics takes this actor down
+//! with it; the agent that supervises it reports the crash to the model and starts a fresh
+//! worker.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -8,7 +9,7 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::Instrument;
 
-use super::{Tool, ToolSettings, clip, make_tool};
+use super::{Tool, ToolCtx, ToolSettings, clip, make_tool};
 use crate::llm::ToolSpec;
 use crate::protocol::{ToolMsg, ToolResult};
 
@@ -17,10 +18,13 @@ pub struct ToolWorker;
 pub struct WorkerArgs {
     pub tools: Vec<String>,
     pub settings: ToolSettings,
+    /// Where every call runs: the agent's flow, workspace, sandbox, browser and model.
+    pub ctx: ToolCtx,
 }
 
 pub struct WorkerState {
     tools: BTreeMap<String, Box<dyn Tool>>,
+    ctx: ToolCtx,
     /// Whether (and how much of) arguments and results go on spans.
     capture_content: Option<usize>,
 }
@@ -52,6 +56,7 @@ impl Actor for ToolWorker {
             .collect();
         Ok(WorkerState {
             tools,
+            ctx: args.ctx,
             capture_content: args.settings.capture_content,
         })
     }
@@ -119,7 +124,11 @@ impl Actor for ToolWorker {
                     });
                     return Ok(());
                 };
-                let result = match tool.call(inv.args, &inv.ctx).instrument(span.clone()).await {
+                let result = match tool
+                    .call(inv.args, &state.ctx)
+                    .instrument(span.clone())
+                    .await
+                {
                     Ok(out) => ToolResult {
                         ok: true,
                         output: out.text,

@@ -1,4 +1,8 @@
-//! A plan as data: steps, their `[AGENT]` tags, statuses and notes, and its text view.
+//! A plan as data: steps, their `[AGENT]` tags, statuses and notes, and its text view; a
+//! book of plans and the `planning` calls that change it (read from a call's arguments by
+//! `tools::planning`). The planner keeps its plan with this, and the `planning` tool its book.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -185,6 +189,174 @@ impl Plan {
             }
         }
         out
+    }
+}
+
+/// One `planning` call, its arguments read and checked (by `tools::planning::read_call`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanningCall {
+    Create {
+        plan_id: String,
+        title: String,
+        /// Never empty.
+        steps: Vec<String>,
+    },
+    Update {
+        plan_id: String,
+        title: Option<String>,
+        steps: Option<Vec<String>>,
+    },
+    List,
+    /// The plan named, or the active one.
+    Get {
+        plan_id: Option<String>,
+    },
+    SetActive {
+        plan_id: String,
+    },
+    MarkStep {
+        plan_id: Option<String>,
+        step_index: usize,
+        step_status: Option<StepStatus>,
+        step_notes: Option<String>,
+    },
+    Delete {
+        plan_id: String,
+    },
+}
+
+/// A book of plans that `planning` calls create, update and mark, one of them active.
+#[derive(Debug, Default)]
+pub struct PlanBook {
+    plans: BTreeMap<String, Plan>,
+    active: Option<String>,
+}
+
+impl PlanBook {
+    /// Apply one call; the answer is what the model reads back.
+    pub fn apply(&mut self, call: PlanningCall) -> Result<String, String> {
+        match call {
+            PlanningCall::Create {
+                plan_id: id,
+                title,
+                steps,
+            } => {
+                if self.plans.contains_key(&id) {
+                    return Err(format!(
+                        "planning: a plan `{id}` exists already; use update"
+                    ));
+                }
+                let plan = Plan::new(&id, title, steps);
+                let view = plan.view();
+                self.plans.insert(id.clone(), plan);
+                self.active = Some(id.clone());
+                Ok(format!("Created plan `{id}` and made it active.\n\n{view}"))
+            }
+            PlanningCall::Update {
+                plan_id: id,
+                title,
+                steps,
+            } => {
+                let plan = self.plan_mut(Some(&id))?;
+                if let Some(title) = title {
+                    plan.title = title;
+                }
+                if let Some(steps) = steps {
+                    let old = std::mem::take(&mut plan.steps);
+                    plan.steps = steps
+                        .into_iter()
+                        .map(|text| {
+                            old.iter()
+                                .find(|s| s.text == text)
+                                .cloned()
+                                .unwrap_or_else(|| PlanStep::new(text))
+                        })
+                        .collect();
+                }
+                Ok(format!("Updated plan `{id}`.\n\n{}", plan.view()))
+            }
+            PlanningCall::List => {
+                if self.plans.is_empty() {
+                    return Ok("No plans yet; create one.".into());
+                }
+                let lines: Vec<String> = self
+                    .plans
+                    .values()
+                    .map(|p| {
+                        let active = if self.active.as_deref() == Some(p.id.as_str()) {
+                            " (active)"
+                        } else {
+                            ""
+                        };
+                        format!(
+                            "- {}{active}: {} — {}/{} completed",
+                            p.id,
+                            p.title,
+                            p.count(StepStatus::Completed),
+                            p.steps.len()
+                        )
+                    })
+                    .collect();
+                Ok(format!("Plans:\n{}", lines.join("\n")))
+            }
+            PlanningCall::Get { plan_id } => Ok(self.plan_mut(plan_id.as_deref())?.view()),
+            PlanningCall::SetActive { plan_id: id } => {
+                self.plan_mut(Some(&id))?;
+                let answer = format!("Plan `{id}` is now active.");
+                self.active = Some(id);
+                Ok(answer)
+            }
+            PlanningCall::MarkStep {
+                plan_id,
+                step_index: index,
+                step_status,
+                step_notes,
+            } => {
+                let plan = self.plan_mut(plan_id.as_deref())?;
+                let n = plan.steps.len();
+                let step = plan.steps.get_mut(index).ok_or_else(|| {
+                    format!(
+                        "planning: step_index {index} is out of range; the plan has {n} steps \
+                         (0..{n})"
+                    )
+                })?;
+                if let Some(status) = step_status {
+                    step.status = status;
+                }
+                if let Some(notes) = step_notes {
+                    step.notes = notes;
+                }
+                Ok(format!("Marked step {index}.\n\n{}", plan.view()))
+            }
+            PlanningCall::Delete { plan_id: id } => {
+                self.plans
+                    .remove(&id)
+                    .ok_or_else(|| format!("planning: no plan `{id}`"))?;
+                if self.active.as_deref() == Some(id.as_str()) {
+                    self.active = None;
+                }
+                Ok(format!("Deleted plan `{id}`."))
+            }
+        }
+    }
+
+    /// The plan named, or the active one.
+    fn plan_mut(&mut self, id: Option<&str>) -> Result<&mut Plan, String> {
+        let id = match id {
+            Some(id) => id.to_string(),
+            None => self
+                .active
+                .clone()
+                .ok_or("planning: no active plan; pass `plan_id`")?,
+        };
+        self.plans
+            .get_mut(&id)
+            .ok_or_else(|| format!("planning: no plan `{id}`"))
+    }
+
+    /// Take a plan out of the book.
+    pub fn take(&mut self, id: &str) -> Option<Plan> {
+        self.plans.remove(id)
     }
 }
 

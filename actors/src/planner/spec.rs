@@ -1,0 +1,84 @@
+//! The planner's arguments: what a flow is to do (`FlowSpec`), where an interrupted one
+//! stood (`Resume`), and the flow settings. The host's runtime builds them; `root::start_flow`
+//! hands them to a new planner.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorRef;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use crate::agent::AgentSpec;
+use crate::background::PlanningThread;
+use crate::llm::{LlmClient, Message, Usage};
+use crate::plan::Plan;
+use crate::protocol::{BrowserMsg, EventSink, FlowMode, SandboxMsg};
+
+/// What to do when a step has failed after its retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStepFailure {
+    /// Go on with the next step; the flow ends as failed.
+    Continue,
+    /// End the flow at once, as failed.
+    Stop,
+}
+
+/// How the planner runs every flow of a runtime: routing, timeouts, retries, budgets.
+#[derive(Debug, Clone)]
+pub struct FlowSettings {
+    /// The agent for untagged steps and tags that name no agent.
+    pub primary_agent: String,
+    /// How many flows may be planning or summarising at once, across the runtime; the
+    /// runtime holds the permits (`FlowSpec::planner_slots`) and the rest wait in order.
+    pub planner_replicas: u32,
+    pub step_timeout: Duration,
+    pub flow_timeout: Duration,
+    /// Further attempts after a step fails or is blocked.
+    pub max_step_retries: u32,
+    pub on_step_failure: OnStepFailure,
+    /// Stop the flow once its model calls have used more tokens than this.
+    pub max_tokens: Option<u64>,
+    /// Stop the flow once its model calls have cost more than this.
+    pub max_cost: Option<f64>,
+}
+
+/// Everything a planner needs to run one flow.
+pub struct FlowSpec {
+    pub id: String,
+    pub task: String,
+    /// `Plan` runs the PlanningFlow; `Single` gives the whole task to the primary agent.
+    pub mode: FlowMode,
+    pub settings: FlowSettings,
+    pub pool: Vec<AgentSpec>,
+    /// The planning call's system message for this pool (`planner::planning_opening`),
+    /// made once per runtime.
+    pub planning_opening: Arc<Message>,
+    pub planner_llm: LlmClient,
+    /// The runtime's `planner_replicas` permits: a planning or summary call holds one.
+    pub planner_slots: Arc<Semaphore>,
+    /// The runtime's planning thread, where the planner makes its model calls. It stops
+    /// when the runtime and every planner have let go of it.
+    pub planning: Arc<PlanningThread>,
+    pub events: EventSink,
+    /// The sandbox supervisor, told to remove the flow's container when it ends.
+    pub sandbox: Option<ActorRef<SandboxMsg>>,
+    /// The browser supervisor, told to close the flow's browser when it ends.
+    pub browser: Option<ActorRef<BrowserMsg>>,
+    /// Set to continue an interrupted flow (same id) instead of starting it afresh.
+    pub resume: Option<Resume>,
+}
+
+/// Where an interrupted flow stood. The planner skips the planning call when there is a
+/// plan, never re-runs a completed step, and runs a step that was in progress from its start.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    /// The plan with each step's status, notes and attempts; `None` if it was still planning.
+    pub plan: Option<Plan>,
+    pub usage: Usage,
+    pub usage_by_agent: BTreeMap<String, Usage>,
+    /// How long the flow had run; it counts toward `flow_timeout` and the outcome's time.
+    pub elapsed: Duration,
+}

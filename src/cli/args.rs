@@ -1,0 +1,215 @@
+//! The command line's shape (clap): every subcommand, flag and help text. What a command
+//! does lives in its own module; this file only says what it is called and what it takes.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub const CODE_ON_HOST: &str = "Where code runs: by default tools run on this machine (the host) with your \
+user's rights — python_execute and bash execute there, and file edits are confined to the workspace \
+directory. With [sandbox] use_sandbox = true, python_execute, bash, file edits and the data tools work \
+in a container per flow through the Docker Engine API (no network, capped memory, CPU and processes), \
+on the container's files; the host workspace is untouched unless [sandbox] mount_workspace = true. \
+`manus-rt sandbox doctor` checks the engine and image.";
+
+#[derive(Parser)]
+#[command(
+    name = "manus-rt",
+    version,
+    about = "An actor-based multi-agent runtime: planned flows of LLM agents with real tools."
+)]
+#[command(after_help = CODE_ON_HOST)]
+pub struct Cli {
+    /// Config file (default: config/config.toml, then config/config.example.toml, then the built-in example)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log format on stderr
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Plan the task, run each step on the agent its tag names, and summarise (the main job)
+    #[command(after_help = CODE_ON_HOST)]
+    RunFlow(RunArgs),
+    /// Run the task with the primary agent alone, without a planner
+    #[command(after_help = CODE_ON_HOST)]
+    Run(RunArgs),
+    /// Inspect the config
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Inspect the tools
+    Tools {
+        #[command(subcommand)]
+        action: ToolsAction,
+    },
+    /// The container sandbox ([sandbox] in the config)
+    Sandbox {
+        #[command(subcommand)]
+        action: SandboxAction,
+    },
+    /// Run one agent whose tools come from one MCP server
+    #[command(after_help = RUN_MCP_HELP)]
+    RunMcp(RunMcpArgs),
+    /// Serve the runtime over HTTP: submit flows, stream their events, answer, cancel
+    #[command(
+        after_help = "Routes: POST/GET /v1/flows, GET/DELETE /v1/flows/{id}, GET /v1/flows/{id}/events \
+(Server-Sent Events, resumable with Last-Event-ID), POST /v1/flows/{id}/answers, GET /healthz, GET /metrics, \
+GET /openapi.json. With [server] api_tokens (or MANUS_API_TOKENS) set, /v1 and /metrics need a bearer token."
+    )]
+    Serve {
+        /// Address to listen on
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+        bind: String,
+    },
+    /// Offer manus-rt's tools (bash, python_execute, str_replace_editor, terminate by default;
+    /// [mcp] serve_tools) to MCP clients, with the workspace and sandbox settings of agents
+    McpServer(McpServerArgs),
+    /// The recorded runs ([store] url)
+    Runs {
+        #[command(subcommand)]
+        action: RunsAction,
+    },
+    /// Continue an interrupted run from its last completed step
+    #[command(after_help = RESUME_HELP)]
+    Resume(ResumeArgs),
+}
+
+const RESUME_HELP: &str = "A run is interrupted when the process running it died or stopped mid-flow (`manus-rt runs list` marks it). Completed steps are not run again; a step that was running starts over; the plan, the notes later steps read and the tokens spent so far are kept. With a replay profile ([llm] api_type = \"replay\"), the cassette is picked up at the step the run resumes from.";
+
+#[derive(Subcommand)]
+pub enum RunsAction {
+    /// The newest runs: id, status, steps done, tokens, age, task
+    List {
+        /// How many runs to show
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print them as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run: its plan with each step's status and notes, usage, memories and outcome
+    Show {
+        /// The run's id (as `runs list` shows it)
+        id: String,
+        /// Print the run, its events and its agents' memories as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete ended runs (with their events and memories) past the retention
+    #[command(after_help = PRUNE_HELP)]
+    Prune {
+        /// Delete ended runs not updated for this many days (default: [store] keep_days)
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=36_500))]
+        keep_days: Option<u32>,
+        /// Keep only the newest this many ended runs (default: [store] keep_runs)
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+        keep_runs: Option<u64>,
+        /// Print the deleted runs' ids as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+const PRUNE_HELP: &str = "Runs still running, or interrupted and resumable, are never deleted. With neither bound given here nor set in [store], nothing is deleted and the command exits 2. A service with [store] keep_days or keep_runs prunes by itself, in the background.";
+
+#[derive(clap::Args)]
+pub struct ResumeArgs {
+    /// The run's id (as `runs list` shows it)
+    pub id: String,
+    /// Print the outcome as JSON on stdout (progress stays on stderr)
+    #[arg(long)]
+    pub json: bool,
+    /// Write the resumed part's model exchanges to this cassette file
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+const RUN_MCP_HELP: &str = "The server is one of config/mcp.json (--server ID), a command \
+started with stdio (--stdio \"npx -y @modelcontextprotocol/server-everything\"; split on spaces), or a \
+remote URL (--url, streamable HTTP; add --sse for a legacy SSE server). The agent is the config's \
+primary agent with the `mcp` profile: it holds the server's tools and `terminate`. Each prompt is a \
+fresh run; in -i mode, type one request per line, and an empty line or end of input to quit.";
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["server", "stdio", "url"])))]
+pub struct RunMcpArgs {
+    /// A server of the MCP servers file, by id
+    #[arg(long, value_name = "ID")]
+    pub server: Option<String>,
+    /// A command that speaks MCP on stdin/stdout
+    #[arg(long, value_name = "COMMAND")]
+    pub stdio: Option<String>,
+    /// A remote MCP server (streamable HTTP)
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// With --url: the server speaks the legacy HTTP+SSE transport
+    #[arg(long, requires = "url")]
+    pub sse: bool,
+    /// The request to carry out
+    #[arg(short, long, value_name = "PROMPT", conflicts_with = "interactive")]
+    pub prompt: Option<String>,
+    /// Read requests from standard input, one per line
+    #[arg(short, long)]
+    pub interactive: bool,
+    /// Print each outcome as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct McpServerArgs {
+    /// stdio: one client on stdin/stdout; http: streamable HTTP at /mcp
+    #[arg(long, value_enum, default_value_t = McpTransportArg::Stdio)]
+    pub transport: McpTransportArg,
+    /// Address for --transport http
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    pub bind: String,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum McpTransportArg {
+    Stdio,
+    Http,
+}
+
+#[derive(Subcommand)]
+pub enum SandboxAction {
+    /// Check that the Docker engine and the sandbox image are usable, and say why not
+    Doctor,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// What to do, in plain words
+    pub task: String,
+    /// Print the outcome as JSON on stdout (progress stays on stderr)
+    #[arg(long)]
+    pub json: bool,
+    /// Write every model exchange to this cassette file (replay it with api_type = "replay")
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum ConfigAction {
+    /// Load and validate the config, then print what it sets up
+    Check,
+}
+
+#[derive(Subcommand)]
+pub enum ToolsAction {
+    /// List every tool with its description and arguments
+    List,
+}

@@ -1,0 +1,149 @@
+//! `config check`: load and validate the config (done before any command runs), then print
+//! what it sets up: the model profiles, the agent pool, telemetry, the sandbox, the browser,
+//! the MCP servers, budgets, the run store and the workspace.
+
+use std::process::ExitCode;
+
+use manus_rt::Config;
+use manus_rt::engine::browser::WebDriverSource;
+
+use super::args::CODE_ON_HOST;
+
+pub fn run(config: &Config) -> ExitCode {
+    print!("{}", describe(config));
+    ExitCode::SUCCESS
+}
+
+/// What `config check` prints.
+fn describe(c: &Config) -> String {
+    let mut s = format!("config: {} is valid\n\nLLM profiles:\n", c.source);
+    for (name, l) in &c.llm {
+        let key = if l.api_key.is_some() {
+            "key set"
+        } else {
+            "no key"
+        };
+        s.push_str(&format!(
+            "  {name}: {:?} {} at {} ({key})\n",
+            l.api_type,
+            l.model,
+            if l.base_url.is_empty() {
+                "cassette"
+            } else {
+                &l.base_url
+            }
+        ));
+    }
+    s.push_str(&format!(
+        "\nPlanner: LLM profile {}\nAgents (primary: {}):\n",
+        c.planner_llm, c.flow.primary_agent
+    ));
+    for (a, llm) in &c.agents {
+        s.push_str(&format!(
+            "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}{}\n      {}\n",
+            a.name.to_ascii_uppercase(),
+            a.profile.id,
+            a.replicas,
+            a.profile.max_steps,
+            a.profile.tools.join(", "),
+            if a.mcp_servers.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", and the tools of MCP server(s) {}",
+                    a.mcp_servers.join(", ")
+                )
+            },
+            a.description
+        ));
+    }
+    let t = &c.telemetry;
+    match &t.otlp_endpoint {
+        Some(url) => s.push_str(&format!(
+            "\nTelemetry: traces to {url} ({:?}) as {}, sampling {:.0}%, contents {}\n",
+            t.protocol,
+            t.service_name,
+            t.sample_ratio * 100.0,
+            t.capture_content
+                .map(|n| format!("captured (up to {n} chars)"))
+                .unwrap_or_else(|| "not captured".into())
+        )),
+        None => s.push_str(
+            "\nTelemetry: off (set [telemetry] otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)\n",
+        ),
+    }
+    match &c.sandbox {
+        Some(sb) => s.push_str(&format!(
+            "Sandbox: tools work in {} via {} (memory {} MiB, {} CPU, pids {}, network {}, idle {}s, at most {})\n",
+            sb.image,
+            sb.docker_host,
+            sb.memory_limit >> 20,
+            sb.cpu_limit,
+            sb.pids_limit,
+            if sb.network_enabled { "on" } else { "off" },
+            sb.idle_timeout.as_secs(),
+            sb.max_sandboxes
+        )),
+        None => s.push_str("Sandbox: off — code runs on this machine ([sandbox] use_sandbox = true to change)\n"),
+    }
+    let b = &c.browser;
+    let driver = match &b.webdriver {
+        WebDriverSource::Url(u) => format!("WebDriver at {u}"),
+        WebDriverSource::Launch(p) => format!("launches {p}"),
+    };
+    s.push_str(&format!(
+        "Browser: {driver} on first use, {}, {}x{}, page load limit {}s, screenshots {}, search: {}\n",
+        if b.headless { "headless" } else { "with a window" },
+        b.viewport.0,
+        b.viewport.1,
+        b.page_load_timeout.as_secs(),
+        if b.screenshots { "on" } else { "off" },
+        c.tools
+            .search
+            .engines
+            .iter()
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    ));
+    if c.mcp_servers.is_empty() {
+        s.push_str("MCP servers: none (add config/mcp.json or set [mcp] servers_file)\n");
+    } else {
+        s.push_str("MCP servers:\n");
+        for m in &c.mcp_servers {
+            s.push_str(&format!(
+                "  {}: {} (calls time out after {}s)\n",
+                m.id,
+                m.transport.describe(),
+                m.call_timeout.as_secs()
+            ));
+        }
+    }
+    let budget = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+    s.push_str(&format!(
+        "Budgets: max_tokens {}, max_cost {}\n",
+        budget(c.flow.max_tokens.map(|v| v.to_string())),
+        budget(c.flow.max_cost.map(|v| v.to_string()))
+    ));
+    match &c.store {
+        Some(url) => s.push_str(&format!(
+            "Run store: {} (`manus-rt serve` resumes interrupted runs on start: {})\n",
+            url.describe(),
+            if c.server.resume_on_start {
+                "yes"
+            } else {
+                "no"
+            }
+        )),
+        None => s.push_str("Run store: off ([store] enabled = false): runs cannot be resumed\n"),
+    }
+    s.push_str(&format!(
+        "\nWorkspace: {}\nFlow: step timeout {}s, flow timeout {}s, {} retr(ies) per step, on failure: {:?}\n\n{CODE_ON_HOST}\n",
+        c.workspace.display(),
+        c.flow.step_timeout.as_secs(),
+        c.flow.flow_timeout.as_secs(),
+        c.flow.max_step_retries,
+        c.flow.on_step_failure
+    ));
+    s
+}

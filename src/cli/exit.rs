@@ -1,0 +1,39 @@
+//! The exit codes every command shares: 0 it did its job (the flow completed), 1 it ran and
+//! did not (the flow failed, a check failed, the server stopped on an error), 2 it could not
+//! start (config, store, server, flow submission). Why goes to stderr, prefixed `manus-rt:`.
+
+use std::fmt::Display;
+use std::process::ExitCode;
+
+use manus_rt::{FlowOutcome, FlowStatus};
+
+/// Exit 1: it ran and did not do its job.
+pub fn failed() -> ExitCode {
+    ExitCode::from(1)
+}
+
+/// Exit 2: it could not start.
+pub fn not_started() -> ExitCode {
+    ExitCode::from(2)
+}
+
+/// Say why on stderr, then exit 1.
+pub fn failed_because(why: impl Display) -> ExitCode {
+    eprintln!("manus-rt: {why}");
+    failed()
+}
+
+/// Say why on stderr, then exit 2.
+pub fn not_started_because(why: impl Display) -> ExitCode {
+    eprintln!("manus-rt: {why}");
+    not_started()
+}
+
+/// 0 if the flow completed, 1 if it ended otherwise, 2 if it never started.
+pub fn of_flow(outcome: Option<&FlowOutcome>) -> ExitCode {
+    match outcome {
+        Some(o) if o.status == FlowStatus::Completed => ExitCode::SUCCESS,
+        Some(_) => failed(),
+        None => not_started(),
+    }
+}

@@ -1,0 +1,66 @@
+//! The `manus-rt` command line: run a planned flow or a single agent, resume a run, list and
+//! show runs, check a config, list the tools, check the sandbox, run an agent on one MCP
+//! server, serve our tools over MCP, serve the runtime over HTTP. Progress goes to stderr (a
+//! live board on a terminal, plain lines otherwise); the result goes to stdout (`--json` for
+//! machines). Exit codes in `exit`.
+//!
+//! `args` is the shape of the command line; each command has a module of its own, which knows
+//! no other command; `flow` is what the flow-running commands share, `terminal` the stdin and
+//! signal helpers.
+
+mod args;
+mod config_check;
+mod exit;
+mod flow;
+mod mcp_server;
+mod resume;
+mod run;
+mod run_mcp;
+mod runs;
+mod sandbox_doctor;
+mod serve;
+mod terminal;
+mod tools_list;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use manus_rt::{Config, FlowMode, telemetry};
+
+use args::{Cli, Command, ConfigAction, LogFormat, SandboxAction, ToolsAction};
+
+/// Parse the arguments, load the config (exit 2 if it is invalid), start the logs and the
+/// trace export, run the command, and send the last spans before exiting.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::locate(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return exit::not_started_because(format!("invalid config: {e}")),
+    };
+    let format = match cli.log_format {
+        LogFormat::Text => telemetry::LogFormat::Text,
+        LogFormat::Json => telemetry::LogFormat::Json,
+    };
+    let telemetry = telemetry::init(&config.telemetry, format);
+    let code = match cli.command {
+        Command::RunFlow(args) => run::run(config, args, FlowMode::Plan).await,
+        Command::Run(args) => run::run(config, args, FlowMode::Single).await,
+        Command::Resume(args) => resume::run(config, args).await,
+        Command::Runs { action } => runs::run(&config, action).await,
+        Command::Config {
+            action: ConfigAction::Check,
+        } => config_check::run(&config),
+        Command::Tools {
+            action: ToolsAction::List,
+        } => tools_list::run(),
+        Command::Sandbox {
+            action: SandboxAction::Doctor,
+        } => sandbox_doctor::run(&config).await,
+        Command::RunMcp(args) => run_mcp::run(config, args).await,
+        Command::McpServer(args) => mcp_server::run(config, args).await,
+        Command::Serve { bind } => serve::run(config, &bind).await,
+    };
+    // The last spans of a short run are still in the batch: send them before exiting.
+    telemetry.shutdown().await;
+    code
+}

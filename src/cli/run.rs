@@ -1,0 +1,18 @@
+//! `run-flow TASK` (planned) and `run TASK` (the primary agent alone): one flow, followed in
+//! the terminal; `--record` writes its model exchanges to a cassette.
+
+use std::process::ExitCode;
+
+use manus_rt::{Config, FlowMode};
+
+use super::args::RunArgs;
+use super::{exit, flow};
+
+pub async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
+    let Some(runtime) = flow::start(config, args.record.as_deref()).await else {
+        return exit::not_started();
+    };
+    let outcome = flow::drive(&runtime, &args.task, args.json, mode).await;
+    runtime.shutdown().await;
+    exit::of_flow(outcome.as_ref())
+}

@@ -1,0 +1,186 @@
+//! `runs list`, `runs show ID` and `runs prune`: the recorded runs, read (or pruned) in the
+//! store without starting any flow; a running run whose process is gone shows as
+//! `interrupted`.
+
+use std::process::ExitCode;
+
+use manus_rt::Config;
+use manus_rt::store::{Retention, RunStore, StoreError, StoredRun, now_ms};
+
+use super::args::RunsAction;
+use super::exit;
+
+pub async fn run(config: &Config, action: RunsAction) -> ExitCode {
+    let Some(url) = &config.store else {
+        return exit::not_started_because(format!(
+            "runs are not stored ([store] enabled = false in {})",
+            config.source
+        ));
+    };
+    let store = match RunStore::open(url).await {
+        Ok(s) => s,
+        Err(e) => return exit::not_started_because(e),
+    };
+    let shown = match action {
+        RunsAction::List { limit, json } => list_runs(&store, limit, json).await,
+        RunsAction::Show { id, json } => show_run(&store, &id, json).await,
+        RunsAction::Prune {
+            keep_days,
+            keep_runs,
+            json,
+        } => {
+            let retention = Retention {
+                keep_days: keep_days.or(config.retention.keep_days),
+                keep_runs: keep_runs.or(config.retention.keep_runs),
+            };
+            prune_runs(&store, retention, json).await
+        }
+    };
+    store.close().await;
+    match shown {
+        Ok(code) => code,
+        Err(e) => exit::not_started_because(e),
+    }
+}
+
+async fn prune_runs(
+    store: &RunStore,
+    retention: Retention,
+    json: bool,
+) -> Result<ExitCode, StoreError> {
+    if !retention.bounded() {
+        eprintln!(
+            "manus-rt: nothing to prune: give --keep-days/--keep-runs or set [store] keep_days/keep_runs"
+        );
+        return Ok(exit::not_started());
+    }
+    let pruned = store.prune(retention).await?;
+    if json {
+        println!("{}", serde_json::json!(pruned));
+    } else {
+        println!("pruned {} run(s)", pruned.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A run's status as `runs` shows it: `interrupted` for a running run whose process is gone.
+fn status_of(run: &StoredRun, interrupted: &[(String, Option<String>)]) -> String {
+    if interrupted.iter().any(|(id, _)| id == &run.id) {
+        "interrupted".into()
+    } else {
+        run.status.clone()
+    }
+}
+
+async fn list_runs(store: &RunStore, limit: usize, json: bool) -> Result<ExitCode, StoreError> {
+    let runs = store.list(limit).await?;
+    let interrupted = store.interrupted().await?;
+    if json {
+        let rows: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|r| {
+                let (done, total) = r.progress();
+                serde_json::json!({
+                    "id": r.id, "status": status_of(r, &interrupted), "task": r.task,
+                    "steps_completed": done, "steps": total, "usage": r.usage,
+                    "created_at": r.created_at, "updated_at": r.updated_at,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("no runs in {}", store.url());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = now_ms();
+    println!(
+        "{:<28} {:<15} {:>5} {:>9} {:>8}  TASK",
+        "ID", "STATUS", "STEPS", "TOKENS", "AGE"
+    );
+    for r in &runs {
+        let (done, total) = r.progress();
+        println!(
+            "{:<28} {:<15} {:>5} {:>9} {:>8}  {}",
+            r.id,
+            status_of(r, &interrupted),
+            format!("{done}/{total}"),
+            r.usage.total(),
+            age(now - r.created_at),
+            r.task
+                .replace('\n', " ")
+                .chars()
+                .take(60)
+                .collect::<String>()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `42s`, `5m`, `3h`, `2d`.
+fn age(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+async fn show_run(store: &RunStore, id: &str, json: bool) -> Result<ExitCode, StoreError> {
+    let Some(run) = store.get(id).await? else {
+        eprintln!(
+            "manus-rt: no run `{id}` in {} (`manus-rt runs list` shows the runs)",
+            store.url()
+        );
+        return Ok(exit::not_started());
+    };
+    let events = store.events(id).await?;
+    let memories = store.memories(id).await?;
+    if json {
+        let all = serde_json::json!({"run": run, "events": events, "memories": memories});
+        println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let status = status_of(&run, &store.interrupted().await?);
+    let (done, total) = run.progress();
+    println!(
+        "run {} · {status} · {done}/{total} steps completed · {} tokens in {} model calls · {}s",
+        run.id,
+        run.usage.total(),
+        run.usage.calls,
+        run.elapsed_ms / 1000
+    );
+    println!("task: {}\n", run.task);
+    match &run.plan {
+        Some(plan) => println!("{}", plan.view()),
+        None => println!("(no plan yet: it was planning)\n"),
+    }
+    if !memories.is_empty() {
+        println!("Agent memories (each step's working memory when it ended):");
+        for m in &memories {
+            println!(
+                "  step {} attempt {} ({}): {} messages",
+                m.step,
+                m.attempt,
+                m.agent,
+                m.messages.len()
+            );
+        }
+    }
+    println!("{} events stored", events.len());
+    if let Some(o) = &run.outcome {
+        println!("\nended {}: {}", status, o.reason);
+        if !o.summary.is_empty() {
+            println!("\n{}", o.summary);
+        }
+    } else if status == "interrupted" {
+        println!("\nmanus-rt resume {} continues it", run.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}

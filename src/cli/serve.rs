@@ -1,0 +1,72 @@
+//! `serve`: the HTTP service (routes in `manus_rt::serve`) until Ctrl-C or SIGTERM; on
+//! start it resumes the runs a killed predecessor left mid-flow, unless configured not to.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use manus_rt::serve::App;
+use manus_rt::{Config, Runtime};
+
+use super::exit;
+use super::terminal::stop_signal;
+
+pub async fn run(config: Config, bind: &str) -> ExitCode {
+    let settings = config.server.clone();
+    let listener = match manus_rt::serve::listen(bind, &settings).await {
+        Ok(l) => l,
+        Err(e) => return exit::not_started_because(e),
+    };
+    let runtime = match Runtime::builder().config(config).start().await {
+        Ok(r) => r,
+        Err(e) => return exit::not_started_because(e),
+    };
+    let at = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| bind.to_string());
+    eprintln!(
+        "manus-rt: serving on http://{at} ({}; API described at /openapi.json)",
+        if settings.api_tokens.is_empty() {
+            "no auth: set [server] api_tokens for bearer tokens"
+        } else {
+            "bearer tokens required"
+        }
+    );
+    // Runs a killed predecessor left mid-flow continue here, unless configured otherwise.
+    let mut resumed = vec![];
+    if settings.resume_on_start {
+        for id in runtime.interrupted_runs().await.unwrap_or_default() {
+            match runtime.resume(&id).await {
+                Ok(handle) => {
+                    eprintln!("manus-rt: resuming interrupted run {id}");
+                    resumed.push(handle);
+                }
+                Err(e) => eprintln!("manus-rt: run {id} cannot be resumed: {e}"),
+            }
+        }
+    }
+    let app = App::new(runtime, settings);
+    for handle in resumed {
+        app.track(handle);
+    }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop_signal().await;
+        let _ = stop.send(true);
+    });
+    let mut graceful = stopped.clone();
+    let server = manus_rt::serve::run(listener, app.clone(), async move {
+        let _ = graceful.wait_for(|s| *s).await;
+    });
+    // Event streams of running flows stay open; give them a moment, then stop anyway.
+    let mut late = stopped;
+    tokio::select! {
+        () = server => {}
+        _ = async move {
+            let _ = late.wait_for(|s| *s).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        } => {}
+    }
+    app.shutdown().await;
+    ExitCode::SUCCESS
+}

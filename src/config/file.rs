@@ -1,0 +1,303 @@
+//! The file's shape: one serde type per table of `config.toml`, every field optional (the
+//! builders supply the defaults), unknown keys refused. The `[llm]` keys are declared once,
+//! in `llm_keys!`, which also gives the list of them that errors show. Knows nothing of the
+//! engine's settings, the environment or the disk.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use manus_actors::planner::OnStepFailure;
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+use crate::telemetry::OtlpProtocol;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConfigFile {
+    #[serde(default)]
+    pub(super) llm: LlmSection,
+    #[serde(default)]
+    pub(super) runtime: RuntimeToml,
+    #[serde(default)]
+    pub(super) tools: ToolsToml,
+    #[serde(default)]
+    pub(super) agents: BTreeMap<String, Spanned<AgentToml>>,
+    #[serde(default)]
+    pub(super) flow: FlowToml,
+    #[serde(default)]
+    pub(super) telemetry: TelemetryToml,
+    #[serde(default)]
+    pub(super) sandbox: SandboxToml,
+    #[serde(default)]
+    pub(super) browser: BrowserToml,
+    #[serde(default)]
+    pub(super) search: SearchToml,
+    #[serde(default)]
+    pub(super) mcp: McpToml,
+    #[serde(default)]
+    pub(super) store: StoreToml,
+    #[serde(default)]
+    pub(super) server: ServerToml,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StoreToml {
+    pub(super) enabled: Option<bool>,
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) keep_days: Option<Spanned<i64>>,
+    pub(super) keep_runs: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ServerToml {
+    pub(super) api_tokens: Option<Vec<String>>,
+    pub(super) max_body_kb: Option<usize>,
+    pub(super) resume_on_start: Option<bool>,
+    pub(super) keep_finished_flows: Option<Spanned<usize>>,
+    pub(super) allowed_hosts: Option<Spanned<Vec<String>>>,
+    pub(super) max_connections: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BrowserToml {
+    pub(super) webdriver_url: Option<Spanned<String>>,
+    pub(super) chromedriver_path: Option<String>,
+    pub(super) headless: Option<bool>,
+    pub(super) chromium_path: Option<String>,
+    pub(super) extra_args: Option<Vec<String>>,
+    pub(super) proxy: Option<Spanned<ProxyToml>>,
+    pub(super) max_content_length: Option<Spanned<usize>>,
+    pub(super) page_load_timeout_secs: Option<Spanned<u64>>,
+    pub(super) viewport: Option<Spanned<ViewportToml>>,
+    pub(super) screenshots: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProxyToml {
+    pub(super) server: String,
+    pub(super) username: Option<String>,
+    pub(super) password: Option<String>,
+    /// An environment variable holding the password (wins over `password`).
+    pub(super) password_env: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ViewportToml {
+    pub(super) width: u32,
+    pub(super) height: u32,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SearchToml {
+    pub(super) engine: Option<Spanned<String>>,
+    pub(super) fallback_engines: Option<Spanned<Vec<String>>>,
+    pub(super) searxng_url: Option<Spanned<String>>,
+    pub(super) brave_url: Option<Spanned<String>>,
+    pub(super) brave_api_key_env: Option<String>,
+    pub(super) duckduckgo_url: Option<Spanned<String>>,
+    pub(super) max_retries: Option<u32>,
+    pub(super) retry_delay_secs: Option<u64>,
+    pub(super) lang: Option<String>,
+    pub(super) country: Option<String>,
+    pub(super) timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct McpToml {
+    pub(super) servers_file: Option<Spanned<String>>,
+    pub(super) call_timeout_secs: Option<u64>,
+    pub(super) connect_timeout_secs: Option<u64>,
+    pub(super) serve_tools: Option<Spanned<Vec<String>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SandboxToml {
+    pub(super) use_sandbox: Option<bool>,
+    pub(super) docker_host: Option<String>,
+    pub(super) image: Option<String>,
+    pub(super) work_dir: Option<String>,
+    pub(super) memory_limit: Option<Spanned<String>>,
+    pub(super) cpu_limit: Option<f64>,
+    pub(super) pids_limit: Option<i64>,
+    pub(super) network_enabled: Option<bool>,
+    pub(super) idle_timeout_secs: Option<u64>,
+    pub(super) max_sandboxes: Option<usize>,
+    pub(super) mount_workspace: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TelemetryToml {
+    pub(super) otlp_endpoint: Option<String>,
+    pub(super) protocol: Option<OtlpProtocol>,
+    pub(super) service_name: Option<String>,
+    pub(super) sample_ratio: Option<f64>,
+    pub(super) capture_content: Option<bool>,
+    pub(super) content_max_chars: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ApiTypeToml {
+    Openai,
+    Azure,
+    Ollama,
+    Replay,
+}
+
+/// Declares the `[llm]` keys once: the struct, the list of keys, field-by-field reading and
+/// merging a named profile over the default.
+macro_rules! llm_keys {
+    ($($key:ident: $ty:ty),* $(,)?) => {
+        #[derive(Debug, Clone, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct LlmToml { $(pub(super) $key: Option<$ty>,)* }
+
+        impl LlmToml {
+            /// Every `[llm]` key, in declaration order.
+            pub(super) const KEYS: &[&str] = &[$(stringify!($key)),*];
+
+            /// Read `key`'s value into its field; false if `key` is not an `[llm]` key.
+            fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+                match key {
+                    $(stringify!($key) => { self.$key = Some(map.next_value()?); Ok(true) })*
+                    _ => Ok(false),
+                }
+            }
+            /// This profile with the default's values where it sets none.
+            pub(super) fn over(&self, base: &LlmToml) -> LlmToml {
+                LlmToml { $($key: self.$key.clone().or_else(|| base.$key.clone()),)* }
+            }
+        }
+    };
+}
+
+llm_keys! {
+    api_type: ApiTypeToml,
+    base_url: String,
+    model: String,
+    api_key: String,
+    api_key_env: String,
+    api_version: String,
+    max_tokens: u32,
+    max_input_tokens: usize,
+    temperature: f32,
+    timeout_secs: u64,
+    max_retries: u32,
+    cassette: String,
+    input_price_per_mtok: f64,
+    output_price_per_mtok: f64,
+    vision: bool,
+}
+
+/// `[llm]`: the default profile's keys, and `[llm.NAME]` tables for named profiles.
+#[derive(Debug, Default)]
+pub(super) struct LlmSection {
+    pub(super) base: LlmToml,
+    pub(super) named: BTreeMap<String, LlmToml>,
+}
+
+impl<'de> Deserialize<'de> for LlmSection {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SectionVisitor;
+        impl<'de> Visitor<'de> for SectionVisitor {
+            type Value = LlmSection;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("the [llm] table")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LlmSection, A::Error> {
+                let mut section = LlmSection::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !section.base.read(&key, &mut map)? {
+                        let profile = map.next_value_seed(NamedProfile(&key))?;
+                        section.named.insert(key, profile);
+                    }
+                }
+                Ok(section)
+            }
+        }
+        d.deserialize_map(SectionVisitor)
+    }
+}
+
+/// A `[llm.NAME]` table; anything else under `[llm]` is an unknown key.
+pub(super) struct NamedProfile<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for NamedProfile<'_> {
+    type Value = LlmToml;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<LlmToml, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NamedProfile<'_> {
+    type Value = LlmToml;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "a known [llm] key or a [llm.{}] profile table; `{}` is neither (keys: {})",
+            self.0,
+            self.0,
+            LlmToml::KEYS.join(", ")
+        )
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LlmToml, A::Error> {
+        LlmToml::deserialize(de::value::MapAccessDeserializer::new(map))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RuntimeToml {
+    pub(super) workspace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ToolsToml {
+    pub(super) python: Option<String>,
+    pub(super) python_timeout_secs: Option<u64>,
+    pub(super) bash_timeout_secs: Option<u64>,
+    pub(super) ask_timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AgentToml {
+    pub(super) profile: Option<Spanned<String>>,
+    pub(super) description: Option<String>,
+    pub(super) replicas: Option<u32>,
+    pub(super) llm: Option<Spanned<String>>,
+    pub(super) max_steps: Option<u32>,
+    pub(super) tools: Option<Spanned<Vec<String>>>,
+    pub(super) max_observe: Option<usize>,
+    pub(super) memory_messages: Option<usize>,
+    pub(super) memory_tokens: Option<usize>,
+    pub(super) system_prompt: Option<String>,
+    pub(super) next_step_prompt: Option<String>,
+    pub(super) mcp_servers: Option<Spanned<Vec<String>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FlowToml {
+    pub(super) primary_agent: Option<Spanned<String>>,
+    pub(super) planner_llm: Option<Spanned<String>>,
+    pub(super) step_timeout_secs: Option<u64>,
+    pub(super) flow_timeout_secs: Option<u64>,
+    pub(super) planner_replicas: Option<Spanned<u32>>,
+    pub(super) max_step_retries: Option<u32>,
+    pub(super) on_step_failure: Option<OnStepFailure>,
+    pub(super) max_tokens: Option<u64>,
+    pub(super) max_cost: Option<f64>,
+}

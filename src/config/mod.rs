@@ -1,0 +1,155 @@
+//! `config.toml` → `Config`, the engine's typed settings; every error names the file, the
+//! key and, where it can, the line.
+//!
+//! Two steps: `parse` (the text → `Parsed`, a pure function of the text) and
+//! `Parsed::resolve` (reads the environment and the disk: API keys, cassettes, the MCP
+//! servers file, …). `file` is the file's shape, one module per section builds and checks
+//! its settings, `error` is the error type. Lookup: `--config FILE`, else
+//! `config/config.toml`, else `config/config.example.toml`, else the example compiled into
+//! the binary, so `manus-rt run-flow` works anywhere.
+
+mod agents;
+mod browser;
+mod error;
+mod file;
+mod flow;
+mod llm;
+mod mcp;
+mod parse;
+mod resolve;
+mod sandbox;
+mod service;
+mod telemetry;
+#[cfg(test)]
+mod tests;
+mod tools;
+mod values;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use manus_actors::agent::{AgentProfile, AgentSpec};
+use manus_actors::browser::BrowserSettings;
+use manus_actors::llm::LlmSettings;
+use manus_actors::mcp::{McpHandle, McpServerSpec};
+use manus_actors::planner::FlowSettings;
+use manus_actors::sandbox::SandboxSettings;
+use manus_actors::tools::ToolSettings;
+
+use crate::store::StoreUrl;
+use crate::telemetry::TelemetrySettings;
+
+pub use error::ConfigError;
+pub use parse::{Parsed, parse};
+pub use resolve::{Env, process_env};
+
+/// The example config, as shipped; it runs with no API key (it replays a cassette).
+pub const EMBEDDED_EXAMPLE: &str = include_str!("../../config/config.example.toml");
+/// The cassette the example config replays, named `builtin:example-flow` there.
+pub const EMBEDDED_CASSETTE: &str = include_str!("../../config/cassettes/example-flow.jsonl");
+const BUILTIN_CASSETTE: &str = "builtin:example-flow";
+
+/// A validated config, mapped onto the engine's types.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from (a path, or "embedded example").
+    pub source: String,
+    /// LLM profiles by name; `default` is `[llm]`.
+    pub llm: BTreeMap<String, Arc<LlmSettings>>,
+    pub planner_llm: String,
+    pub workspace: PathBuf,
+    pub tools: ToolSettings,
+    /// The pool, in name order; each agent names its LLM profile.
+    pub agents: Vec<(AgentTemplate, String)>,
+    pub flow: FlowSettings,
+    /// `[telemetry]` with the `OTEL_*` environment applied.
+    pub telemetry: TelemetrySettings,
+    /// `[sandbox]` when `use_sandbox = true`; code runs on the host otherwise.
+    pub sandbox: Option<SandboxSettings>,
+    /// `[browser]`; a browser starts only when an agent first uses it.
+    pub browser: BrowserSettings,
+    /// The MCP servers of the servers file, in id order.
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// The tools `manus-rt mcp-server` offers (`[mcp] serve_tools`).
+    pub mcp_serve_tools: Vec<String>,
+    /// Where runs are recorded (`[store] url`); `None` with `[store] enabled = false`.
+    pub store: Option<StoreUrl>,
+    /// How long ended runs are kept (`[store] keep_days`, `keep_runs`); unbounded by default.
+    pub retention: crate::store::Retention,
+    /// `[server]`, for `manus-rt serve`; `MANUS_API_TOKENS` (comma-separated) adds tokens.
+    pub server: crate::serve::ServerSettings,
+}
+
+/// An agent of the pool before it is bound to a flow's LLM client.
+#[derive(Debug, Clone)]
+pub struct AgentTemplate {
+    pub name: String,
+    pub description: String,
+    pub profile: AgentProfile,
+    pub replicas: u32,
+    /// Ids of the MCP servers whose tools this agent gets.
+    pub mcp_servers: Vec<String>,
+}
+
+impl AgentTemplate {
+    pub fn bind(
+        &self,
+        llm: manus_actors::llm::LlmClient,
+        tools: &ToolSettings,
+        workspace: &Path,
+        sandbox: Option<manus_actors::sandbox::SandboxHandle>,
+        browser: Option<manus_actors::browser::BrowserHandle>,
+        mcp: Vec<McpHandle>,
+    ) -> AgentSpec {
+        AgentSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            profile: self.profile.clone(),
+            replicas: self.replicas,
+            slots: Arc::new(tokio::sync::Semaphore::new(self.replicas as usize)),
+            tool_specs: manus_actors::tools::worker::specs_for(&self.profile.tools, tools).into(),
+            llm,
+            tool_settings: tools.clone(),
+            workspace: workspace.to_path_buf(),
+            sandbox,
+            browser,
+            mcp,
+            system: AgentSpec::opening(&self.profile, workspace, &self.name),
+        }
+    }
+
+    /// Whether this agent holds a tool that needs the browser.
+    pub fn uses_browser(&self) -> bool {
+        self.profile.tools.iter().any(|t| t == "browser_use")
+    }
+}
+
+impl Config {
+    /// Find and load the config: `explicit`, else the usual places, else the embedded example.
+    pub fn locate(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        if let Some(path) = explicit {
+            return Config::load(path);
+        }
+        for candidate in ["config/config.toml", "config/config.example.toml"] {
+            let p = Path::new(candidate);
+            if p.exists() {
+                return Config::load(p);
+            }
+        }
+        Config::from_text(EMBEDDED_EXAMPLE, "embedded example config", None)
+    }
+
+    /// Read and load the config file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(path, "it", e))?;
+        Config::from_text(&text, &path.display().to_string(), path.parent())
+    }
+
+    /// Parse config text and resolve it against the process's environment and the disk;
+    /// `source` names it in errors, `dir` is its directory (see `Parsed::resolve`).
+    pub fn from_text(text: &str, source: &str, dir: Option<&Path>) -> Result<Config, ConfigError> {
+        parse(text, source)?.resolve(&process_env, dir)
+    }
+}

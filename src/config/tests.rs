@@ -1,0 +1,373 @@
+//! The config's unit tests: defaults, every section's checks, errors with file, line and
+//! key, and `parse` apart from `resolve`.
+
+use manus_actors::browser::WebDriverSource;
+use manus_actors::tools::web::search::Engine;
+
+use super::llm::sees_images;
+use super::sandbox::parse_bytes;
+use super::*;
+
+fn load(text: &str) -> Result<Config, ConfigError> {
+    Config::from_text(text, "test.toml", None)
+}
+
+const MINIMAL: &str =
+    "[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[agents.manus]\n";
+
+#[test]
+fn the_embedded_example_loads() {
+    let c = Config::from_text(EMBEDDED_EXAMPLE, "example", None).unwrap();
+    assert!(c.agents.iter().any(|(a, _)| a.name == "manus"));
+    assert!(c.agents.iter().any(|(a, _)| a.name == "data_analysis"));
+}
+
+#[test]
+fn sandbox_settings_parse_and_sizes_are_checked() {
+    let c = load(&format!(
+        "{MINIMAL}\n[sandbox]\nuse_sandbox = true\nmemory_limit = \"64m\"\n"
+    ))
+    .unwrap();
+    let s = c.sandbox.unwrap();
+    assert_eq!(s.memory_limit, 64 << 20);
+    assert_eq!(
+        (s.work_dir.as_str(), s.network_enabled),
+        ("/workspace", false)
+    );
+    assert!(
+        load(MINIMAL).unwrap().sandbox.is_none(),
+        "off unless asked for"
+    );
+    let e = load(&format!(
+        "{MINIMAL}\n[sandbox]\nuse_sandbox = true\nmemory_limit = \"lots\"\n"
+    ))
+    .unwrap_err();
+    assert_eq!(e.line, Some(9), "{e}");
+    assert!(e.message.contains("memory_limit"), "{e}");
+    assert_eq!(parse_bytes("2g"), Some(2 << 30));
+    assert_eq!(parse_bytes("512MB"), Some(512 << 20));
+    assert_eq!(parse_bytes("0"), None);
+}
+
+#[test]
+fn store_and_server_settings() {
+    let c = load(MINIMAL).unwrap();
+    assert_eq!(c.store, Some(StoreUrl::Sqlite("runs.db".into())));
+    assert!(c.server.resume_on_start);
+    let c = load(&format!(
+        "{MINIMAL}\n[store]\nurl = \"postgres://u:p@127.0.0.1:5432/runs\"\n\n[server]\nresume_on_start = false\n"
+    ))
+    .unwrap();
+    assert!(matches!(c.store, Some(StoreUrl::Postgres(_))));
+    assert!(!c.server.resume_on_start);
+    let c = load(&format!("{MINIMAL}\n[store]\nenabled = false\n")).unwrap();
+    assert_eq!(c.store, None);
+
+    let e = load(&format!("{MINIMAL}\n[store]\nurl = \"mysql://h/db\"\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(
+        e.message.contains("[store] url = \"mysql://h/db\"") && e.message.contains("sqlite://"),
+        "{e}"
+    );
+    let e = load(&format!("{MINIMAL}\n[store]\nurl = \"sqlite://\"\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    let e = load(&format!("{MINIMAL}\n[store]\npath = \"x\"\n")).unwrap_err();
+    assert!(e.message.contains("path"), "{e}");
+
+    assert_eq!(c.server.keep_finished, 10_000);
+    assert!(!c.retention.bounded(), "runs are kept forever by default");
+    let c = load(&format!(
+        "{MINIMAL}\n[store]\nkeep_days = 30\nkeep_runs = 5000\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        (c.retention.keep_days, c.retention.keep_runs),
+        (Some(30), Some(5000))
+    );
+    for (key, bad) in [
+        ("keep_days", "0"),
+        ("keep_days", "36501"),
+        ("keep_runs", "-1"),
+    ] {
+        let e = load(&format!("{MINIMAL}\n[store]\n{key} = {bad}\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert_eq!(
+            e.key.as_deref(),
+            Some(format!("[store] {key}").as_str()),
+            "{e}"
+        );
+        assert!(
+            e.message.contains(&format!("[store] {key} = {bad}"))
+                && e.message.contains("out of range: use 1 to"),
+            "{e}"
+        );
+    }
+    let c = load(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 3\n")).unwrap();
+    assert_eq!(c.server.keep_finished, 3);
+    let c = load(&format!(
+        "{MINIMAL}\n[server]\nallowed_hosts = [\"Manus.internal\", \"[fd00::5]\"]\nmax_connections = 64\n"
+    ))
+    .unwrap();
+    assert_eq!(c.server.max_connections, 64);
+    assert!(c.server.host_allowed(Some("manus.internal:8080")));
+    for bad in ["\"h:80\"", "\"\"", "\"a/b\""] {
+        let e = load(&format!("{MINIMAL}\n[server]\nallowed_hosts = [{bad}]\n")).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.message.contains("without a port"), "{e}");
+    }
+    let e = load(&format!("{MINIMAL}\n[server]\nmax_connections = 0\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("use 1 to 1000000"), "{e}");
+    let e = load(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 0\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("keep_finished_flows = 0"), "{e}");
+}
+
+#[test]
+fn browser_and_search_settings_parse_and_bad_keys_are_named() {
+    let c = load(&format!(
+        "{MINIMAL}\n[browser]\nwebdriver_url = \"http://127.0.0.1:9515/\"\nheadless = false\n\
+         viewport = {{ width = 800, height = 600 }}\n[browser.proxy]\nserver = \"http://127.0.0.1:3128\"\nusername = \"u\"\n\
+         [search]\nengine = \"searxng\"\nfallback_engines = [\"duckduckgo\"]\nsearxng_url = \"http://127.0.0.1:8888\"\n"
+    ))
+    .unwrap();
+    let b = &c.browser;
+    assert_eq!(
+        b.webdriver,
+        WebDriverSource::Url("http://127.0.0.1:9515".into())
+    );
+    assert_eq!((b.headless, b.viewport), (false, (800, 600)));
+    assert_eq!(b.proxy.as_ref().unwrap().username.as_deref(), Some("u"));
+    assert_eq!(
+        c.tools.search.engines,
+        vec![Engine::Searxng, Engine::Duckduckgo]
+    );
+    let d = load(MINIMAL).unwrap();
+    assert_eq!(
+        d.browser.webdriver,
+        WebDriverSource::Launch("chromedriver".into())
+    );
+    assert!(
+        d.llm["default"].vision == sees_images("m")
+            && sees_images("gpt-4o-mini")
+            && !sees_images("qwen2.5:7b")
+    );
+
+    let bad = |extra: &str| load(&format!("{MINIMAL}\n{extra}")).unwrap_err();
+    let e = bad("[browser]\nheadles = true\n");
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("headles"), "{e}");
+    let e = bad("[browser]\nwebdriver_url = \"127.0.0.1:9515\"\n");
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("must start with http://"), "{e}");
+    let e = bad("[browser]\nwebdriver_url = \"http://x\"\nchromedriver_path = \"chromedriver\"\n");
+    assert!(e.message.contains("both set"), "{e}");
+    let e = bad("[browser]\npage_load_timeout_secs = 0\n");
+    assert_eq!(e.line, Some(8), "{e}");
+    let e = bad("[browser]\nviewport = { width = 10, height = 600 }\n");
+    assert!(e.message.contains("between 200 and 8000"), "{e}");
+    let e = bad("[browser.proxy]\nuser = \"x\"\nserver = \"http://p\"\n");
+    assert!(e.message.contains("user"), "{e}");
+    let e = bad("[search]\nengine = \"google\"\n");
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(
+        e.message.contains("unknown search engine `google`")
+            && e.message.contains("searxng, brave, duckduckgo"),
+        "{e}"
+    );
+    let e = bad("[search]\nfallback_engines = [\"bing\"]\n");
+    assert!(e.message.contains("`bing`"), "{e}");
+    let e = bad("[search]\nsearxng_url = \"ftp://x\"\n");
+    assert!(e.message.contains("[search] searxng_url"), "{e}");
+    let e = bad("[llm.v]\nvision = \"yes\"\n");
+    assert!(
+        e.message.contains("vision") || e.message.contains("bool"),
+        "{e}"
+    );
+}
+
+#[test]
+fn named_profiles_merge_over_the_default() {
+    let c = load(&format!("{MINIMAL}\n[llm.fast]\nmodel = \"small\"\n")).unwrap();
+    assert_eq!(c.llm["fast"].model, "small");
+    assert_eq!(c.llm["fast"].base_url, "http://127.0.0.1:1/v1");
+}
+
+#[test]
+fn errors_name_key_and_line() {
+    let e = load("[llm]\nmodel = \"m\"\nmodle = \"x\"\n[agents.manus]\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    assert!(e.message.contains("modle"), "{e}");
+
+    let e = load(&format!("{MINIMAL}max_steps = \"ten\"\n")).unwrap_err();
+    assert_eq!(e.line, Some(6), "{e}");
+
+    let e = load(&format!("{MINIMAL}llm = \"nope\"\n")).unwrap_err();
+    assert_eq!(e.line, Some(6), "{e}");
+    assert!(
+        e.message.contains("[agents.manus] llm") && e.message.contains("nope"),
+        "{e}"
+    );
+
+    let e = load(&format!("{MINIMAL}colour = 1\n")).unwrap_err();
+    assert_eq!(e.line, Some(6), "{e}");
+    assert!(e.message.contains("colour"), "{e}");
+
+    let e = load("[llm]\nmodel = \"m\"\n").unwrap_err();
+    assert!(e.message.contains("pool is empty"), "{e}");
+
+    let e = load(&format!("{MINIMAL}\n[flow]\nprimary_agent = \"ghost\"\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+
+    let e = load(&format!("{MINIMAL}\n[flow]\nplanner_replicas = 0\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("[flow] planner_replicas"), "{e}");
+
+    let e = load(&format!("{MINIMAL}tools = [\"bash\", \"teleport\"]\n")).unwrap_err();
+    assert!(e.message.contains("teleport"), "{e}");
+}
+
+#[test]
+fn parse_reads_neither_the_environment_nor_the_disk() {
+    // A cassette and a servers file that do not exist: `parse` does not look for them.
+    let text = "[llm]\napi_type = \"replay\"\ncassette = \"no-such.jsonl\"\n\n[agents.manus]\n\
+                mcp_servers = [\"ghost\"]\n\n[mcp]\nservers_file = \"no-such.json\"\n";
+    let parsed = parse(text, "test.toml").unwrap();
+    let dir = std::env::temp_dir().join(format!("manus-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = parsed.clone().resolve(&|_| None, Some(&dir)).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("[llm] cassette"), "{e}");
+    assert!(e.message.contains("no-such.jsonl"), "{e}");
+
+    std::fs::write(dir.join("no-such.jsonl"), EMBEDDED_CASSETTE).unwrap();
+    let e = parsed.clone().resolve(&|_| None, Some(&dir)).unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(9), Some("[mcp] servers_file")),
+        "{e}"
+    );
+
+    std::fs::write(dir.join("no-such.json"), "{\"mcpServers\": {}}").unwrap();
+    let e = parsed.resolve(&|_| None, Some(&dir)).unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(6), Some("[agents.manus] mcp_servers")),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("test.toml:6: [agents.manus] mcp_servers: no MCP server `ghost`"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn resolve_takes_secrets_from_the_environment_it_is_given() {
+    let text = format!(
+        "{MINIMAL}\n[llm.azure]\napi_type = \"azure\"\nbase_url = \"https://a.example\"\napi_key = \"in-file\"\n\
+         api_key_env = \"AZURE_KEY\"\n[llm.filed]\napi_key = \"in-file\"\n\
+         [sandbox]\nuse_sandbox = true\n[browser.proxy]\nserver = \"http://p\"\npassword = \"pw\"\n\
+         password_env = \"PROXY_PW\"\n[search]\nbrave_api_key_env = \"MY_BRAVE\"\n\
+         [server]\napi_tokens = [\"a\"]\n[telemetry]\notlp_endpoint = \"http://c:4318/v1/traces\"\n"
+    );
+    let parsed = parse(&text, "test.toml").unwrap();
+    let vars = [
+        ("OPENAI_API_KEY", "sk-env"),
+        ("AZURE_KEY", "az-env"),
+        ("DOCKER_HOST", "unix:///run/other.sock"),
+        ("PROXY_PW", "pw-env"),
+        ("MY_BRAVE", "brave-env"),
+        ("MANUS_API_TOKENS", " b, ,c "),
+        ("OTEL_SERVICE_NAME", "svc"),
+    ];
+    let env = |k: &str| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    };
+    let c = parsed.clone().resolve(&env, None).unwrap();
+    assert_eq!(c.llm["default"].api_key.as_deref(), Some("sk-env"));
+    assert_eq!(c.llm["azure"].api_key.as_deref(), Some("az-env"));
+    assert_eq!(
+        c.llm["filed"].api_key.as_deref(),
+        Some("in-file"),
+        "a key in the file: OPENAI_API_KEY is not read"
+    );
+    assert_eq!(c.sandbox.unwrap().docker_host, "unix:///run/other.sock");
+    assert_eq!(c.browser.proxy.unwrap().password.as_deref(), Some("pw-env"));
+    assert_eq!(c.tools.search.brave_api_key.as_deref(), Some("brave-env"));
+    assert_eq!(c.server.api_tokens, ["a", "b", "c"]);
+    assert_eq!(c.telemetry.service_name, "svc");
+
+    let c = parsed.resolve(&|_| None, None).unwrap();
+    assert_eq!(c.llm["default"].api_key, None);
+    assert_eq!(c.llm["azure"].api_key.as_deref(), Some("in-file"));
+    assert_eq!(
+        c.sandbox.unwrap().docker_host,
+        "unix:///var/run/docker.sock"
+    );
+    assert_eq!(c.browser.proxy.unwrap().password.as_deref(), Some("pw"));
+    assert_eq!(c.tools.search.brave_api_key, None);
+    assert_eq!(c.server.api_tokens, ["a"]);
+    assert_eq!(c.telemetry.service_name, "manus-rt");
+}
+
+#[test]
+fn price_keys_are_llm_keys_and_the_unknown_key_error_lists_them() {
+    let c = load(
+        "[llm]\nmodel = \"m\"\ninput_price_per_mtok = 3.0\n[llm.x]\noutput_price_per_mtok = 1.5\n\n\
+         [agents.manus]\n",
+    )
+    .unwrap();
+    assert_eq!(c.llm["default"].input_price_per_mtok, 3.0);
+    assert_eq!(
+        (
+            c.llm["x"].input_price_per_mtok,
+            c.llm["x"].output_price_per_mtok
+        ),
+        (3.0, 1.5)
+    );
+    let e = load("[llm]\nmodel = \"m\"\nfoo = 1\n[agents.manus]\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    let listed = e
+        .message
+        .split("(keys: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no key list in {e}"));
+    assert_eq!(listed, super::file::LlmToml::KEYS.join(", "));
+    for key in [
+        "input_price_per_mtok",
+        "output_price_per_mtok",
+        "vision",
+        "cassette",
+    ] {
+        assert!(
+            listed.split(", ").any(|k| k == key),
+            "{key} missing from {e}"
+        );
+    }
+}
+
+#[test]
+fn errors_carry_the_key_apart_from_the_message() {
+    let key = |text: &str| load(text).unwrap_err().key;
+    assert_eq!(
+        key(&format!("{MINIMAL}llm = \"nope\"\n")).as_deref(),
+        Some("[agents.manus] llm")
+    );
+    assert_eq!(
+        key(&format!("{MINIMAL}colour = 1\n")).as_deref(),
+        Some("[agents.manus] colour")
+    );
+    assert_eq!(
+        key(&format!("{MINIMAL}\n[sandbox]\nmemory_limit = \"lots\"\n")).as_deref(),
+        Some("[sandbox] memory_limit")
+    );
+    assert_eq!(
+        key("[llm]\nmodel = \"m\"\n"),
+        None,
+        "an empty pool is no one key's fault"
+    );
+}

@@ -1,0 +1,103 @@
+//! `[tools]` and `[search]`: the tools' interpreter and timeouts, and the web search
+//! engines in the order they are tried, checked. The Brave key comes from the environment
+//! (the variable `[search] brave_api_key_env` names): `resolve` reads it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use manus_actors::tools::ToolSettings;
+use manus_actors::tools::web::search::{Engine, SearchSettings};
+use toml::Spanned;
+
+use super::error::{Lines, Problem};
+use super::file::{SearchToml, ToolsToml};
+use super::values::web_url;
+
+/// The tools' settings, with no Brave key yet, and the variable that holds it.
+pub(super) fn build(
+    t: &ToolsToml,
+    search: &SearchToml,
+    capture_content: Option<usize>,
+    lines: Lines,
+) -> Result<(ToolSettings, String), Problem> {
+    let defaults = ToolSettings::default();
+    let tools = ToolSettings {
+        python: t.python.clone().unwrap_or(defaults.python),
+        python_timeout: t
+            .python_timeout_secs
+            .map(Duration::from_secs)
+            .unwrap_or(defaults.python_timeout),
+        bash_timeout: t
+            .bash_timeout_secs
+            .map(Duration::from_secs)
+            .unwrap_or(defaults.bash_timeout),
+        ask_timeout: t
+            .ask_timeout_secs
+            .map(Duration::from_secs)
+            .unwrap_or(defaults.ask_timeout),
+        capture_content,
+        search: Arc::new(search_settings(search, lines)?),
+    };
+    let key_env = search
+        .brave_api_key_env
+        .clone()
+        .unwrap_or_else(|| "BRAVE_API_KEY".into());
+    Ok((tools, key_env))
+}
+
+/// `[search]` with its defaults, checked.
+fn search_settings(t: &SearchToml, lines: Lines) -> Result<SearchSettings, Problem> {
+    let defaults = SearchSettings::default();
+    let known = || Engine::ALL.map(Engine::name).join(", ");
+    let engine = |name: &str, line: Option<usize>, key: &str| {
+        Engine::by_name(name).ok_or_else(|| {
+            Problem::at(
+                line,
+                key,
+                format!(
+                    "[search]: unknown search engine `{name}`; known engines: {}",
+                    known()
+                ),
+            )
+        })
+    };
+    let mut engines = vec![];
+    if let Some(e) = &t.engine {
+        engines.push(engine(e.get_ref(), lines.of(e), "[search] engine")?);
+    }
+    if let Some(list) = &t.fallback_engines {
+        for name in list.get_ref() {
+            let e = engine(name, lines.of(list), "[search] fallback_engines")?;
+            if !engines.contains(&e) {
+                engines.push(e);
+            }
+        }
+    }
+    if engines.is_empty() {
+        engines = defaults.engines.clone();
+    }
+    let url = |v: &Option<Spanned<String>>, key: &str| {
+        v.as_ref()
+            .map(|u| web_url(u, &format!("[search] {key}"), lines))
+            .transpose()
+    };
+    Ok(SearchSettings {
+        engines,
+        searxng_url: url(&t.searxng_url, "searxng_url")?,
+        brave_url: url(&t.brave_url, "brave_url")?.unwrap_or(defaults.brave_url),
+        brave_api_key: None,
+        duckduckgo_url: url(&t.duckduckgo_url, "duckduckgo_url")?
+            .unwrap_or(defaults.duckduckgo_url),
+        max_retries: t.max_retries.unwrap_or(defaults.max_retries),
+        retry_delay: t
+            .retry_delay_secs
+            .map(Duration::from_secs)
+            .unwrap_or(defaults.retry_delay),
+        lang: t.lang.clone().unwrap_or(defaults.lang),
+        country: t.country.clone().unwrap_or(defaults.country),
+        timeout: t
+            .timeout_secs
+            .map(Duration::from_secs)
+            .unwrap_or(defaults.timeout),
+    })
+}
