@@ -26,12 +26,12 @@ use crate::background::PlanningThread;
 use crate::llm::{
     ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolChoice, ToolSet, Usage,
 };
-use crate::plan::{Plan, PlanningCall, StepStatus};
+use crate::plan::{Plan, StepStatus};
 use crate::protocol::{
     AgentMsg, EventSink, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, StepOutcome,
     StepReport, StepRequest,
 };
-use crate::tools::planning::{planning_spec, read_call};
+use crate::tools::planning::{Command, planning_spec, read_call};
 
 pub struct Planner;
 
@@ -503,7 +503,7 @@ impl PlanJob {
                 args["title"] = Value::String(prompts::title_from(&self.task));
             }
             match read_call(&args) {
-                Ok(PlanningCall::Create {
+                Ok(Command::Create {
                     plan_id,
                     title,
                     steps,

@@ -1,7 +1,8 @@
-//! `planning`: a book of plans that the model creates, updates and marks. The call's
-//! arguments are one typed `Command` (its schema derived), read into the plan's own
-//! `PlanningCall`; the book lives in `plan.rs`, which the planner also reads its plan with.
-//! Agents given this tool get a book of their own.
+//! `planning`: a book of plans that the model creates, updates and marks. A call's arguments
+//! are one typed `Command` (its schema derived); the planner reads the model's `create` with
+//! the same `read_call`. Agents given this tool get a book of their own.
+
+use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -10,7 +11,7 @@ use serde_json::Value;
 use super::args::{self, Named, Names};
 use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput};
 use crate::llm::ToolSpec;
-use crate::plan::{PlanBook, PlanningCall, StepStatus};
+use crate::plan::{Plan, PlanStep, StepStatus};
 
 const NAME: &str = "planning";
 
@@ -20,7 +21,7 @@ pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(PlanningTool::default(
 #[derive(Deserialize, JsonSchema)]
 #[serde(tag = "command", rename_all = "snake_case")]
 #[schemars(transform = args::flat_tagged)]
-enum Command {
+pub enum Command {
     Create {
         /// The plan's identifier. Needed by create, update, set_active and delete; get and
         /// mark_step default to the active plan.
@@ -67,7 +68,7 @@ impl Names for StepStatus {
     }
 }
 
-/// The tool: a book of plans of its own (`plan::PlanBook`).
+/// The tool: a book of plans of its own.
 #[derive(Debug, Default)]
 pub struct PlanningTool {
     book: PlanBook,
@@ -98,55 +99,161 @@ fn checked_steps(steps: Vec<String>) -> Result<Vec<String>, ToolError> {
         .collect()
 }
 
-/// Read a `planning` call (the tool's, or the planner's own) into the plan's terms.
-pub fn read_call(args: &Value) -> Result<PlanningCall, ToolError> {
-    Ok(match args::parse(NAME, args)? {
-        Command::Create {
-            plan_id,
-            title,
-            steps,
-        } => {
-            let steps = checked_steps(steps)?;
+/// Read a `planning` call (the tool's, or the planner's own): its arguments typed, its steps
+/// trimmed and none blank, and a `create` with at least one.
+pub fn read_call(args: &Value) -> Result<Command, ToolError> {
+    let mut call: Command = args::parse(NAME, args)?;
+    match &mut call {
+        Command::Create { steps, .. } => {
+            *steps = checked_steps(std::mem::take(steps))?;
             if steps.is_empty() {
                 return Err(ToolError::new(
                     "planning: create needs `steps`, a non-empty array of strings",
                 ));
             }
-            PlanningCall::Create {
-                plan_id,
-                title,
-                steps,
-            }
         }
         Command::Update {
-            plan_id,
-            title,
-            steps,
-        } => PlanningCall::Update {
-            plan_id,
-            title,
-            steps: steps.map(checked_steps).transpose()?,
-        },
-        Command::List => PlanningCall::List,
-        Command::Get { plan_id } => PlanningCall::Get { plan_id },
-        Command::SetActive { plan_id } => PlanningCall::SetActive { plan_id },
-        Command::MarkStep {
-            plan_id,
-            step_index,
-            step_status,
-            step_notes,
-        } => PlanningCall::MarkStep {
-            plan_id,
-            step_index: usize::try_from(step_index).map_err(|_| {
-                ToolError::new(format!(
-                    "planning: `step_index` must be a whole number of 0 or more, got {step_index}"
-                ))
-            })?,
-            step_status: step_status.map(|Named(status)| status),
-            step_notes,
-        },
-        Command::Delete { plan_id } => PlanningCall::Delete { plan_id },
-    })
+            steps: Some(steps), ..
+        } => *steps = checked_steps(std::mem::take(steps))?,
+        _ => {}
+    }
+    Ok(call)
+}
+
+/// A book of plans that `planning` calls create, update and mark, one of them active.
+#[derive(Debug, Default)]
+struct PlanBook {
+    plans: BTreeMap<String, Plan>,
+    active: Option<String>,
+}
+
+impl PlanBook {
+    /// Apply one call; the answer is what the model reads back.
+    fn apply(&mut self, call: Command) -> Result<String, String> {
+        match call {
+            Command::Create {
+                plan_id: id,
+                title,
+                steps,
+            } => {
+                if self.plans.contains_key(&id) {
+                    return Err(format!(
+                        "planning: a plan `{id}` exists already; use update"
+                    ));
+                }
+                let plan = Plan::new(&id, title, steps);
+                let view = plan.view();
+                self.plans.insert(id.clone(), plan);
+                self.active = Some(id.clone());
+                Ok(format!("Created plan `{id}` and made it active.\n\n{view}"))
+            }
+            Command::Update {
+                plan_id: id,
+                title,
+                steps,
+            } => {
+                let plan = self.plan_mut(Some(&id))?;
+                if let Some(title) = title {
+                    plan.title = title;
+                }
+                if let Some(steps) = steps {
+                    let old = std::mem::take(&mut plan.steps);
+                    plan.steps = steps
+                        .into_iter()
+                        .map(|text| {
+                            old.iter()
+                                .find(|s| s.text == text)
+                                .cloned()
+                                .unwrap_or_else(|| PlanStep::new(text))
+                        })
+                        .collect();
+                }
+                Ok(format!("Updated plan `{id}`.\n\n{}", plan.view()))
+            }
+            Command::List => {
+                if self.plans.is_empty() {
+                    return Ok("No plans yet; create one.".into());
+                }
+                let lines: Vec<String> = self
+                    .plans
+                    .values()
+                    .map(|p| {
+                        let active = if self.active.as_deref() == Some(p.id.as_str()) {
+                            " (active)"
+                        } else {
+                            ""
+                        };
+                        format!(
+                            "- {}{active}: {} — {}/{} completed",
+                            p.id,
+                            p.title,
+                            p.count(StepStatus::Completed),
+                            p.steps.len()
+                        )
+                    })
+                    .collect();
+                Ok(format!("Plans:\n{}", lines.join("\n")))
+            }
+            Command::Get { plan_id } => Ok(self.plan_mut(plan_id.as_deref())?.view()),
+            Command::SetActive { plan_id: id } => {
+                self.plan_mut(Some(&id))?;
+                let answer = format!("Plan `{id}` is now active.");
+                self.active = Some(id);
+                Ok(answer)
+            }
+            Command::MarkStep {
+                plan_id,
+                step_index,
+                step_status,
+                step_notes,
+            } => {
+                let index = usize::try_from(step_index).map_err(|_| {
+                    format!(
+                        "planning: `step_index` must be a whole number of 0 or more, got \
+                         {step_index}"
+                    )
+                })?;
+                let plan = self.plan_mut(plan_id.as_deref())?;
+                let n = plan.steps.len();
+                let step = plan.steps.get_mut(index).ok_or_else(|| {
+                    format!(
+                        "planning: step_index {index} is out of range; the plan has {n} steps \
+                         (0..{n})"
+                    )
+                })?;
+                if let Some(Named(status)) = step_status {
+                    step.status = status;
+                }
+                if let Some(notes) = step_notes {
+                    step.notes = notes;
+                }
+                Ok(format!("Marked step {index}.\n\n{}", plan.view()))
+            }
+            Command::Delete { plan_id: id } => {
+                self.plans
+                    .remove(&id)
+                    .ok_or_else(|| format!("planning: no plan `{id}`"))?;
+                if self.active.as_deref() == Some(id.as_str()) {
+                    self.active = None;
+                }
+                Ok(format!("Deleted plan `{id}`."))
+            }
+        }
+    }
+
+    /// The plan named, or the active one.
+    fn plan_mut(&mut self, id: Option<&str>) -> Result<&mut Plan, String> {
+        let id = match id {
+            Some(id) => id.to_string(),
+            None => self
+                .active
+                .clone()
+                .ok_or("planning: no active plan; pass `plan_id`")?,
+        };
+        self.plans
+            .get_mut(&id)
+            .ok_or_else(|| format!("planning: no plan `{id}`"))
+    }
 }
 
 impl Tool for PlanningTool {
@@ -211,6 +318,6 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown command")
         );
-        assert_eq!(book.take("p").unwrap().steps.len(), 2);
+        assert_eq!(book.plans["p"].steps.len(), 2);
     }
 }
