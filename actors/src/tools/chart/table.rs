@@ -304,7 +304,7 @@ fn table_from_objects(
         let Value::Object(map) = v else {
             return Err(format!(
                 "{unit} {at} is {}, not an object; each record must be {{\"column\": value, ...}}",
-                crate::tools::json_kind(&v)
+                crate::text::json_kind(&v)
             ));
         };
         for key in map.keys() {
