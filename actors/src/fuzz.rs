@@ -15,24 +15,35 @@ use serde_json::{Map, Value};
 /// The seed the cases start from when `MANUS_FUZZ_SEED` does not say.
 const BASE_SEED: u64 = 0x6d61_6e75_732d_7274;
 
-/// Run `case` once per generated input; a panic fails the test, naming the case.
+/// Run `case` once per generated input. A case that panics does not stop the run: the
+/// test fails at its end, naming how many cases panicked and the seeds of the first ones
+/// (each panic's message and place are on stderr, from the panic hook).
 pub fn run(target: &str, mut case: impl FnMut(&mut Gen)) {
     let n = env_u64("MANUS_FUZZ_CASES").unwrap_or(256);
     let base = env_u64("MANUS_FUZZ_SEED").unwrap_or(BASE_SEED);
     let start = std::time::Instant::now();
+    let mut panicked = vec![];
     for i in 0..n {
         let seed = base.wrapping_add(i);
         let mut g = Gen(StdRng::seed_from_u64(seed));
         if catch_unwind(AssertUnwindSafe(|| case(&mut g))).is_err() {
-            panic!(
-                "fuzz {target}: case {i} panicked; replay it with MANUS_FUZZ_SEED={seed} MANUS_FUZZ_CASES=1"
-            );
+            panicked.push(seed);
         }
     }
     println!(
-        "fuzz {target}: {n} cases, no panic ({:.1} s)",
+        "fuzz {target}: {n} cases, {} panicked ({:.1} s)",
+        panicked.len(),
         start.elapsed().as_secs_f64()
     );
+    if let Some(first) = panicked.first() {
+        let shown: Vec<String> = panicked.iter().take(5).map(u64::to_string).collect();
+        panic!(
+            "fuzz {target}: {} of {n} cases panicked, seeds {}; replay one with \
+             MANUS_FUZZ_SEED={first} MANUS_FUZZ_CASES=1",
+            panicked.len(),
+            shown.join(", ")
+        );
+    }
 }
 
 fn env_u64(name: &str) -> Option<u64> {
