@@ -133,15 +133,21 @@ impl Events {
         E: std::error::Error + Send + Sync + 'static,
     {
         // `sse-stream` drops the rest of a chunk after a line it cannot read (an unknown
-        // field, say), events and all; fed a line at a time, a bad line costs only itself.
-        let lines = bytes.flat_map(|chunk| {
+        // field, say), events and all, and with it the note that the chunk ended in a CR
+        // whose LF starts the next one. Fed one line at a time, every line ending in LF, a
+        // bad line costs only itself.
+        let mut cr_before = false;
+        let by_line = bytes.flat_map(move |chunk| {
             let pieces: Vec<Result<bytes::Bytes, E>> = match chunk {
-                Ok(chunk) => lines(chunk).map(Ok).collect(),
+                Ok(chunk) => lf_lines(&chunk, &mut cr_before)
+                    .into_iter()
+                    .map(Ok)
+                    .collect(),
                 Err(e) => vec![Err(e)],
             };
             futures_util::stream::iter(pieces)
         });
-        Events(Box::pin(SseStream::from_bytes_stream(lines)))
+        Events(Box::pin(SseStream::from_bytes_stream(by_line)))
     }
 
     async fn next(&mut self) -> Option<(String, String)> {
@@ -160,19 +166,32 @@ impl Events {
     }
 }
 
-/// `chunk` cut after each line end (CR, LF or CRLF); the last piece may be a line's start.
-fn lines(mut rest: bytes::Bytes) -> impl Iterator<Item = bytes::Bytes> {
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let end = match rest.iter().position(|b| matches!(b, b'\n' | b'\r')) {
-            Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => i + 2,
-            Some(i) => i + 1,
-            None => rest.len(),
+/// `chunk` cut into lines that each end in LF, where the stream ends them in LF, CRLF or
+/// a lone CR; the last piece may be the start of a line. `cr_before` says that the chunk
+/// before ended in a CR, so an LF that starts this one completes a CRLF.
+fn lf_lines(chunk: &[u8], cr_before: &mut bool) -> Vec<bytes::Bytes> {
+    if chunk.is_empty() {
+        return vec![];
+    }
+    let mut rest = chunk;
+    if std::mem::take(cr_before) && rest.first() == Some(&b'\n') {
+        rest = &rest[1..];
+    }
+    let mut out = vec![];
+    while !rest.is_empty() {
+        let Some(end) = rest.iter().position(|b| matches!(b, b'\n' | b'\r')) else {
+            out.push(bytes::Bytes::copy_from_slice(rest));
+            break;
         };
-        Some(rest.split_to(end))
-    })
+        let mut line = Vec::with_capacity(end + 1);
+        line.extend_from_slice(&rest[..end]);
+        line.push(b'\n');
+        out.push(line.into());
+        let crlf = rest[end] == b'\r' && rest.get(end + 1) == Some(&b'\n');
+        *cr_before = rest[end] == b'\r' && end + 1 == rest.len();
+        rest = &rest[end + 1 + usize::from(crlf)..];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -262,6 +281,23 @@ mod tests {
         for n in ["1", "2", "3"] {
             assert_eq!(events.next().await, Some((String::new(), n.into())));
         }
+        assert_eq!(events.next().await, None);
+    }
+
+    /// Found by the fuzz test: after a bad line that ended its chunk with a CR, the LF
+    /// starting the next chunk read as an empty line, which ended the event early and lost
+    /// its type.
+    #[tokio::test]
+    async fn a_bad_line_before_a_split_crlf_keeps_the_event_whole() {
+        let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+            Ok("event: endpoint\roops\r".into()),
+            Ok("\ndata: /messages\r\n\r\n".into()),
+        ];
+        let mut events = Events::new(futures_util::stream::iter(chunks));
+        assert_eq!(
+            events.next().await,
+            Some(("endpoint".into(), "/messages".into()))
+        );
         assert_eq!(events.next().await, None);
     }
 
