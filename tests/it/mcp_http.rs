@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::llm_server::ScriptedLlm;
-use support::scenario::{Scratch, config_with};
+use support::scenario::{Scratch, config_with, free_port, listening_soon};
 
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 const TOKEN: &str = "mcp-test-token";
@@ -34,11 +34,7 @@ async fn start(name: &str, overrides: &[(&str, &str)]) -> McpServer {
     let llm = ScriptedLlm::start().await;
     let dir = Scratch::new(name);
     let config = dir.write_config(&config_with(&llm, &dir.workspace(), overrides));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let child = tokio::process::Command::new(BIN)
         .current_dir(dir.path())
         .env_remove("MANUS_API_TOKENS")
@@ -52,18 +48,10 @@ async fn start(name: &str, overrides: &[(&str, &str)]) -> McpServer {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut up = false;
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "manus-rt mcp-server did not listen on {port}");
+    assert!(
+        listening_soon(port).await,
+        "manus-rt mcp-server did not listen on {port}"
+    );
     McpServer {
         child,
         url: format!("http://127.0.0.1:{port}/mcp"),
