@@ -117,6 +117,9 @@ pub(super) struct McpToml {
     pub(super) call_timeout_secs: Option<u64>,
     pub(super) connect_timeout_secs: Option<u64>,
     pub(super) serve_tools: Option<Spanned<Vec<String>>>,
+    pub(super) max_sessions: Option<Spanned<i64>>,
+    pub(super) session_idle_secs: Option<Spanned<i64>>,
+    pub(super) allowed_origins: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -73,6 +73,9 @@ pub struct Config {
     pub mcp_servers: Vec<McpServerSpec>,
     /// The tools `manus-rt mcp-server` offers (`[mcp] serve_tools`).
     pub mcp_serve_tools: Vec<String>,
+    /// How `mcp-server --transport http` admits clients and closes their sessions (`[mcp]
+    /// max_sessions`, `session_idle_secs`, `allowed_origins`).
+    pub mcp_http: manus_actors::mcp::server::HttpSettings,
     /// Where runs are recorded (`[store] url`); `None` with `[store] enabled = false`.
     pub store: Option<StoreUrl>,
     /// How long ended runs are kept (`[store] keep_days`, `keep_runs`); unbounded by default.

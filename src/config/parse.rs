@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use manus_actors::browser::BrowserSettings;
+use manus_actors::mcp::server::HttpSettings;
 use manus_actors::planner::FlowSettings;
 use manus_actors::sandbox::SandboxSettings;
 use manus_actors::tools::ToolSettings;
@@ -46,6 +47,7 @@ pub struct Parsed {
     pub(super) proxy_password_env: Option<String>,
     pub(super) mcp_servers_file: ServersFile,
     pub(super) mcp_serve_tools: Vec<String>,
+    pub(super) mcp_http: HttpSettings,
     pub(super) store: Option<StoreUrl>,
     pub(super) retention: Retention,
     /// With the file's tokens only.
@@ -76,6 +78,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
     let telemetry = telemetry::build(&file.telemetry)?;
     let llm = llm::profiles(&file.llm)?;
     let (mcp_servers_file, mcp_serve_tools) = mcp::build(&file.mcp, lines)?;
+    let mcp_http = mcp::http(&file.mcp, lines)?;
     let agents = agents::pool(&file.agents, &llm, lines)?;
     let (flow, planner_llm) = flow::build(&file.flow, &agents, &llm, lines)?;
     let (tools, brave_key_env) =
@@ -106,6 +109,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         proxy_password_env,
         mcp_servers_file,
         mcp_serve_tools,
+        mcp_http,
         store,
         retention,
         server,

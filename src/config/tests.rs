@@ -371,3 +371,31 @@ fn errors_carry_the_key_apart_from_the_message() {
         "an empty pool is no one key's fault"
     );
 }
+
+#[test]
+fn mcp_http_settings_parse_and_are_checked() {
+    let c = load(MINIMAL).unwrap();
+    assert_eq!(
+        c.mcp_http,
+        manus_actors::mcp::server::HttpSettings::default()
+    );
+    let c = load(&format!(
+        "{MINIMAL}\n[mcp]\nmax_sessions = 4\nsession_idle_secs = 60\nallowed_origins = [\"https://app.example:443\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(c.mcp_http.max_sessions, 4);
+    assert_eq!(c.mcp_http.session_idle, std::time::Duration::from_secs(60));
+    assert_eq!(c.mcp_http.allowed_origins, ["https://app.example:443"]);
+    for (line, key) in [
+        ("max_sessions = 0", "[mcp] max_sessions"),
+        ("session_idle_secs = -5", "[mcp] session_idle_secs"),
+        (
+            "allowed_origins = [\"app.example\"]",
+            "[mcp] allowed_origins",
+        ),
+    ] {
+        let e = load(&format!("{MINIMAL}\n[mcp]\n{line}\n")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert_eq!(e.line, Some(8), "{e}");
+    }
+}

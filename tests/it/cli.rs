@@ -184,6 +184,52 @@ async fn run_flow_exits_1_when_the_flow_fails() {
     assert_eq!(server.request_count(), 4);
 }
 
+/// A model that says in plain text that it failed, twice (the second time after being told
+/// to call `terminate`), has not completed its step: the step fails "never confirmed", the
+/// flow fails, and the run exits 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_flow_exits_1_when_the_model_never_confirms_in_plain_text() {
+    let server = ScriptedLlm::start().await;
+    let refusal = "I could not do this; nothing was written";
+    server.push_all([
+        plan_reply(&["[MANUS] Write the report"]),
+        Reply::text(refusal),
+        Reply::text(refusal),
+        Reply::text("Nothing was written."),
+    ]);
+    let dir = Scratch::new("cli-unconfirmed");
+    let overrides = [("flow.max_step_retries", "0")];
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &overrides));
+    let out = manus(
+        &dir,
+        Some(&config),
+        &["run-flow", "Write the report", "--json"],
+        None,
+    )
+    .await;
+
+    assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
+    let outcome = out.json();
+    assert_eq!(outcome["status"], "failed");
+    assert_eq!(step_field(&outcome, "status"), [json!("failed")]);
+    let notes = step_field(&outcome, "notes")[0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(notes.contains("never confirmed"), "{notes}");
+    assert!(
+        notes.contains("plain text without calling `terminate`") && notes.contains(refusal),
+        "{notes}"
+    );
+    // The planning call, the two plain answers (one nudge between them), the summary.
+    assert_eq!(server.request_count(), 4);
+    let nudged = server.requests()[2].last_user_text().unwrap();
+    assert!(
+        nudged.contains("status success") && nudged.contains("status failure"),
+        "{nudged}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn run_flow_exits_1_on_rejected_credentials() {
     let server = ScriptedLlm::start().await;

@@ -386,6 +386,77 @@ async fn malformed_tool_arguments_are_reported_to_the_model() {
     assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
 }
 
+/// Plain text does not complete a step: the model is told once to call `terminate`, and a
+/// `terminate` with success after that completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_text_is_nudged_and_terminate_then_completes_the_step() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] Write the note"]),
+        Reply::text("The note is written."),
+        done("Wrote the note."),
+        Reply::text("The note is written."),
+    ]);
+    let dir = Scratch::new("textnudge");
+    let rt = start(&server, &dir, &[("flow.max_step_retries", "0")]).await;
+    let (events, outcome) = run(&rt, "Write the note").await;
+    rt.shutdown().await;
+
+    assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+    assert_eq!(
+        finished(&events),
+        [(0, StepStatus::Completed, "Wrote the note.".to_string())]
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 4, "planner + 2 rounds + summary");
+    let first = reqs[1].last_user_text().unwrap();
+    assert!(
+        !first.contains("plain text"),
+        "no nudge before any reply: {first}"
+    );
+    let nudged = reqs[2].last_user_text().unwrap();
+    assert!(
+        nudged.contains("without calling a tool")
+            && nudged.contains("`terminate`")
+            && nudged.contains("status success")
+            && nudged.contains("status failure")
+            && nudged.contains("continue with the next tool call"),
+        "{nudged}"
+    );
+}
+
+/// Plain text twice, the second time after the nudge, fails the step as never confirmed,
+/// whatever the text claims, and the flow with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_text_twice_fails_the_step_as_never_confirmed() {
+    let server = ScriptedLlm::start().await;
+    let refusal = "I could not do this; nothing was written";
+    server.push_all([
+        plan_reply(&["[MANUS] Write the note"]),
+        Reply::text(refusal),
+        Reply::text(refusal),
+        Reply::text("Nothing was written."),
+    ]);
+    let dir = Scratch::new("textfail");
+    let rt = start(&server, &dir, &[("flow.max_step_retries", "0")]).await;
+    let (events, outcome) = run(&rt, "Write the note").await;
+    rt.shutdown().await;
+
+    assert_eq!(outcome.status, FlowStatus::Failed, "{outcome:#?}");
+    let ended = finished(&events);
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0].1, StepStatus::Failed);
+    let notes = &outcome.plan.steps[0].notes;
+    assert_eq!(outcome.plan.steps[0].status, StepStatus::Failed);
+    assert!(notes.starts_with("never confirmed"), "{notes}");
+    assert!(
+        notes.contains("plain text without calling `terminate`"),
+        "{notes}"
+    );
+    assert!(notes.contains(refusal), "the last words are kept: {notes}");
+    assert_eq!(server.request_count(), 4, "planner + 2 rounds + summary");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_tool_is_refused_with_the_list_of_tools() {
     let server = ScriptedLlm::start().await;

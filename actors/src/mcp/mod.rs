@@ -1,10 +1,12 @@
 //! MCP both ways. As a client, each configured server gets a connection actor
 //! (`client.rs`) that owns its session; an agent's tool set gains the server's tools as
 //! `mcp_{server}_{tool}` (`McpToolset`), and calls travel agent → tool worker → connection.
-//! As a server (`server.rs`), manus-rt offers its own tools to any MCP client.
+//! As a server (`server.rs`), manus-rt offers its own tools to any MCP client; over HTTP,
+//! `sessions.rs` caps its sessions and closes idle ones.
 
 pub mod client;
 pub mod server;
+pub mod sessions;
 mod sse;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
