@@ -49,16 +49,8 @@ pub(super) fn build(
     let flow = FlowSettings {
         primary_agent,
         planner_replicas,
-        step_timeout: table.seconds(
-            &f.step_timeout_secs,
-            "step_timeout_secs",
-            Duration::from_secs(900),
-        )?,
-        flow_timeout: table.seconds(
-            &f.flow_timeout_secs,
-            "flow_timeout_secs",
-            Duration::from_secs(3600),
-        )?,
+        step_timeout: table.seconds(&f.step_timeout_secs, "step_timeout_secs", STEP)?,
+        flow_timeout: table.seconds(&f.flow_timeout_secs, "flow_timeout_secs", FLOW)?,
         max_step_retries: table
             .number(&f.max_step_retries, "max_step_retries", RETRIES)?
             .map_or(1, |n| n as u32),
@@ -71,6 +63,10 @@ pub(super) fn build(
     Ok((flow, planner_llm))
 }
 
+/// The default `step_timeout_secs`.
+const STEP: Duration = Duration::from_secs(900);
+/// The default `flow_timeout_secs`.
+const FLOW: Duration = Duration::from_secs(3600);
 /// Flows planning or summarising at once across the runtime.
 const REPLICAS: Bounds<i64> = Bounds::new(1, 10_000, " planner calls at once");
 /// Further attempts of a failed step.

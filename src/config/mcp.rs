@@ -10,6 +10,11 @@ use super::values::{Table, known_tools};
 /// The tools offered when `[mcp] serve_tools` is unset.
 const SERVE_TOOLS: [&str; 4] = ["bash", "python_execute", "str_replace_editor", "terminate"];
 
+/// The default `call_timeout_secs`.
+const CALL: Duration = Duration::from_secs(120);
+/// The default `connect_timeout_secs`.
+const CONNECT: Duration = Duration::from_secs(30);
+
 /// The servers file as the text names it.
 #[derive(Debug, Clone)]
 pub(super) struct ServersFile {
@@ -23,19 +28,16 @@ pub(super) struct ServersFile {
 /// The servers file to read and the tools to serve.
 pub(super) fn build(m: &McpToml, lines: Lines) -> Result<(ServersFile, Vec<String>), Problem> {
     let table = Table::new("[mcp]", lines);
-    let servers_file = table.text(&m.servers_file, "servers_file", "a file's path")?;
     let file = ServersFile {
-        named: servers_file.map(|f| (f, m.servers_file.as_ref().and_then(|s| lines.of(s)))),
-        call_timeout: table.seconds(
-            &m.call_timeout_secs,
-            "call_timeout_secs",
-            Duration::from_secs(120),
-        )?,
-        connect_timeout: table.seconds(
-            &m.connect_timeout_secs,
-            "connect_timeout_secs",
-            Duration::from_secs(30),
-        )?,
+        named: match &m.servers_file {
+            Some(f) => Some((
+                table.filled(f, "servers_file", "a file's path")?,
+                lines.of(f),
+            )),
+            None => None,
+        },
+        call_timeout: table.seconds(&m.call_timeout_secs, "call_timeout_secs", CALL)?,
+        connect_timeout: table.seconds(&m.connect_timeout_secs, "connect_timeout_secs", CONNECT)?,
     };
     let serve_tools = match &m.serve_tools {
         Some(list) => known_tools(list, "[mcp] serve_tools", lines)?,

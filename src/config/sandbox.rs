@@ -14,6 +14,8 @@ use super::values::{Bounds, Table};
 /// The engine's socket when neither the file nor `DOCKER_HOST` names one.
 pub(super) const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 
+/// The default `idle_timeout_secs`.
+const IDLE: Duration = Duration::from_secs(600);
 /// CPUs a container may use.
 const CPUS: Bounds<f64> = Bounds::new(0.01, 1024.0, " CPUs");
 /// Processes a container may hold (Linux's own limit is 2^22).
@@ -69,11 +71,7 @@ pub(super) fn build(
             .number(&sb.pids_limit, "pids_limit", PIDS)?
             .unwrap_or(256),
         network_enabled: sb.network_enabled.unwrap_or(false),
-        idle_timeout: table.seconds(
-            &sb.idle_timeout_secs,
-            "idle_timeout_secs",
-            Duration::from_secs(600),
-        )?,
+        idle_timeout: table.seconds(&sb.idle_timeout_secs, "idle_timeout_secs", IDLE)?,
         max_sandboxes: table
             .number(&sb.max_sandboxes, "max_sandboxes", SANDBOXES)?
             .map_or(8, |n| n as usize),

@@ -30,7 +30,7 @@ impl<T> Bounds<T> {
 const WEEK: i64 = 7 * 24 * 3600;
 
 /// Every `…_timeout_secs` key: a second to a week.
-pub(super) const SECONDS: Bounds<i64> = Bounds::new(1, WEEK, " seconds (a week)");
+const SECONDS: Bounds<i64> = Bounds::new(1, WEEK, " seconds (a week)");
 
 /// A table of the file (`[sandbox]`, `[agents.manus]`), to check its keys and name them.
 pub(super) struct Table<'t> {
