@@ -9,10 +9,15 @@ use toml::Spanned;
 
 use super::error::{Lines, Problem};
 use super::file::McpToml;
-use super::values::known_tools;
+use super::values::{Table, known_tools};
 
 /// The tools offered when `[mcp] serve_tools` is unset.
 const SERVE_TOOLS: [&str; 4] = ["bash", "python_execute", "str_replace_editor", "terminate"];
+
+/// The default `call_timeout_secs`.
+const CALL: Duration = Duration::from_secs(120);
+/// The default `connect_timeout_secs`.
+const CONNECT: Duration = Duration::from_secs(30);
 
 /// The servers file as the text names it.
 #[derive(Debug, Clone)]
@@ -26,13 +31,17 @@ pub(super) struct ServersFile {
 
 /// The servers file to read and the tools to serve.
 pub(super) fn build(m: &McpToml, lines: Lines) -> Result<(ServersFile, Vec<String>), Problem> {
+    let table = Table::new("[mcp]", lines);
     let file = ServersFile {
-        named: m
-            .servers_file
-            .as_ref()
-            .map(|f| (f.get_ref().clone(), lines.of(f))),
-        call_timeout: Duration::from_secs(m.call_timeout_secs.unwrap_or(120).max(1)),
-        connect_timeout: Duration::from_secs(m.connect_timeout_secs.unwrap_or(30).max(1)),
+        named: match &m.servers_file {
+            Some(f) => Some((
+                table.filled(f, "servers_file", "a file's path")?,
+                lines.of(f),
+            )),
+            None => None,
+        },
+        call_timeout: table.seconds(&m.call_timeout_secs, "call_timeout_secs", CALL)?,
+        connect_timeout: table.seconds(&m.connect_timeout_secs, "connect_timeout_secs", CONNECT)?,
     };
     let serve_tools = match &m.serve_tools {
         Some(list) => known_tools(list, "[mcp] serve_tools", lines)?,

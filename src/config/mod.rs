@@ -145,8 +145,8 @@ impl Config {
 
     /// Read and load the config file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(path, "it", e))?;
+        let bytes = std::fs::read(path).map_err(|e| ConfigError::unreadable(path, "it", e))?;
+        let text = error::text_of(path, bytes)?;
         Config::from_text(&text, &path.display().to_string(), path.parent())
     }
 

@@ -21,6 +21,7 @@ use super::error::{ConfigError, Lines, Problem};
 use super::file::ConfigFile;
 use super::llm::{self, LlmDraft};
 use super::mcp::{self, ServersFile};
+use super::values::Table;
 use super::{browser, flow, sandbox, service, telemetry, tools};
 
 /// A config as its text says it, checked: everything but what the environment and the disk
@@ -75,8 +76,8 @@ pub fn parse(text: &str, source: &str) -> Result<Parsed, ConfigError> {
 
 fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Problem> {
     // Telemetry first: content capture reaches into the model and tool settings.
-    let telemetry = telemetry::build(&file.telemetry)?;
-    let llm = llm::profiles(&file.llm)?;
+    let telemetry = telemetry::build(&file.telemetry, lines)?;
+    let llm = llm::profiles(&file.llm, lines)?;
     let (mcp_servers_file, mcp_serve_tools) = mcp::build(&file.mcp, lines)?;
     let mcp_http = mcp::http(&file.mcp, lines)?;
     let agents = agents::pool(&file.agents, &llm, lines)?;
@@ -85,9 +86,8 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         tools::build(&file.tools, &file.search, telemetry.capture_content, lines)?;
     let (browser, proxy_password_env) = browser::build(&file.browser, lines)?;
     let workspace = PathBuf::from(
-        file.runtime
-            .workspace
-            .clone()
+        Table::new("[runtime]", lines)
+            .text(&file.runtime.workspace, "workspace", "a directory's path")?
             .unwrap_or_else(|| "workspace".into()),
     );
     let sandbox = sandbox::build(&file.sandbox, &workspace, lines)?;

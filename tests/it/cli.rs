@@ -600,6 +600,63 @@ async fn config_check_names_the_key_of_a_wrong_type() {
     .await;
 }
 
+/// Values that cannot work are refused with the range the key takes (issue 24, item 4).
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_rejects_values_out_of_range_and_blank_paths() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("unused");
+    for (key, value, says) in [
+        (
+            "agents.manus.replicas",
+            "0",
+            "[agents.manus] replicas = 0 is out of range: use 1 to",
+        ),
+        (
+            "tools.bash_timeout_secs",
+            "9223372036854775807",
+            "use 1 to 604800 seconds",
+        ),
+        (
+            "runtime.workspace",
+            "\"\"",
+            "[runtime] workspace = \"\" is blank",
+        ),
+    ] {
+        let text = config_with(&server, &dir.workspace(), &[(key, value)]);
+        let name = key.rsplit('.').next().unwrap_or(key);
+        expect_invalid(
+            "out-of-range",
+            &text,
+            Some(&format!("{name} = {value}")),
+            &[says],
+        )
+        .await;
+    }
+}
+
+/// A config that is not UTF-8 is refused at the line (and byte) where it stops being so.
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_names_the_line_of_a_byte_that_is_not_utf8() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("cli-not-utf8");
+    let text = config_with(&server, &dir.workspace(), &[]);
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(b"# caf\xe9\n");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, &bytes).unwrap();
+    let line = bytes.iter().filter(|b| **b == b'\n').count();
+    let out = manus(&dir, Some(&config), &["config", "check"], None).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "{}:{line}: byte 6 of this line, after \"# caf\", is not UTF-8",
+            config.display()
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn config_check_rejects_an_unknown_llm_profile() {
     let server = ScriptedLlm::start().await;

@@ -17,7 +17,7 @@ use manus_rt::{
 };
 use serde_json::json;
 use support::llm_server::{Recorded, Reply, Request, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, plan_reply};
+use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, line_of, plan_reply};
 
 const MANUS_TOOLS: [&str; 8] = [
     "python_execute",
@@ -1374,6 +1374,74 @@ async fn the_flow_timeout_ends_a_flow_whose_step_runs_on() {
     // The step was stopped mid-command (a command longer than GUARD, which `run` would
     // have hit had the flow waited for it): it never reported back.
     assert!(finished(&events).is_empty());
+}
+
+/// Every timeout key of the config, at the longest it allows (a week, in seconds).
+const TIMEOUT_KEYS: [&str; 8] = [
+    "tools.bash_timeout_secs",
+    "tools.python_timeout_secs",
+    "tools.ask_timeout_secs",
+    "flow.step_timeout_secs",
+    "flow.flow_timeout_secs",
+    "mcp.call_timeout_secs",
+    "mcp.connect_timeout_secs",
+    "llm.timeout_secs",
+];
+const LONGEST_TIMEOUT: &str = "604800";
+
+/// Timeouts at the longest the config allows run a flow, and so do settings built by hand
+/// with `Duration::MAX` (the engine adds no configured duration to the clock unchecked);
+/// a second more, or `i64::MAX`, is refused at the line that says it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_timeouts_run_a_flow_and_longer_ones_are_refused() {
+    let dir = Scratch::new("longest-timeouts");
+    let longest: Vec<(&str, &str)> = TIMEOUT_KEYS.iter().map(|k| (*k, LONGEST_TIMEOUT)).collect();
+    for hand_built in [false, true] {
+        let server = ScriptedLlm::start().await;
+        server.push_all([
+            plan_reply(&["[MANUS] Say hi"]),
+            Reply::tool("bash", json!({"command": "echo said-hi"})),
+            done("Said hi."),
+            Reply::text("Said hi."),
+        ]);
+        let text = config_with(&server, &dir.workspace(), &longest);
+        let mut config = Config::from_text(&text, "test", None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.tools.bash_timeout, Duration::from_secs(604_800));
+        if hand_built {
+            config.tools.bash_timeout = Duration::MAX;
+            config.tools.python_timeout = Duration::MAX;
+            config.tools.ask_timeout = Duration::MAX;
+            config.flow.step_timeout = Duration::MAX;
+            config.flow.flow_timeout = Duration::MAX;
+        }
+        let rt = Runtime::builder().config(config).start().await.unwrap();
+        let (_, outcome) = run(&rt, "Say hi").await;
+        rt.shutdown().await;
+        assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+        assert!(
+            last_tool_text(&server.requests()[2]).contains("said-hi"),
+            "hand built: {hand_built}"
+        );
+    }
+    let server = ScriptedLlm::start().await;
+    for key in TIMEOUT_KEYS {
+        for bad in ["604801", "9223372036854775807", "0"] {
+            let text = config_with(&server, &dir.workspace(), &[(key, bad)]);
+            let e = Config::from_text(&text, "test", None).unwrap_err();
+            let name = key.rsplit('.').next().unwrap_or(key);
+            assert_eq!(
+                e.line,
+                Some(line_of(&text, &format!("{name} = {bad}"))),
+                "{e}"
+            );
+            assert!(
+                e.to_string().contains(&format!(
+                    "{name} = {bad} is out of range: use 1 to 604800 seconds"
+                )),
+                "{e}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -569,11 +569,15 @@ impl<'a> StepRun<'a> {
             mcp: route,
         };
         // The tools enforce their own limits; this bound only catches a worker that hangs.
+        // Saturating: settings built by hand may hold any duration.
         let mcp_limit = inv.mcp.as_ref().map_or(Duration::ZERO, |r| {
-            r.handle.call_timeout + r.handle.connect_timeout
+            r.handle
+                .call_timeout
+                .saturating_add(r.handle.connect_timeout)
         });
-        let limit = tools::longest_deadline(&self.state.spec.tool_settings).max(mcp_limit)
-            + Duration::from_secs(30);
+        let limit = tools::longest_deadline(&self.state.spec.tool_settings)
+            .max(mcp_limit)
+            .saturating_add(Duration::from_secs(30));
         let worker = match &self.state.worker {
             Some(w) => w.clone(),
             None => match spawn_worker(self.myself, &self.state.spec, self.req).await {
