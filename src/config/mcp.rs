@@ -5,11 +5,10 @@
 use std::time::Duration;
 
 use manus_actors::mcp::server::HttpSettings;
-use toml::Spanned;
 
 use super::error::{Lines, Problem};
 use super::file::McpToml;
-use super::values::{Table, known_tools};
+use super::values::{Bounds, Table, known_tools};
 
 /// The tools offered when `[mcp] serve_tools` is unset.
 const SERVE_TOOLS: [&str; 4] = ["bash", "python_execute", "str_replace_editor", "terminate"];
@@ -18,6 +17,9 @@ const SERVE_TOOLS: [&str; 4] = ["bash", "python_execute", "str_replace_editor", 
 const CALL: Duration = Duration::from_secs(120);
 /// The default `connect_timeout_secs`.
 const CONNECT: Duration = Duration::from_secs(30);
+
+/// Sessions `mcp-server --transport http` keeps open at once.
+const SESSIONS: Bounds<i64> = Bounds::new(1, 10_000, " (sessions)");
 
 /// The servers file as the text names it.
 #[derive(Debug, Clone)]
@@ -53,18 +55,7 @@ pub(super) fn build(m: &McpToml, lines: Lines) -> Result<(ServersFile, Vec<Strin
 /// How `mcp-server --transport http` admits clients: each key in its range, or the default.
 pub(super) fn http(m: &McpToml, lines: Lines) -> Result<HttpSettings, Problem> {
     let defaults = HttpSettings::default();
-    let within = |key: &str, v: &Option<Spanned<i64>>, max: i64| match v {
-        None => Ok(None),
-        Some(n) if (1..=max).contains(n.get_ref()) => Ok(Some(*n.get_ref() as u64)),
-        Some(n) => Err(Problem::at(
-            lines.of(n),
-            format!("[mcp] {key}"),
-            format!(
-                "[mcp] {key} = {} is out of range: use 1 to {max}",
-                n.get_ref()
-            ),
-        )),
-    };
+    let table = Table::new("[mcp]", lines);
     let allowed_origins = m.allowed_origins.as_ref().map_or(Ok(vec![]), |list| {
         let bad = list.get_ref().iter().find(|o| {
             !(o.starts_with("http://") || o.starts_with("https://") || o.as_str() == "null")
@@ -82,10 +73,14 @@ pub(super) fn http(m: &McpToml, lines: Lines) -> Result<HttpSettings, Problem> {
         }
     })?;
     Ok(HttpSettings {
-        max_sessions: within("max_sessions", &m.max_sessions, 10_000)?
+        max_sessions: table
+            .number(&m.max_sessions, "max_sessions", SESSIONS)?
             .map_or(defaults.max_sessions, |n| n as usize),
-        session_idle: within("session_idle_secs", &m.session_idle_secs, 604_800)?
-            .map_or(defaults.session_idle, Duration::from_secs),
+        session_idle: table.seconds(
+            &m.session_idle_secs,
+            "session_idle_secs",
+            defaults.session_idle,
+        )?,
         allowed_origins,
     })
 }
