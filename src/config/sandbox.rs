@@ -16,6 +16,8 @@ pub(super) const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 
 /// The default `idle_timeout_secs`.
 const IDLE: Duration = Duration::from_secs(600);
+/// The least memory Docker gives a container, in bytes.
+const MIN_MEMORY: i64 = 6 << 20;
 /// CPUs a container may use.
 const CPUS: Bounds<f64> = Bounds::new(0.01, 1024.0, " CPUs");
 /// Processes a container may hold (Linux's own limit is 2^22).
@@ -32,16 +34,19 @@ pub(super) fn build(
 ) -> Result<Option<(SandboxSettings, bool)>, Problem> {
     let table = Table::new("[sandbox]", lines);
     let memory_limit = match &sb.memory_limit {
-        Some(m) => parse_bytes(m.get_ref()).ok_or_else(|| {
-            Problem::at(
-                lines.of(m),
-                "[sandbox] memory_limit",
-                format!(
-                    "[sandbox] memory_limit = \"{}\": use a size such as \"512m\" or \"2g\"",
-                    m.get_ref()
-                ),
-            )
-        })?,
+        Some(m) => parse_bytes(m.get_ref())
+            .filter(|b| *b >= MIN_MEMORY)
+            .ok_or_else(|| {
+                Problem::at(
+                    lines.of(m),
+                    "[sandbox] memory_limit",
+                    format!(
+                        "[sandbox] memory_limit = \"{}\": use a size such as \"512m\" or \"2g\", \
+                         at least \"6m\"",
+                        m.get_ref()
+                    ),
+                )
+            })?,
         None => 512 * 1024 * 1024,
     };
     let docker_host = table.text(&sb.docker_host, "docker_host", "the engine's socket")?;

@@ -48,6 +48,9 @@ fn sandbox_settings_parse_and_sizes_are_checked() {
     assert_eq!(parse_bytes("2g"), Some(2 << 30));
     assert_eq!(parse_bytes("512MB"), Some(512 << 20));
     assert_eq!(parse_bytes("0"), None);
+    let e = load(&format!("{MINIMAL}\n[sandbox]\nmemory_limit = \"1m\"\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("at least \"6m\""), "{e}");
 }
 
 #[test]
