@@ -106,7 +106,10 @@ impl ToolServer {
             span: tracing::Span::current(),
         };
         let s = &self.serve.settings;
-        let limit = s.python_timeout.max(s.bash_timeout).saturating_add(Duration::from_secs(30));
+        let limit = s
+            .python_timeout
+            .max(s.bash_timeout)
+            .saturating_add(Duration::from_secs(30));
         match worker
             .call(|reply| ToolMsg::Call(inv, reply), Some(limit))
             .await
