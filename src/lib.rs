@@ -5,6 +5,8 @@
 pub mod allocator;
 pub mod board;
 pub mod config;
+#[cfg(test)]
+mod fuzz;
 pub mod mcp_servers;
 pub mod runtime;
 pub mod serve;

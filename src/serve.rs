@@ -768,3 +768,6 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
+
+#[cfg(test)]
+mod fuzz;

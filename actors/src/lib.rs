@@ -10,6 +10,8 @@
 pub mod agent;
 pub mod background;
 pub mod browser;
+#[cfg(test)]
+pub(crate) mod fuzz;
 pub mod llm;
 pub mod mcp;
 pub mod plan;

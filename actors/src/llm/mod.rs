@@ -7,6 +7,8 @@
 
 mod cassette;
 mod client;
+#[cfg(test)]
+mod fuzz;
 mod http;
 mod retry;
 mod settings;

@@ -132,7 +132,16 @@ impl Events {
         S: Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
         E: std::error::Error + Send + Sync + 'static,
     {
-        Events(Box::pin(SseStream::from_bytes_stream(bytes)))
+        // `sse-stream` drops the rest of a chunk after a line it cannot read (an unknown
+        // field, say), events and all; fed a line at a time, a bad line costs only itself.
+        let lines = bytes.flat_map(|chunk| {
+            let pieces: Vec<Result<bytes::Bytes, E>> = match chunk {
+                Ok(chunk) => lines(chunk).map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            futures_util::stream::iter(pieces)
+        });
+        Events(Box::pin(SseStream::from_bytes_stream(lines)))
     }
 
     async fn next(&mut self) -> Option<(String, String)> {
@@ -149,6 +158,21 @@ impl Events {
             }
         }
     }
+}
+
+/// `chunk` cut after each line end (CR, LF or CRLF); the last piece may be a line's start.
+fn lines(mut rest: bytes::Bytes) -> impl Iterator<Item = bytes::Bytes> {
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = match rest.iter().position(|b| matches!(b, b'\n' | b'\r')) {
+            Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => i + 2,
+            Some(i) => i + 1,
+            None => rest.len(),
+        };
+        Some(rest.split_to(end))
+    })
 }
 
 #[cfg(test)]
@@ -226,6 +250,21 @@ mod tests {
         assert_eq!(events.next().await, None);
     }
 
+    /// Found by the fuzz test: a line `sse-stream` cannot read (here a field the standard
+    /// says to ignore) made it drop the rest of its chunk, so the events after it in the same
+    /// chunk were lost.
+    #[tokio::test]
+    async fn a_bad_line_loses_nothing_after_it() {
+        let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![Ok(
+            "data: 1\n\nx-custom: 2\ndata: 2\n\nretry: soon\r\ndata: 3\r\n\r\n".into(),
+        )];
+        let mut events = Events::new(futures_util::stream::iter(chunks));
+        for n in ["1", "2", "3"] {
+            assert_eq!(events.next().await, Some((String::new(), n.into())));
+        }
+        assert_eq!(events.next().await, None);
+    }
+
     #[tokio::test]
     async fn a_failed_body_ends_the_stream() {
         let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
@@ -238,3 +277,6 @@ mod tests {
         assert_eq!(events.next().await, None);
     }
 }
+
+#[cfg(test)]
+mod fuzz;

@@ -14,6 +14,8 @@ pub mod data_report;
 pub mod data_visualization;
 pub mod editor;
 pub(crate) mod files;
+#[cfg(test)]
+mod fuzz;
 pub mod planning;
 pub mod python;
 pub mod terminate;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The long fuzz run: every fuzz_ test of both crates with MANUS_FUZZ_CASES cases per target
+# (default 200000; 7 targets, so 1.4 million in all), then the count per target and the
+# total. The normal `cargo test` runs the same targets with 256 cases each.
+#   scripts/fuzz.sh                      # debug build
+#   MANUS_FUZZ_CASES=50000 scripts/fuzz.sh --release
+# Extra arguments go to cargo (e.g. --release). A seed the output names replays its case:
+#   MANUS_FUZZ_SEED=<seed> MANUS_FUZZ_CASES=1 cargo test -p <crate> --lib <test>
+set -uo pipefail
+export MANUS_FUZZ_CASES="${MANUS_FUZZ_CASES:-200000}"
+out=$(mktemp)
+status=0
+for crate in manus-actors manus-rt; do
+    cargo test "$@" -p "$crate" --lib fuzz_ -- --nocapture --test-threads=2 2>&1 | tee -a "$out" || status=1
+done
+echo "--- fuzz summary"
+grep -E '^fuzz [a-z_]+: [0-9]+ cases' "$out"
+grep -E '^fuzz [a-z_]+: [0-9]+ cases' "$out" |
+    awk '{ cases += $3; bad += $5 } END { printf "total: %d cases, %d panicked\n", cases, bad }'
+rm -f "$out"
+exit $status
