@@ -6,7 +6,7 @@
 //! OpenAPI document are here too; docs/openapi.json describes every route. `conns.rs` is
 //! the accept loop (header-read time and open connections bounded).
 
-mod conns;
+pub mod conns;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
@@ -407,21 +407,32 @@ pub async fn run(
 
 /// Bearer-token check, when tokens are configured.
 async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    if app.settings.api_tokens.is_empty() {
-        return next.run(req).await;
+    match bearer_refusal(&app.settings.api_tokens, req.headers()) {
+        Some(refused) => refused,
+        None => next.run(req).await,
     }
-    let given = req
-        .headers()
+}
+
+/// The 401 for a request whose `headers` do not carry one of `tokens` as `Authorization:
+/// Bearer`, when there are tokens; `None` lets it through. `serve` and `mcp-server
+/// --transport http` check their requests with this.
+pub fn bearer_refusal(tokens: &[String], headers: &HeaderMap) -> Option<Response> {
+    if tokens.is_empty() {
+        return None;
+    }
+    let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     match given {
-        Some(token) if app.settings.api_tokens.iter().any(|t| t == token) => next.run(req).await,
-        Some(_) => ApiError(
-            StatusCode::UNAUTHORIZED,
-            "the bearer token is not valid".into(),
-        )
-        .into_response(),
+        Some(token) if tokens.iter().any(|t| t == token) => None,
+        Some(_) => Some(
+            ApiError(
+                StatusCode::UNAUTHORIZED,
+                "the bearer token is not valid".into(),
+            )
+            .into_response(),
+        ),
         None => {
             let mut r = ApiError(
                 StatusCode::UNAUTHORIZED,
@@ -432,7 +443,7 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
                 header::WWW_AUTHENTICATE,
                 "Bearer".parse().expect("a header value"),
             );
-            r
+            Some(r)
         }
     }
 }

@@ -2,13 +2,12 @@
 //! start it resumes the runs a killed predecessor left mid-flow, unless configured not to.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use manus_rt::serve::App;
 use manus_rt::{Config, Runtime};
 
 use super::exit;
-use super::terminal::stop_signal;
+use super::terminal::serve_until_stopped;
 
 pub async fn run(config: Config, bind: &str) -> ExitCode {
     let settings = config.server.clone();
@@ -49,24 +48,7 @@ pub async fn run(config: Config, bind: &str) -> ExitCode {
     for handle in resumed {
         app.track(handle);
     }
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        stop_signal().await;
-        let _ = stop.send(true);
-    });
-    let mut graceful = stopped.clone();
-    let server = manus_rt::serve::run(listener, app.clone(), async move {
-        let _ = graceful.wait_for(|s| *s).await;
-    });
-    // Event streams of running flows stay open; give them a moment, then stop anyway.
-    let mut late = stopped;
-    tokio::select! {
-        () = server => {}
-        _ = async move {
-            let _ = late.wait_for(|s| *s).await;
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        } => {}
-    }
+    serve_until_stopped(|stopping| manus_rt::serve::run(listener, app.clone(), stopping)).await;
     app.shutdown().await;
     ExitCode::SUCCESS
 }

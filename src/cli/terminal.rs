@@ -1,5 +1,5 @@
 //! What the commands read from the terminal and the process: a line of stdin, and the
-//! signals that stop a server.
+//! signals that stop a server (and how long a stopping server may take).
 
 /// One line from stdin, read off the async runtime's threads.
 pub async fn read_answer() -> String {
@@ -27,5 +27,30 @@ pub async fn stop_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
+    }
+}
+
+/// Run the server `serve` makes until it ends, or until 5 s after Ctrl-C or SIGTERM: it is
+/// given a future that resolves on the signal, to stop accepting and finish open requests;
+/// event streams still open 5 s later are cut.
+pub async fn serve_until_stopped<S: Future<Output = ()>>(
+    serve: impl FnOnce(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) -> S,
+) {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop_signal().await;
+        let _ = stop.send(true);
+    });
+    let mut graceful = stopped.clone();
+    let server = serve(Box::pin(async move {
+        let _ = graceful.wait_for(|s| *s).await;
+    }));
+    let mut late = stopped;
+    tokio::select! {
+        () = server => {}
+        _ = async move {
+            let _ = late.wait_for(|s| *s).await;
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        } => {}
     }
 }

@@ -11,7 +11,7 @@ use super::AgentTemplate;
 use super::error::{Lines, Problem};
 use super::file::AgentToml;
 use super::llm::{LlmDraft, named_profile};
-use super::values::known_tools;
+use super::values::{Bounds, Table, known_tools};
 
 /// An agent as the file says it; `template.mcp_servers` is filled in by `resolve`.
 #[derive(Debug, Clone)]
@@ -48,6 +48,17 @@ pub(super) fn pool(
         .collect()
 }
 
+/// Steps of one agent at once, across all flows.
+const REPLICAS: Bounds<i64> = Bounds::new(1, 10_000, " steps at once");
+/// Rounds (model call and tool calls) of one step.
+const MAX_STEPS: Bounds<i64> = Bounds::new(1, 10_000, " rounds");
+/// Characters of a tool's output the model reads.
+const MAX_OBSERVE: Bounds<i64> = Bounds::new(1, 10_000_000, " characters");
+/// Messages an agent's memory holds.
+const MEMORY_MESSAGES: Bounds<i64> = Bounds::new(1, 100_000, " messages");
+/// Tokens an agent's memory holds.
+const MEMORY_TOKENS: Bounds<i64> = Bounds::new(1, 10_000_000, " tokens");
+
 fn agent(
     name: &str,
     spanned: &Spanned<AgentToml>,
@@ -55,7 +66,8 @@ fn agent(
     lines: Lines,
 ) -> Result<AgentDraft, Problem> {
     let a = spanned.get_ref();
-    let key = |k: &str| format!("[agents.{name}] {k}");
+    let table = Table::new(format!("[agents.{name}]"), lines);
+    let key = |k: &str| table.key(k);
     let profile_id = a
         .profile
         .as_ref()
@@ -89,27 +101,31 @@ fn agent(
     if !prof.tools.iter().any(|t| t == "terminate") {
         prof.tools.push("terminate".into());
     }
-    prof.max_steps = a.max_steps.unwrap_or(prof.max_steps);
-    prof.max_observe = a.max_observe.unwrap_or(prof.max_observe);
-    prof.memory_messages = a.memory_messages.unwrap_or(prof.memory_messages);
-    prof.memory_tokens = a.memory_tokens.unwrap_or(prof.memory_tokens);
-    if let Some(s) = &a.system_prompt {
-        prof.system_prompt = s.clone();
+    let count = |v: &Option<Spanned<i64>>, k: &str, bounds: Bounds<i64>| {
+        Ok::<_, Problem>(table.number(v, k, bounds)?.map(|n| n as usize))
+    };
+    prof.max_steps =
+        count(&a.max_steps, "max_steps", MAX_STEPS)?.map_or(prof.max_steps, |n| n as u32);
+    prof.max_observe =
+        count(&a.max_observe, "max_observe", MAX_OBSERVE)?.unwrap_or(prof.max_observe);
+    prof.memory_messages = count(&a.memory_messages, "memory_messages", MEMORY_MESSAGES)?
+        .unwrap_or(prof.memory_messages);
+    prof.memory_tokens =
+        count(&a.memory_tokens, "memory_tokens", MEMORY_TOKENS)?.unwrap_or(prof.memory_tokens);
+    if let Some(s) = table.text(&a.system_prompt, "system_prompt", "the prompt")? {
+        prof.system_prompt = s;
     }
-    if let Some(s) = &a.next_step_prompt {
-        prof.next_step_prompt = s.clone();
+    if let Some(s) = table.text(&a.next_step_prompt, "next_step_prompt", "the prompt")? {
+        prof.next_step_prompt = s;
     }
-    if prof.max_steps == 0 {
-        return Err(Problem::at(
-            lines.of(spanned),
-            key("max_steps"),
-            format!("{} must be at least 1", key("max_steps")),
-        ));
-    }
+    let replicas = count(&a.replicas, "replicas", REPLICAS)?.map_or(4, |n| n as u32);
     let llm = named_profile(&a.llm, &key("llm"), llm, lines)?;
-    let description = a
-        .description
-        .clone()
+    let description = table
+        .text(
+            &a.description,
+            "description",
+            "what the agent does, for the planner",
+        )?
         .unwrap_or_else(|| match profile_id.as_str() {
             "data_analysis" => {
                 "Analyses data files with Python and reports findings with numbers.".into()
@@ -122,7 +138,7 @@ fn agent(
             name: name.to_ascii_lowercase(),
             description,
             profile: prof,
-            replicas: a.replicas.unwrap_or(4).max(1),
+            replicas,
             mcp_servers: vec![],
         },
         llm,

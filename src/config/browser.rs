@@ -2,14 +2,11 @@
 //! window, limits and proxy, checked. A proxy password may come from the environment (the
 //! variable `password_env` names): `resolve` reads it.
 
-use std::time::Duration;
-
 use manus_actors::browser::{BrowserSettings, ProxySettings, WebDriverSource};
-use toml::Spanned;
 
 use super::error::{Lines, Problem};
 use super::file::{BrowserToml, ViewportToml};
-use super::values::web_url;
+use super::values::{Bounds, Table, web_url};
 
 /// The browser's settings, with the password written in the file, and the variable whose
 /// value (when set) wins over it.
@@ -18,7 +15,13 @@ pub(super) fn build(
     lines: Lines,
 ) -> Result<(BrowserSettings, Option<String>), Problem> {
     let defaults = BrowserSettings::default();
-    let webdriver = match (&b.webdriver_url, &b.chromedriver_path) {
+    let table = Table::new("[browser]", lines);
+    let chromedriver = table.text(
+        &b.chromedriver_path,
+        "chromedriver_path",
+        "a program's path",
+    )?;
+    let webdriver = match (&b.webdriver_url, chromedriver) {
         (Some(u), Some(_)) => {
             return Err(Problem::at(
                 lines.of(u),
@@ -29,29 +32,16 @@ pub(super) fn build(
             ));
         }
         (Some(u), None) => WebDriverSource::Url(web_url(u, "[browser] webdriver_url", lines)?),
-        (None, Some(p)) => WebDriverSource::Launch(p.clone()),
+        (None, Some(p)) => WebDriverSource::Launch(p),
         (None, None) => defaults.webdriver,
     };
-    let positive = |v: Option<Spanned<u64>>, key: &str, default: u64| match v {
-        Some(n) if *n.get_ref() == 0 => Err(Problem::at(
-            lines.of(&n),
-            format!("[browser] {key}"),
-            format!("[browser] {key} must be at least 1"),
-        )),
-        Some(n) => Ok(*n.get_ref()),
-        None => Ok(default),
-    };
-    let max_content_length = positive(
-        b.max_content_length
-            .as_ref()
-            .map(|v| Spanned::new(v.span(), *v.get_ref() as u64)),
-        "max_content_length",
-        defaults.max_content_length as u64,
-    )? as usize;
-    let page_load = positive(
-        b.page_load_timeout_secs.clone(),
+    let max_content_length = table
+        .number(&b.max_content_length, "max_content_length", CONTENT)?
+        .map_or(defaults.max_content_length, |n| n as usize);
+    let page_load_timeout = table.seconds(
+        &b.page_load_timeout_secs,
         "page_load_timeout_secs",
-        defaults.page_load_timeout.as_secs(),
+        defaults.page_load_timeout,
     )?;
     let viewport = match &b.viewport {
         Some(v) => {
@@ -72,32 +62,32 @@ pub(super) fn build(
     let (proxy, password_env) = match &b.proxy {
         Some(p) => {
             let t = p.get_ref();
-            if t.server.trim().is_empty() {
-                return Err(Problem::at(
-                    lines.of(p),
-                    "[browser.proxy] server",
-                    "[browser.proxy] server is empty".into(),
-                ));
-            }
+            let table = Table::new("[browser.proxy]", lines);
             let proxy = ProxySettings {
-                server: t.server.clone(),
-                username: t.username.clone(),
-                password: t.password.clone(),
+                server: table.filled(&t.server, "server", "the proxy's address")?,
+                username: table.text(&t.username, "username", "a user name")?,
+                password: table.text(&t.password, "password", "the password")?,
             };
-            (Some(proxy), t.password_env.clone())
+            let password_env = table.text(&t.password_env, "password_env", "a variable's name")?;
+            (Some(proxy), password_env)
         }
         None => (None, None),
     };
     let settings = BrowserSettings {
         webdriver,
         headless: b.headless.unwrap_or(defaults.headless),
-        chromium_path: b.chromium_path.clone(),
-        extra_args: b.extra_args.clone().unwrap_or_default(),
+        chromium_path: table.text(&b.chromium_path, "chromium_path", "a program's path")?,
+        extra_args: table
+            .texts(&b.extra_args, "extra_args", "an argument")?
+            .unwrap_or_default(),
         proxy,
         max_content_length,
-        page_load_timeout: Duration::from_secs(page_load),
+        page_load_timeout,
         viewport,
         screenshots: b.screenshots.unwrap_or(defaults.screenshots),
     };
     Ok((settings, password_env))
 }
+
+/// Characters of page text `extract_content` gives the model.
+const CONTENT: Bounds<i64> = Bounds::new(1, 10_000_000, " characters");

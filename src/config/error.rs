@@ -1,6 +1,7 @@
 //! What a config problem says and where it is: `ConfigError` (the file, the line if known,
 //! the key if one is to blame, the message), the `Problem` a section's builder reports
-//! before the file's name is attached, and how a place in the text becomes a line.
+//! before the file's name is attached, how a place in the text becomes a line, and where
+//! a file that is not UTF-8 goes wrong.
 
 use std::fmt;
 use std::ops::Range;
@@ -44,6 +45,24 @@ impl ConfigError {
             message: format!("cannot read {what}: {e}"),
         }
     }
+}
+
+/// The text of the file at `path`, or where its first byte that is not UTF-8 is.
+pub fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, ConfigError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        ConfigError {
+            source: path.display().to_string(),
+            line: Some(valid.iter().filter(|b| **b == b'\n').count() + 1),
+            key: None,
+            message: format!(
+                "byte {} of this line, after \"{}\", is not UTF-8: save the file as UTF-8",
+                valid.len() - line_start + 1,
+                String::from_utf8_lossy(&valid[line_start..]).trim_start()
+            ),
+        }
+    })
 }
 
 /// A problem a builder found, before the file's name is attached.

@@ -1,7 +1,9 @@
 //! The file's shape: one serde type per table of `config.toml`, every field optional (the
-//! builders supply the defaults), unknown keys refused. The `[llm]` keys are declared once,
-//! in `llm_keys!`, which also gives the list of them that errors show. Knows nothing of the
-//! engine's settings, the environment or the disk.
+//! builders supply the defaults), unknown keys refused. Numbers and text are read `Spanned`
+//! (integers as `i64`, whatever the setting's type), so a builder's range check names the
+//! line. The `[llm]` keys are declared once, in `llm_keys!`, which also gives the list of
+//! them that errors show. Knows nothing of the engine's settings, the environment or the
+//! disk.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -54,10 +56,10 @@ pub(super) struct StoreToml {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ServerToml {
-    pub(super) api_tokens: Option<Vec<String>>,
-    pub(super) max_body_kb: Option<usize>,
+    pub(super) api_tokens: Option<Spanned<Vec<String>>>,
+    pub(super) max_body_kb: Option<Spanned<i64>>,
     pub(super) resume_on_start: Option<bool>,
-    pub(super) keep_finished_flows: Option<Spanned<usize>>,
+    pub(super) keep_finished_flows: Option<Spanned<i64>>,
     pub(super) allowed_hosts: Option<Spanned<Vec<String>>>,
     pub(super) max_connections: Option<Spanned<i64>>,
 }
@@ -66,13 +68,13 @@ pub(super) struct ServerToml {
 #[serde(deny_unknown_fields)]
 pub(super) struct BrowserToml {
     pub(super) webdriver_url: Option<Spanned<String>>,
-    pub(super) chromedriver_path: Option<String>,
+    pub(super) chromedriver_path: Option<Spanned<String>>,
     pub(super) headless: Option<bool>,
-    pub(super) chromium_path: Option<String>,
-    pub(super) extra_args: Option<Vec<String>>,
+    pub(super) chromium_path: Option<Spanned<String>>,
+    pub(super) extra_args: Option<Spanned<Vec<String>>>,
     pub(super) proxy: Option<Spanned<ProxyToml>>,
-    pub(super) max_content_length: Option<Spanned<usize>>,
-    pub(super) page_load_timeout_secs: Option<Spanned<u64>>,
+    pub(super) max_content_length: Option<Spanned<i64>>,
+    pub(super) page_load_timeout_secs: Option<Spanned<i64>>,
     pub(super) viewport: Option<Spanned<ViewportToml>>,
     pub(super) screenshots: Option<bool>,
 }
@@ -80,11 +82,11 @@ pub(super) struct BrowserToml {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ProxyToml {
-    pub(super) server: String,
-    pub(super) username: Option<String>,
-    pub(super) password: Option<String>,
+    pub(super) server: Spanned<String>,
+    pub(super) username: Option<Spanned<String>>,
+    pub(super) password: Option<Spanned<String>>,
     /// An environment variable holding the password (wins over `password`).
-    pub(super) password_env: Option<String>,
+    pub(super) password_env: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -101,49 +103,52 @@ pub(super) struct SearchToml {
     pub(super) fallback_engines: Option<Spanned<Vec<String>>>,
     pub(super) searxng_url: Option<Spanned<String>>,
     pub(super) brave_url: Option<Spanned<String>>,
-    pub(super) brave_api_key_env: Option<String>,
+    pub(super) brave_api_key_env: Option<Spanned<String>>,
     pub(super) duckduckgo_url: Option<Spanned<String>>,
-    pub(super) max_retries: Option<u32>,
-    pub(super) retry_delay_secs: Option<u64>,
-    pub(super) lang: Option<String>,
-    pub(super) country: Option<String>,
-    pub(super) timeout_secs: Option<u64>,
+    pub(super) max_retries: Option<Spanned<i64>>,
+    pub(super) retry_delay_secs: Option<Spanned<i64>>,
+    pub(super) lang: Option<Spanned<String>>,
+    pub(super) country: Option<Spanned<String>>,
+    pub(super) timeout_secs: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct McpToml {
     pub(super) servers_file: Option<Spanned<String>>,
-    pub(super) call_timeout_secs: Option<u64>,
-    pub(super) connect_timeout_secs: Option<u64>,
+    pub(super) call_timeout_secs: Option<Spanned<i64>>,
+    pub(super) connect_timeout_secs: Option<Spanned<i64>>,
     pub(super) serve_tools: Option<Spanned<Vec<String>>>,
+    pub(super) max_sessions: Option<Spanned<i64>>,
+    pub(super) session_idle_secs: Option<Spanned<i64>>,
+    pub(super) allowed_origins: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SandboxToml {
     pub(super) use_sandbox: Option<bool>,
-    pub(super) docker_host: Option<String>,
-    pub(super) image: Option<String>,
-    pub(super) work_dir: Option<String>,
+    pub(super) docker_host: Option<Spanned<String>>,
+    pub(super) image: Option<Spanned<String>>,
+    pub(super) work_dir: Option<Spanned<String>>,
     pub(super) memory_limit: Option<Spanned<String>>,
-    pub(super) cpu_limit: Option<f64>,
-    pub(super) pids_limit: Option<i64>,
+    pub(super) cpu_limit: Option<Spanned<f64>>,
+    pub(super) pids_limit: Option<Spanned<i64>>,
     pub(super) network_enabled: Option<bool>,
-    pub(super) idle_timeout_secs: Option<u64>,
-    pub(super) max_sandboxes: Option<usize>,
+    pub(super) idle_timeout_secs: Option<Spanned<i64>>,
+    pub(super) max_sandboxes: Option<Spanned<i64>>,
     pub(super) mount_workspace: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TelemetryToml {
-    pub(super) otlp_endpoint: Option<String>,
+    pub(super) otlp_endpoint: Option<Spanned<String>>,
     pub(super) protocol: Option<OtlpProtocol>,
-    pub(super) service_name: Option<String>,
-    pub(super) sample_ratio: Option<f64>,
+    pub(super) service_name: Option<Spanned<String>>,
+    pub(super) sample_ratio: Option<Spanned<f64>>,
     pub(super) capture_content: Option<bool>,
-    pub(super) content_max_chars: Option<usize>,
+    pub(super) content_max_chars: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -184,19 +189,19 @@ macro_rules! llm_keys {
 
 llm_keys! {
     api_type: ApiTypeToml,
-    base_url: String,
-    model: String,
-    api_key: String,
-    api_key_env: String,
-    api_version: String,
-    max_tokens: u32,
-    max_input_tokens: usize,
-    temperature: f32,
-    timeout_secs: u64,
-    max_retries: u32,
-    cassette: String,
-    input_price_per_mtok: f64,
-    output_price_per_mtok: f64,
+    base_url: Spanned<String>,
+    model: Spanned<String>,
+    api_key: Spanned<String>,
+    api_key_env: Spanned<String>,
+    api_version: Spanned<String>,
+    max_tokens: Spanned<i64>,
+    max_input_tokens: Spanned<i64>,
+    temperature: Spanned<f64>,
+    timeout_secs: Spanned<i64>,
+    max_retries: Spanned<i64>,
+    cassette: Spanned<String>,
+    input_price_per_mtok: Spanned<f64>,
+    output_price_per_mtok: Spanned<f64>,
     vision: bool,
 }
 
@@ -259,32 +264,32 @@ impl<'de> Visitor<'de> for NamedProfile<'_> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RuntimeToml {
-    pub(super) workspace: Option<String>,
+    pub(super) workspace: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ToolsToml {
-    pub(super) python: Option<String>,
-    pub(super) python_timeout_secs: Option<u64>,
-    pub(super) bash_timeout_secs: Option<u64>,
-    pub(super) ask_timeout_secs: Option<u64>,
+    pub(super) python: Option<Spanned<String>>,
+    pub(super) python_timeout_secs: Option<Spanned<i64>>,
+    pub(super) bash_timeout_secs: Option<Spanned<i64>>,
+    pub(super) ask_timeout_secs: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AgentToml {
     pub(super) profile: Option<Spanned<String>>,
-    pub(super) description: Option<String>,
-    pub(super) replicas: Option<u32>,
+    pub(super) description: Option<Spanned<String>>,
+    pub(super) replicas: Option<Spanned<i64>>,
     pub(super) llm: Option<Spanned<String>>,
-    pub(super) max_steps: Option<u32>,
+    pub(super) max_steps: Option<Spanned<i64>>,
     pub(super) tools: Option<Spanned<Vec<String>>>,
-    pub(super) max_observe: Option<usize>,
-    pub(super) memory_messages: Option<usize>,
-    pub(super) memory_tokens: Option<usize>,
-    pub(super) system_prompt: Option<String>,
-    pub(super) next_step_prompt: Option<String>,
+    pub(super) max_observe: Option<Spanned<i64>>,
+    pub(super) memory_messages: Option<Spanned<i64>>,
+    pub(super) memory_tokens: Option<Spanned<i64>>,
+    pub(super) system_prompt: Option<Spanned<String>>,
+    pub(super) next_step_prompt: Option<Spanned<String>>,
     pub(super) mcp_servers: Option<Spanned<Vec<String>>>,
 }
 
@@ -293,11 +298,11 @@ pub(super) struct AgentToml {
 pub(super) struct FlowToml {
     pub(super) primary_agent: Option<Spanned<String>>,
     pub(super) planner_llm: Option<Spanned<String>>,
-    pub(super) step_timeout_secs: Option<u64>,
-    pub(super) flow_timeout_secs: Option<u64>,
-    pub(super) planner_replicas: Option<Spanned<u32>>,
-    pub(super) max_step_retries: Option<u32>,
+    pub(super) step_timeout_secs: Option<Spanned<i64>>,
+    pub(super) flow_timeout_secs: Option<Spanned<i64>>,
+    pub(super) planner_replicas: Option<Spanned<i64>>,
+    pub(super) max_step_retries: Option<Spanned<i64>>,
     pub(super) on_step_failure: Option<OnStepFailure>,
-    pub(super) max_tokens: Option<u64>,
-    pub(super) max_cost: Option<f64>,
+    pub(super) max_tokens: Option<Spanned<i64>>,
+    pub(super) max_cost: Option<Spanned<f64>>,
 }

@@ -9,6 +9,7 @@ use super::agents::AgentDraft;
 use super::error::{Lines, Problem};
 use super::file::FlowToml;
 use super::llm::{LlmDraft, named_profile};
+use super::values::{Bounds, Table};
 
 /// The flow's settings and the planner's LLM profile.
 pub(super) fn build(
@@ -37,27 +38,40 @@ pub(super) fn build(
         None => names().next().unwrap_or_default().to_string(),
     };
     let planner_llm = named_profile(&f.planner_llm, "[flow] planner_llm", llm, lines)?;
-    let planner_replicas = match &f.planner_replicas {
-        Some(n) if *n.get_ref() == 0 => {
-            return Err(Problem::at(
-                lines.of(n),
-                "[flow] planner_replicas",
-                "[flow] planner_replicas must be at least 1".into(),
-            ));
-        }
-        Some(n) => *n.get_ref(),
+    let table = Table::new("[flow]", lines);
+    let planner_replicas = match table.number(&f.planner_replicas, "planner_replicas", REPLICAS)? {
+        Some(n) => n as u32,
         // As many planner calls at once as agent steps can run.
-        None => agents.iter().map(|a| a.template.replicas).sum(),
+        None => agents
+            .iter()
+            .fold(0u32, |sum, a| sum.saturating_add(a.template.replicas)),
     };
     let flow = FlowSettings {
         primary_agent,
         planner_replicas,
-        step_timeout: Duration::from_secs(f.step_timeout_secs.unwrap_or(900)),
-        flow_timeout: Duration::from_secs(f.flow_timeout_secs.unwrap_or(3600)),
-        max_step_retries: f.max_step_retries.unwrap_or(1),
+        step_timeout: table.seconds(&f.step_timeout_secs, "step_timeout_secs", STEP)?,
+        flow_timeout: table.seconds(&f.flow_timeout_secs, "flow_timeout_secs", FLOW)?,
+        max_step_retries: table
+            .number(&f.max_step_retries, "max_step_retries", RETRIES)?
+            .map_or(1, |n| n as u32),
         on_step_failure: f.on_step_failure.unwrap_or(OnStepFailure::Continue),
-        max_tokens: f.max_tokens,
-        max_cost: f.max_cost,
+        max_tokens: table
+            .number(&f.max_tokens, "max_tokens", TOKENS)?
+            .map(|n| n as u64),
+        max_cost: table.number(&f.max_cost, "max_cost", COST)?,
     };
     Ok((flow, planner_llm))
 }
+
+/// The default `step_timeout_secs`.
+const STEP: Duration = Duration::from_secs(900);
+/// The default `flow_timeout_secs`.
+const FLOW: Duration = Duration::from_secs(3600);
+/// Flows planning or summarising at once across the runtime.
+const REPLICAS: Bounds<i64> = Bounds::new(1, 10_000, " planner calls at once");
+/// Further attempts of a failed step.
+const RETRIES: Bounds<i64> = Bounds::new(0, 100, " further attempts");
+/// A flow's token budget.
+const TOKENS: Bounds<i64> = Bounds::new(1, 1_000_000_000_000, " tokens");
+/// A flow's cost budget, in the unit of the `[llm]` prices.
+const COST: Bounds<f64> = Bounds::new(0.0, 1_000_000.0, "");

@@ -9,6 +9,7 @@ use toml::Spanned;
 
 use super::error::{Lines, Problem};
 use super::file::{ApiTypeToml, LlmSection, LlmToml};
+use super::values::{Bounds, Table, web_url};
 
 /// A profile as the file says it.
 #[derive(Debug, Clone)]
@@ -30,7 +31,10 @@ pub(super) enum LlmDraft {
 }
 
 /// Every profile: `default` (`[llm]`) first, then the named ones in name order.
-pub(super) fn profiles(section: &LlmSection) -> Result<Vec<(String, LlmDraft)>, Problem> {
+pub(super) fn profiles(
+    section: &LlmSection,
+    lines: Lines,
+) -> Result<Vec<(String, LlmDraft)>, Problem> {
     let mut named: Vec<(String, LlmToml)> = vec![("default".into(), section.base.clone())];
     named.extend(
         section
@@ -40,7 +44,7 @@ pub(super) fn profiles(section: &LlmSection) -> Result<Vec<(String, LlmDraft)>, 
     );
     named
         .into_iter()
-        .map(|(name, t)| Ok((name.clone(), profile(&name, &t)?)))
+        .map(|(name, t)| Ok((name.clone(), profile(&name, &t, lines)?)))
         .collect()
 }
 
@@ -70,19 +74,49 @@ pub(super) fn named_profile(
     }
 }
 
+/// Tokens a model may be asked to write in one answer.
+const MAX_TOKENS: Bounds<i64> = Bounds::new(1, 1_000_000, " tokens");
+/// Tokens a request may carry.
+const MAX_INPUT_TOKENS: Bounds<i64> = Bounds::new(1, 100_000_000, " tokens");
+/// The sampling temperature the OpenAI-style APIs accept.
+const TEMPERATURE: Bounds<f64> = Bounds::new(0.0, 2.0, "");
+/// Retries of a failed model call.
+const RETRIES: Bounds<i64> = Bounds::new(0, 20, " retries");
+/// The price of a million tokens, in the unit the budget (`[flow] max_cost`) counts.
+const PRICE: Bounds<f64> = Bounds::new(0.0, 1_000_000.0, " per million tokens");
+
 /// One profile with its defaults, checked.
-fn profile(name: &str, t: &LlmToml) -> Result<LlmDraft, Problem> {
-    let key = |k: &str| {
+fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
+    let table = Table::new(
         if name == "default" {
-            format!("[llm] {k}")
+            "[llm]".to_string()
         } else {
-            format!("[llm.{name}] {k}")
-        }
-    };
+            format!("[llm.{name}]")
+        },
+        lines,
+    );
+    let key = |k: &str| table.key(k);
     let problem = |k: &str, message: String| Problem::at(None, key(k), message);
     let api_type = t.api_type.unwrap_or(ApiTypeToml::Openai);
+    let input_price_per_mtok = table
+        .number(&t.input_price_per_mtok, "input_price_per_mtok", PRICE)?
+        .unwrap_or(0.0);
+    let output_price_per_mtok = table
+        .number(&t.output_price_per_mtok, "output_price_per_mtok", PRICE)?
+        .unwrap_or(0.0);
+    let cassette = table.text(&t.cassette, "cassette", "a cassette's path")?;
+    let model = table.text(&t.model, "model", "the model's name on the server")?;
+    let api_key = table.text(&t.api_key, "api_key", "the key")?;
+    let api_key_env = table.text(&t.api_key_env, "api_key_env", "a variable's name")?;
+    let api_version = table.text(&t.api_version, "api_version", "a version")?;
+    let max_tokens = table.number(&t.max_tokens, "max_tokens", MAX_TOKENS)?;
+    let max_input_tokens =
+        table.number(&t.max_input_tokens, "max_input_tokens", MAX_INPUT_TOKENS)?;
+    let temperature = table.number(&t.temperature, "temperature", TEMPERATURE)?;
+    let timeout = table.seconds(&t.timeout_secs, "timeout_secs", Duration::from_secs(120))?;
+    let max_retries = table.number(&t.max_retries, "max_retries", RETRIES)?;
     if api_type == ApiTypeToml::Replay {
-        let cassette = t.cassette.clone().ok_or_else(|| {
+        let cassette = cassette.ok_or_else(|| {
             problem(
                 "cassette",
                 format!("{} is required when api_type = \"replay\"", key("cassette")),
@@ -91,12 +125,12 @@ fn profile(name: &str, t: &LlmToml) -> Result<LlmDraft, Problem> {
         return Ok(LlmDraft::Replay {
             cassette,
             key: key("cassette"),
-            input_price_per_mtok: t.input_price_per_mtok.unwrap_or(0.0),
-            output_price_per_mtok: t.output_price_per_mtok.unwrap_or(0.0),
+            input_price_per_mtok,
+            output_price_per_mtok,
         });
     }
     let base_url = match (api_type, &t.base_url) {
-        (_, Some(u)) => u.clone(),
+        (_, Some(u)) => web_url(u, &key("base_url"), lines)?,
         (ApiTypeToml::Ollama, None) => "http://127.0.0.1:11434/v1".into(),
         (ApiTypeToml::Azure, None) => {
             return Err(problem(
@@ -106,16 +140,7 @@ fn profile(name: &str, t: &LlmToml) -> Result<LlmDraft, Problem> {
         }
         _ => "https://api.openai.com/v1".into(),
     };
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        return Err(problem(
-            "base_url",
-            format!(
-                "{} = \"{base_url}\" must start with http:// or https://",
-                key("base_url")
-            ),
-        ));
-    }
-    let model = t.model.clone().ok_or_else(|| {
+    let model = model.ok_or_else(|| {
         problem(
             "model",
             format!(
@@ -124,8 +149,8 @@ fn profile(name: &str, t: &LlmToml) -> Result<LlmDraft, Problem> {
             ),
         )
     })?;
-    let key_env = t.api_key_env.clone().or_else(|| {
-        (api_type == ApiTypeToml::Openai && t.api_key.is_none()).then(|| "OPENAI_API_KEY".into())
+    let key_env = api_key_env.or_else(|| {
+        (api_type == ApiTypeToml::Openai && api_key.is_none()).then(|| "OPENAI_API_KEY".into())
     });
     let defaults = RetryPolicy::default();
     let settings = LlmSettings {
@@ -136,18 +161,18 @@ fn profile(name: &str, t: &LlmToml) -> Result<LlmDraft, Problem> {
             ApiType::OpenAi
         },
         base_url,
-        api_key: t.api_key.clone(),
-        api_version: t.api_version.clone(),
-        max_tokens: t.max_tokens.unwrap_or(4096),
-        max_input_tokens: t.max_input_tokens,
-        temperature: t.temperature.unwrap_or(0.2),
-        timeout: Duration::from_secs(t.timeout_secs.unwrap_or(120)),
+        api_key,
+        api_version,
+        max_tokens: max_tokens.map_or(4096, |n| n as u32),
+        max_input_tokens: max_input_tokens.map(|n| n as usize),
+        temperature: temperature.map_or(0.2, |t| t as f32),
+        timeout,
         retry: RetryPolicy {
-            max_retries: t.max_retries.unwrap_or(defaults.max_retries),
+            max_retries: max_retries.map_or(defaults.max_retries, |n| n as u32),
             ..defaults
         },
-        input_price_per_mtok: t.input_price_per_mtok.unwrap_or(0.0),
-        output_price_per_mtok: t.output_price_per_mtok.unwrap_or(0.0),
+        input_price_per_mtok,
+        output_price_per_mtok,
         capture_content: None,
         cassette: None,
         vision: t.vision.unwrap_or_else(|| sees_images(&model)),

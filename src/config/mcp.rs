@@ -1,14 +1,25 @@
 //! `[mcp]`: where the MCP servers file is, the timeouts its servers get, and the tools
-//! `manus-rt mcp-server` offers, checked. `resolve` reads the servers file.
+//! `manus-rt mcp-server` offers and how its HTTP transport admits clients, checked.
+//! `resolve` reads the servers file.
 
 use std::time::Duration;
 
+use manus_actors::mcp::server::HttpSettings;
+
 use super::error::{Lines, Problem};
 use super::file::McpToml;
-use super::values::known_tools;
+use super::values::{Bounds, Table, known_tools};
 
 /// The tools offered when `[mcp] serve_tools` is unset.
 const SERVE_TOOLS: [&str; 4] = ["bash", "python_execute", "str_replace_editor", "terminate"];
+
+/// The default `call_timeout_secs`.
+const CALL: Duration = Duration::from_secs(120);
+/// The default `connect_timeout_secs`.
+const CONNECT: Duration = Duration::from_secs(30);
+
+/// Sessions `mcp-server --transport http` keeps open at once.
+const SESSIONS: Bounds<i64> = Bounds::new(1, 10_000, " (sessions)");
 
 /// The servers file as the text names it.
 #[derive(Debug, Clone)]
@@ -22,17 +33,54 @@ pub(super) struct ServersFile {
 
 /// The servers file to read and the tools to serve.
 pub(super) fn build(m: &McpToml, lines: Lines) -> Result<(ServersFile, Vec<String>), Problem> {
+    let table = Table::new("[mcp]", lines);
     let file = ServersFile {
-        named: m
-            .servers_file
-            .as_ref()
-            .map(|f| (f.get_ref().clone(), lines.of(f))),
-        call_timeout: Duration::from_secs(m.call_timeout_secs.unwrap_or(120).max(1)),
-        connect_timeout: Duration::from_secs(m.connect_timeout_secs.unwrap_or(30).max(1)),
+        named: match &m.servers_file {
+            Some(f) => Some((
+                table.filled(f, "servers_file", "a file's path")?,
+                lines.of(f),
+            )),
+            None => None,
+        },
+        call_timeout: table.seconds(&m.call_timeout_secs, "call_timeout_secs", CALL)?,
+        connect_timeout: table.seconds(&m.connect_timeout_secs, "connect_timeout_secs", CONNECT)?,
     };
     let serve_tools = match &m.serve_tools {
         Some(list) => known_tools(list, "[mcp] serve_tools", lines)?,
         None => SERVE_TOOLS.map(String::from).to_vec(),
     };
     Ok((file, serve_tools))
+}
+
+/// How `mcp-server --transport http` admits clients: each key in its range, or the default.
+pub(super) fn http(m: &McpToml, lines: Lines) -> Result<HttpSettings, Problem> {
+    let defaults = HttpSettings::default();
+    let table = Table::new("[mcp]", lines);
+    let allowed_origins = m.allowed_origins.as_ref().map_or(Ok(vec![]), |list| {
+        let bad = list.get_ref().iter().find(|o| {
+            !(o.starts_with("http://") || o.starts_with("https://") || o.as_str() == "null")
+        });
+        match bad {
+            None => Ok(list.get_ref().clone()),
+            Some(o) => Err(Problem::at(
+                lines.of(list),
+                "[mcp] allowed_origins",
+                format!(
+                    "[mcp] allowed_origins: \"{o}\" is not an origin: write scheme://host[:port] \
+                     (http or https; :* for any port), or \"null\""
+                ),
+            )),
+        }
+    })?;
+    Ok(HttpSettings {
+        max_sessions: table
+            .number(&m.max_sessions, "max_sessions", SESSIONS)?
+            .map_or(defaults.max_sessions, |n| n as usize),
+        session_idle: table.seconds(
+            &m.session_idle_secs,
+            "session_idle_secs",
+            defaults.session_idle,
+        )?,
+        allowed_origins,
+    })
 }

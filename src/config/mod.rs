@@ -73,6 +73,9 @@ pub struct Config {
     pub mcp_servers: Vec<McpServerSpec>,
     /// The tools `manus-rt mcp-server` offers (`[mcp] serve_tools`).
     pub mcp_serve_tools: Vec<String>,
+    /// How `mcp-server --transport http` admits clients and closes their sessions (`[mcp]
+    /// max_sessions`, `session_idle_secs`, `allowed_origins`).
+    pub mcp_http: manus_actors::mcp::server::HttpSettings,
     /// Where runs are recorded (`[store] url`); `None` with `[store] enabled = false`.
     pub store: Option<StoreUrl>,
     /// How long ended runs are kept (`[store] keep_days`, `keep_runs`); unbounded by default.
@@ -142,8 +145,8 @@ impl Config {
 
     /// Read and load the config file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(path, "it", e))?;
+        let bytes = std::fs::read(path).map_err(|e| ConfigError::unreadable(path, "it", e))?;
+        let text = error::text_of(path, bytes)?;
         Config::from_text(&text, &path.display().to_string(), path.parent())
     }
 

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use manus_actors::browser::BrowserSettings;
+use manus_actors::mcp::server::HttpSettings;
 use manus_actors::planner::FlowSettings;
 use manus_actors::sandbox::SandboxSettings;
 use manus_actors::tools::ToolSettings;
@@ -20,6 +21,7 @@ use super::error::{ConfigError, Lines, Problem};
 use super::file::ConfigFile;
 use super::llm::{self, LlmDraft};
 use super::mcp::{self, ServersFile};
+use super::values::Table;
 use super::{browser, flow, sandbox, service, telemetry, tools};
 
 /// A config as its text says it, checked: everything but what the environment and the disk
@@ -46,6 +48,7 @@ pub struct Parsed {
     pub(super) proxy_password_env: Option<String>,
     pub(super) mcp_servers_file: ServersFile,
     pub(super) mcp_serve_tools: Vec<String>,
+    pub(super) mcp_http: HttpSettings,
     pub(super) store: Option<StoreUrl>,
     pub(super) retention: Retention,
     /// With the file's tokens only.
@@ -73,18 +76,18 @@ pub fn parse(text: &str, source: &str) -> Result<Parsed, ConfigError> {
 
 fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Problem> {
     // Telemetry first: content capture reaches into the model and tool settings.
-    let telemetry = telemetry::build(&file.telemetry)?;
-    let llm = llm::profiles(&file.llm)?;
+    let telemetry = telemetry::build(&file.telemetry, lines)?;
+    let llm = llm::profiles(&file.llm, lines)?;
     let (mcp_servers_file, mcp_serve_tools) = mcp::build(&file.mcp, lines)?;
+    let mcp_http = mcp::http(&file.mcp, lines)?;
     let agents = agents::pool(&file.agents, &llm, lines)?;
     let (flow, planner_llm) = flow::build(&file.flow, &agents, &llm, lines)?;
     let (tools, brave_key_env) =
         tools::build(&file.tools, &file.search, telemetry.capture_content, lines)?;
     let (browser, proxy_password_env) = browser::build(&file.browser, lines)?;
     let workspace = PathBuf::from(
-        file.runtime
-            .workspace
-            .clone()
+        Table::new("[runtime]", lines)
+            .text(&file.runtime.workspace, "workspace", "a directory's path")?
             .unwrap_or_else(|| "workspace".into()),
     );
     let sandbox = sandbox::build(&file.sandbox, &workspace, lines)?;
@@ -106,6 +109,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         proxy_password_env,
         mcp_servers_file,
         mcp_serve_tools,
+        mcp_http,
         store,
         retention,
         server,

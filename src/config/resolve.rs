@@ -89,6 +89,7 @@ impl Parsed {
             browser,
             mcp_servers,
             mcp_serve_tools: self.mcp_serve_tools,
+            mcp_http: self.mcp_http,
             store: self.store,
             retention: self.retention,
             server,

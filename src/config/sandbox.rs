@@ -9,64 +9,86 @@ use manus_actors::sandbox::SandboxSettings;
 
 use super::error::{Lines, Problem};
 use super::file::SandboxToml;
+use super::values::{Bounds, Table};
 
 /// The engine's socket when neither the file nor `DOCKER_HOST` names one.
 pub(super) const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 
+/// The default `idle_timeout_secs`.
+const IDLE: Duration = Duration::from_secs(600);
+/// The least memory Docker gives a container, in bytes.
+const MIN_MEMORY: i64 = 6 << 20;
+/// CPUs a container may use.
+const CPUS: Bounds<f64> = Bounds::new(0.01, 1024.0, " CPUs");
+/// Processes a container may hold (Linux's own limit is 2^22).
+const PIDS: Bounds<i64> = Bounds::new(1, 4_194_304, " processes");
+/// Containers at once.
+const SANDBOXES: Bounds<i64> = Bounds::new(1, 10_000, " containers");
+
 /// The sandbox's settings when `use_sandbox = true`, and whether the file named the engine.
+/// Every key is checked either way.
 pub(super) fn build(
     sb: &SandboxToml,
     workspace: &Path,
     lines: Lines,
 ) -> Result<Option<(SandboxSettings, bool)>, Problem> {
+    let table = Table::new("[sandbox]", lines);
     let memory_limit = match &sb.memory_limit {
-        Some(m) => parse_bytes(m.get_ref()).ok_or_else(|| {
-            Problem::at(
-                lines.of(m),
-                "[sandbox] memory_limit",
-                format!(
-                    "[sandbox] memory_limit = \"{}\": use a size such as \"512m\" or \"2g\"",
-                    m.get_ref()
-                ),
-            )
-        })?,
+        Some(m) => parse_bytes(m.get_ref())
+            .filter(|b| *b >= MIN_MEMORY)
+            .ok_or_else(|| {
+                Problem::at(
+                    lines.of(m),
+                    "[sandbox] memory_limit",
+                    format!(
+                        "[sandbox] memory_limit = \"{}\": use a size such as \"512m\" or \"2g\", \
+                         at least \"6m\"",
+                        m.get_ref()
+                    ),
+                )
+            })?,
         None => 512 * 1024 * 1024,
     };
-    if !sb.use_sandbox.unwrap_or(false) {
-        return Ok(None);
+    let docker_host = table.text(&sb.docker_host, "docker_host", "the engine's socket")?;
+    let work_dir = table
+        .text(&sb.work_dir, "work_dir", "an absolute path")?
+        .unwrap_or_else(|| "/workspace".into());
+    if !work_dir.starts_with('/') {
+        return Err(Problem::at(
+            sb.work_dir.as_ref().and_then(|w| lines.of(w)),
+            "[sandbox] work_dir",
+            format!("[sandbox] work_dir = \"{work_dir}\" must be an absolute path"),
+        ));
     }
     let settings = SandboxSettings {
-        docker_host: sb
-            .docker_host
+        docker_host: docker_host
             .clone()
             .unwrap_or_else(|| DEFAULT_DOCKER_HOST.into()),
-        image: sb
-            .image
-            .clone()
+        image: table
+            .text(&sb.image, "image", "an image's name")?
             .unwrap_or_else(|| "manus-rt-sandbox:latest".into()),
-        work_dir: sb.work_dir.clone().unwrap_or_else(|| "/workspace".into()),
+        work_dir,
         memory_limit,
-        cpu_limit: sb.cpu_limit.unwrap_or(1.0),
-        pids_limit: sb.pids_limit.unwrap_or(256),
+        cpu_limit: table
+            .number(&sb.cpu_limit, "cpu_limit", CPUS)?
+            .unwrap_or(1.0),
+        pids_limit: table
+            .number(&sb.pids_limit, "pids_limit", PIDS)?
+            .unwrap_or(256),
         network_enabled: sb.network_enabled.unwrap_or(false),
-        idle_timeout: Duration::from_secs(sb.idle_timeout_secs.unwrap_or(600)),
-        max_sandboxes: sb.max_sandboxes.unwrap_or(8).max(1),
+        idle_timeout: table.seconds(&sb.idle_timeout_secs, "idle_timeout_secs", IDLE)?,
+        max_sandboxes: table
+            .number(&sb.max_sandboxes, "max_sandboxes", SANDBOXES)?
+            .map_or(8, |n| n as usize),
         mount: sb
             .mount_workspace
             .unwrap_or(false)
             .then(|| workspace.to_path_buf()),
     };
-    if !settings.work_dir.starts_with('/') {
-        return Err(Problem::at(
-            None,
-            "[sandbox] work_dir",
-            format!(
-                "[sandbox] work_dir = \"{}\" must be an absolute path",
-                settings.work_dir
-            ),
-        ));
-    }
-    Ok(Some((settings, sb.docker_host.is_some())))
+    Ok(sb
+        .use_sandbox
+        .unwrap_or(false)
+        .then_some((settings, docker_host.is_some())))
 }
 
 /// `512m`, `2g`, `1048576` → bytes.

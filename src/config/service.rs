@@ -1,15 +1,15 @@
 //! `[store]` and `[server]`: where runs are recorded and how long ended ones are kept, and
-//! the HTTP service's tokens, hosts, connections, body limit, resumption and memory, checked. `resolve` adds the tokens of `MANUS_API_TOKENS`.
+//! the HTTP service's tokens, hosts, connections, body limit, resumption and memory,
+//! checked. `resolve` adds the tokens of `MANUS_API_TOKENS`.
 
 use std::path::PathBuf;
-
-use toml::Spanned;
 
 use crate::serve::ServerSettings;
 use crate::store::{Retention, StoreUrl};
 
 use super::error::{Lines, Problem};
 use super::file::{ServerToml, StoreToml};
+use super::values::{Bounds, Table};
 
 /// Where runs are recorded; `None` with `[store] enabled = false`.
 pub(super) fn store(s: &StoreToml, lines: Lines) -> Result<Option<StoreUrl>, Problem> {
@@ -26,50 +26,45 @@ pub(super) fn store(s: &StoreToml, lines: Lines) -> Result<Option<StoreUrl>, Pro
     })
 }
 
+/// Days an ended run is kept.
+const KEEP_DAYS: Bounds<i64> = Bounds::new(
+    1,
+    36_500,
+    " (days), or leave it out to keep ended runs forever",
+);
+/// Ended runs kept.
+const KEEP_RUNS: Bounds<i64> = Bounds::new(
+    1,
+    1_000_000_000,
+    " (runs), or leave it out to keep ended runs forever",
+);
+/// The largest request body, in KiB: up to a GiB.
+const BODY_KB: Bounds<i64> = Bounds::new(1, 1 << 20, " (KiB)");
+/// Finished flows held in memory.
+const KEEP_FINISHED: Bounds<i64> = Bounds::new(1, 10_000_000, " (finished flows)");
+/// Connections open at once.
+const CONNECTIONS: Bounds<i64> = Bounds::new(1, 1_000_000, "");
+
 /// How long ended runs are kept: each bound in its range, or absent (kept forever).
 pub(super) fn retention(s: &StoreToml, lines: Lines) -> Result<Retention, Problem> {
-    let bound = |key: &str, v: &Option<Spanned<i64>>, max: i64, unit: &str| match v {
-        None => Ok(None),
-        Some(n) if (1..=max).contains(n.get_ref()) => Ok(Some(*n.get_ref())),
-        Some(n) => Err(Problem::at(
-            lines.of(n),
-            format!("[store] {key}"),
-            format!(
-                "[store] {key} = {} is out of range: use 1 to {max} ({unit}), or leave it out \
-                 to keep ended runs forever",
-                n.get_ref()
-            ),
-        )),
-    };
+    let table = Table::new("[store]", lines);
     Ok(Retention {
-        keep_days: bound("keep_days", &s.keep_days, 36_500, "days")?.map(|d| d as u32),
-        keep_runs: bound("keep_runs", &s.keep_runs, 1_000_000_000, "runs")?.map(|n| n as u64),
+        keep_days: table
+            .number(&s.keep_days, "keep_days", KEEP_DAYS)?
+            .map(|d| d as u32),
+        keep_runs: table
+            .number(&s.keep_runs, "keep_runs", KEEP_RUNS)?
+            .map(|n| n as u64),
     })
 }
 
 /// The service's settings, with the tokens the file lists.
 pub(super) fn server(s: &ServerToml, lines: Lines) -> Result<ServerSettings, Problem> {
-    let api_tokens = s.api_tokens.clone().unwrap_or_default();
-    if api_tokens.iter().any(|t| t.trim().is_empty()) {
-        return Err(Problem::at(
-            None,
-            "[server] api_tokens",
-            "[server] api_tokens: a token is empty".into(),
-        ));
-    }
-    let keep_finished = match &s.keep_finished_flows {
-        None => ServerSettings::default().keep_finished,
-        Some(n) if *n.get_ref() == 0 => {
-            return Err(Problem::at(
-                lines.of(n),
-                "[server] keep_finished_flows",
-                "[server] keep_finished_flows = 0: keep at least one finished flow, so \
-                 its result can be read once it ends"
-                    .into(),
-            ));
-        }
-        Some(n) => *n.get_ref(),
-    };
+    let table = Table::new("[server]", lines);
+    let defaults = ServerSettings::default();
+    let api_tokens = table
+        .texts(&s.api_tokens, "api_tokens", "a token")?
+        .unwrap_or_default();
     let allowed_hosts = match &s.allowed_hosts {
         None => vec![],
         Some(hosts) => {
@@ -91,26 +86,19 @@ pub(super) fn server(s: &ServerToml, lines: Lines) -> Result<ServerSettings, Pro
             hosts.get_ref().clone()
         }
     };
-    let max_connections = match &s.max_connections {
-        None => ServerSettings::default().max_connections,
-        Some(n) if (1..=1_000_000).contains(n.get_ref()) => *n.get_ref() as usize,
-        Some(n) => {
-            return Err(Problem::at(
-                lines.of(n),
-                "[server] max_connections",
-                format!(
-                    "[server] max_connections = {} is out of range: use 1 to 1000000",
-                    n.get_ref()
-                ),
-            ));
-        }
-    };
     Ok(ServerSettings {
         allowed_hosts,
-        max_connections,
+        max_connections: table
+            .number(&s.max_connections, "max_connections", CONNECTIONS)?
+            .map_or(defaults.max_connections, |n| n as usize),
         api_tokens,
-        max_body_bytes: s.max_body_kb.unwrap_or(64).max(1) * 1024,
+        max_body_bytes: table
+            .number(&s.max_body_kb, "max_body_kb", BODY_KB)?
+            .map_or(64, |kb| kb as usize)
+            * 1024,
         resume_on_start: s.resume_on_start.unwrap_or(true),
-        keep_finished,
+        keep_finished: table
+            .number(&s.keep_finished_flows, "keep_finished_flows", KEEP_FINISHED)?
+            .map_or(defaults.keep_finished, |n| n as usize),
     })
 }

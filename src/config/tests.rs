@@ -1,5 +1,6 @@
 //! The config's unit tests: defaults, every section's checks, errors with file, line and
-//! key, and `parse` apart from `resolve`.
+//! key, every key's range (a table of mutations), a file that is not UTF-8, and `parse`
+//! apart from `resolve`.
 
 use manus_actors::browser::WebDriverSource;
 use manus_actors::tools::web::search::Engine;
@@ -47,6 +48,9 @@ fn sandbox_settings_parse_and_sizes_are_checked() {
     assert_eq!(parse_bytes("2g"), Some(2 << 30));
     assert_eq!(parse_bytes("512MB"), Some(512 << 20));
     assert_eq!(parse_bytes("0"), None);
+    let e = load(&format!("{MINIMAL}\n[sandbox]\nmemory_limit = \"1m\"\n")).unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("at least \"6m\""), "{e}");
 }
 
 #[test]
@@ -370,4 +374,286 @@ fn errors_carry_the_key_apart_from_the_message() {
         None,
         "an empty pool is no one key's fault"
     );
+}
+
+#[test]
+fn mcp_http_settings_parse_and_are_checked() {
+    let c = load(MINIMAL).unwrap();
+    assert_eq!(
+        c.mcp_http,
+        manus_actors::mcp::server::HttpSettings::default()
+    );
+    let c = load(&format!(
+        "{MINIMAL}\n[mcp]\nmax_sessions = 4\nsession_idle_secs = 60\nallowed_origins = [\"https://app.example:443\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(c.mcp_http.max_sessions, 4);
+    assert_eq!(c.mcp_http.session_idle, std::time::Duration::from_secs(60));
+    assert_eq!(c.mcp_http.allowed_origins, ["https://app.example:443"]);
+    for (line, key) in [
+        ("max_sessions = 0", "[mcp] max_sessions"),
+        ("session_idle_secs = -5", "[mcp] session_idle_secs"),
+        (
+            "allowed_origins = [\"app.example\"]",
+            "[mcp] allowed_origins",
+        ),
+    ] {
+        let e = load(&format!("{MINIMAL}\n[mcp]\n{line}\n")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert_eq!(e.line, Some(8), "{e}");
+    }
+}
+
+/// What a key accepts, as the mutation table writes it.
+enum Accepts {
+    Int(i64, i64),
+    Float(f64, f64),
+    /// Text that must not be blank (a list of such, with `List`).
+    Text,
+    List,
+    /// An `http(s)://` URL.
+    Url,
+    /// A name looked up elsewhere (a profile, an engine, …): refused with this message.
+    Named(&'static str),
+}
+
+/// Every number and text key of the file, with what it accepts.
+const KEYS: &[(&str, &str, Accepts)] = {
+    use Accepts::*;
+    const WEEK: Accepts = Int(1, 604_800);
+    &[
+        ("llm.x", "max_tokens", Int(1, 1_000_000)),
+        ("llm.x", "max_input_tokens", Int(1, 100_000_000)),
+        ("llm.x", "temperature", Float(0.0, 2.0)),
+        ("llm.x", "timeout_secs", WEEK),
+        ("llm.x", "max_retries", Int(0, 20)),
+        ("llm.x", "input_price_per_mtok", Float(0.0, 1e6)),
+        ("llm.x", "output_price_per_mtok", Float(0.0, 1e6)),
+        ("llm.x", "base_url", Url),
+        ("llm.x", "model", Text),
+        ("llm.x", "api_key", Text),
+        ("llm.x", "api_key_env", Text),
+        ("llm.x", "api_version", Text),
+        ("llm.x", "cassette", Text),
+        ("runtime", "workspace", Text),
+        ("tools", "python", Text),
+        ("tools", "python_timeout_secs", WEEK),
+        ("tools", "bash_timeout_secs", WEEK),
+        ("tools", "ask_timeout_secs", WEEK),
+        ("agents.manus", "replicas", Int(1, 10_000)),
+        ("agents.manus", "max_steps", Int(1, 10_000)),
+        ("agents.manus", "max_observe", Int(1, 10_000_000)),
+        ("agents.manus", "memory_messages", Int(1, 100_000)),
+        ("agents.manus", "memory_tokens", Int(1, 10_000_000)),
+        ("agents.manus", "description", Text),
+        ("agents.manus", "system_prompt", Text),
+        ("agents.manus", "next_step_prompt", Text),
+        ("agents.manus", "profile", Named("no such profile")),
+        ("agents.manus", "llm", Named("no such LLM profile")),
+        ("flow", "step_timeout_secs", WEEK),
+        ("flow", "flow_timeout_secs", WEEK),
+        ("flow", "planner_replicas", Int(1, 10_000)),
+        ("flow", "max_step_retries", Int(0, 100)),
+        ("flow", "max_tokens", Int(1, 1_000_000_000_000)),
+        ("flow", "max_cost", Float(0.0, 1e6)),
+        ("flow", "primary_agent", Named("no such agent")),
+        ("flow", "planner_llm", Named("no such LLM profile")),
+        ("sandbox", "cpu_limit", Float(0.01, 1024.0)),
+        ("sandbox", "pids_limit", Int(1, 4_194_304)),
+        ("sandbox", "idle_timeout_secs", WEEK),
+        ("sandbox", "max_sandboxes", Int(1, 10_000)),
+        ("sandbox", "docker_host", Text),
+        ("sandbox", "image", Text),
+        ("sandbox", "work_dir", Text),
+        ("sandbox", "memory_limit", Named("use a size such as")),
+        ("browser", "max_content_length", Int(1, 10_000_000)),
+        ("browser", "page_load_timeout_secs", WEEK),
+        ("browser", "chromedriver_path", Text),
+        ("browser", "chromium_path", Text),
+        ("browser", "extra_args", List),
+        ("browser", "webdriver_url", Url),
+        ("browser.proxy", "server", Text),
+        ("browser.proxy", "username", Text),
+        ("browser.proxy", "password", Text),
+        ("browser.proxy", "password_env", Text),
+        ("search", "max_retries", Int(0, 10)),
+        ("search", "retry_delay_secs", Int(0, 3600)),
+        ("search", "timeout_secs", WEEK),
+        ("search", "lang", Text),
+        ("search", "country", Text),
+        ("search", "brave_api_key_env", Text),
+        ("search", "searxng_url", Url),
+        ("search", "brave_url", Url),
+        ("search", "duckduckgo_url", Url),
+        ("search", "engine", Named("unknown search engine")),
+        ("mcp", "call_timeout_secs", WEEK),
+        ("mcp", "connect_timeout_secs", WEEK),
+        ("mcp", "servers_file", Text),
+        ("store", "keep_days", Int(1, 36_500)),
+        ("store", "keep_runs", Int(1, 1_000_000_000)),
+        ("store", "url", Named("[store] url = \"\"")),
+        ("server", "max_body_kb", Int(1, 1 << 20)),
+        ("server", "keep_finished_flows", Int(1, 10_000_000)),
+        ("server", "max_connections", Int(1, 1_000_000)),
+        ("server", "api_tokens", List),
+        ("server", "allowed_hosts", Named("without a port")),
+        ("telemetry", "sample_ratio", Float(0.0, 1.0)),
+        ("telemetry", "content_max_chars", Int(1, 1_000_000)),
+        ("telemetry", "service_name", Text),
+        ("telemetry", "otlp_endpoint", Url),
+    ]
+};
+
+/// The values `accepts` refuses, each with what the error must say (`None`: TOML itself
+/// refuses it, so only the line and key are checked).
+fn refused(accepts: &Accepts) -> Vec<(String, Option<String>)> {
+    let all = |values: Vec<String>, says: &str| {
+        values
+            .into_iter()
+            .map(|v| (v, Some(says.to_string())))
+            .collect::<Vec<_>>()
+    };
+    match *accepts {
+        Accepts::Int(min, max) => {
+            let mut values: Vec<i64> = vec![min - 1, -1, max + 1, 1 << 54, i64::MAX, i64::MIN];
+            values.dedup();
+            let mut out = all(
+                values.iter().map(i64::to_string).collect(),
+                &format!("is out of range: use {min} to {max}"),
+            );
+            // Past what TOML's integers hold.
+            out.push((u64::MAX.to_string(), None));
+            out
+        }
+        Accepts::Float(min, max) => {
+            let mut values = vec!["nan", "inf", "-inf", "-1.0", "1e300"];
+            if min > 0.0 {
+                values.push("0.0");
+            }
+            all(
+                values.into_iter().map(String::from).collect(),
+                &format!("is out of range: use {min} to {max}"),
+            )
+        }
+        Accepts::Text => all(vec!["\"\"".into(), "\"  \"".into()], "is blank: give "),
+        Accepts::List => all(
+            vec!["[\"\"]".into(), "[\"a\", \" \"]".into()],
+            "is blank: give ",
+        ),
+        Accepts::Url => all(
+            vec!["\"\"".into(), "\" \"".into(), "\"ftp://x\"".into()],
+            "must start with http:// or https://",
+        ),
+        Accepts::Named(says) => all(
+            vec![
+                if says == "without a port" {
+                    "[\"\"]"
+                } else {
+                    "\"\""
+                }
+                .into(),
+            ],
+            says,
+        ),
+    }
+}
+
+/// A config that is valid but for `line`, written in `[table]`.
+fn config_setting(table: &str, key: &str, line: &str) -> String {
+    match (table, key) {
+        ("agents.manus", _) => format!("{MINIMAL}{line}\n"),
+        ("browser.proxy", "server") => format!("{MINIMAL}\n[browser.proxy]\n{line}\n"),
+        ("browser.proxy", _) => {
+            format!("{MINIMAL}\n[browser.proxy]\nserver = \"http://p\"\n{line}\n")
+        }
+        _ => format!("{MINIMAL}\n[{table}]\n{line}\n"),
+    }
+}
+
+/// Every number and text key, set to values it cannot work with (0, -1, NaN, infinities,
+/// past its range, past what TOML holds, blank): each is refused, and the error names the
+/// file, the line, the key and what the key accepts.
+#[test]
+fn every_key_refuses_values_out_of_its_range_naming_line_key_and_range() {
+    let mut tried = 0;
+    for (table, key, accepts) in KEYS {
+        for (value, says) in refused(accepts) {
+            let line = format!("{key} = {value}");
+            let text = config_setting(table, key, &line);
+            let at = text.lines().position(|l| l == line).map(|i| i + 1);
+            let e = load(&text).expect_err(&text);
+            let shown = e.to_string();
+            let key_name = format!("[{table}] {key}");
+            assert_eq!(e.line, at, "{shown}\n{text}");
+            assert_eq!(e.key.as_deref(), Some(key_name.as_str()), "{shown}");
+            assert!(
+                shown.starts_with(&format!("test.toml:{}: ", at.unwrap_or(0))),
+                "{shown}"
+            );
+            if let Some(says) = says {
+                assert!(shown.contains(&says), "expected `{says}` in {shown}");
+                if !matches!(accepts, Accepts::Named(_)) {
+                    assert!(shown.contains(&key_name), "{shown}");
+                }
+            }
+            tried += 1;
+        }
+    }
+    eprintln!("{tried} config mutations, each refused with its line, key and range");
+    assert!(tried >= 300, "{tried}");
+}
+
+/// The cases of issue 24, as `config check` shows them.
+#[test]
+fn the_issue_s_examples_are_refused() {
+    for (extra, says) in [
+        (
+            "replicas = 0\n",
+            "test.toml:6: [agents.manus] replicas = 0 is out of range: use 1 to 10000",
+        ),
+        (
+            "\n[server]\nmax_body_kb = 18014398509481984\n",
+            "test.toml:8: [server] max_body_kb = 18014398509481984 is out of range: use 1 to 1048576",
+        ),
+        (
+            "\n[sandbox]\ncpu_limit = nan\n",
+            "test.toml:8: [sandbox] cpu_limit = NaN is out of range: use 0.01 to 1024",
+        ),
+        (
+            "\n[runtime]\nworkspace = \"\"\n",
+            "test.toml:8: [runtime] workspace = \"\" is blank: give a directory's path",
+        ),
+        (
+            "\n[llm.hot]\ntemperature = 99\n",
+            "test.toml:8: [llm.hot] temperature = 99 is out of range: use 0 to 2",
+        ),
+        (
+            "\n[flow]\nmax_cost = -1\n",
+            "test.toml:8: [flow] max_cost = -1 is out of range: use 0 to 1000000",
+        ),
+    ] {
+        let text = format!("{MINIMAL}{extra}");
+        let e = load(&text).unwrap_err().to_string();
+        assert!(e.starts_with(says), "{e}\n{text}");
+    }
+}
+
+#[test]
+fn a_file_that_is_not_utf8_names_the_line_and_byte() {
+    let dir = std::env::temp_dir().join(format!("manus-config-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.toml");
+    let mut bytes = MINIMAL.as_bytes().to_vec();
+    bytes.extend_from_slice(b"description = \"caf\xe9\"\n");
+    std::fs::write(&path, &bytes).unwrap();
+    let e = Config::load(&path).unwrap_err();
+    assert_eq!(e.line, Some(6), "{e}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "{}:6: byte 19 of this line, after \"description = \"caf\", is not UTF-8",
+            path.display()
+        )),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::error::{Lines, Problem};
 use super::file::{SearchToml, ToolsToml};
-use super::values::web_url;
+use super::values::{Bounds, Table, web_url};
 
 /// The tools' settings, with no Brave key yet, and the variable that holds it.
 pub(super) fn build(
@@ -21,29 +21,43 @@ pub(super) fn build(
     lines: Lines,
 ) -> Result<(ToolSettings, String), Problem> {
     let defaults = ToolSettings::default();
+    let table = Table::new("[tools]", lines);
     let tools = ToolSettings {
-        python: t.python.clone().unwrap_or(defaults.python),
-        python_timeout: t
-            .python_timeout_secs
-            .map(Duration::from_secs)
-            .unwrap_or(defaults.python_timeout),
-        bash_timeout: t
-            .bash_timeout_secs
-            .map(Duration::from_secs)
-            .unwrap_or(defaults.bash_timeout),
-        ask_timeout: t
-            .ask_timeout_secs
-            .map(Duration::from_secs)
-            .unwrap_or(defaults.ask_timeout),
+        python: table
+            .text(&t.python, "python", "an interpreter's path")?
+            .unwrap_or(defaults.python),
+        python_timeout: table.seconds(
+            &t.python_timeout_secs,
+            "python_timeout_secs",
+            defaults.python_timeout,
+        )?,
+        bash_timeout: table.seconds(
+            &t.bash_timeout_secs,
+            "bash_timeout_secs",
+            defaults.bash_timeout,
+        )?,
+        ask_timeout: table.seconds(
+            &t.ask_timeout_secs,
+            "ask_timeout_secs",
+            defaults.ask_timeout,
+        )?,
         capture_content,
         search: Arc::new(search_settings(search, lines)?),
     };
-    let key_env = search
-        .brave_api_key_env
-        .clone()
+    let key_env = Table::new("[search]", lines)
+        .text(
+            &search.brave_api_key_env,
+            "brave_api_key_env",
+            "a variable's name",
+        )?
         .unwrap_or_else(|| "BRAVE_API_KEY".into());
     Ok((tools, key_env))
 }
+
+/// Further rounds over the engines after all of them failed.
+const RETRIES: Bounds<i64> = Bounds::new(0, 10, " rounds");
+/// The wait between rounds.
+const RETRY_DELAY: Bounds<i64> = Bounds::new(0, 3600, " seconds");
 
 /// `[search]` with its defaults, checked.
 fn search_settings(t: &SearchToml, lines: Lines) -> Result<SearchSettings, Problem> {
@@ -81,6 +95,7 @@ fn search_settings(t: &SearchToml, lines: Lines) -> Result<SearchSettings, Probl
             .map(|u| web_url(u, &format!("[search] {key}"), lines))
             .transpose()
     };
+    let table = Table::new("[search]", lines);
     Ok(SearchSettings {
         engines,
         searxng_url: url(&t.searxng_url, "searxng_url")?,
@@ -88,16 +103,18 @@ fn search_settings(t: &SearchToml, lines: Lines) -> Result<SearchSettings, Probl
         brave_api_key: None,
         duckduckgo_url: url(&t.duckduckgo_url, "duckduckgo_url")?
             .unwrap_or(defaults.duckduckgo_url),
-        max_retries: t.max_retries.unwrap_or(defaults.max_retries),
-        retry_delay: t
-            .retry_delay_secs
-            .map(Duration::from_secs)
-            .unwrap_or(defaults.retry_delay),
-        lang: t.lang.clone().unwrap_or(defaults.lang),
-        country: t.country.clone().unwrap_or(defaults.country),
-        timeout: t
-            .timeout_secs
-            .map(Duration::from_secs)
-            .unwrap_or(defaults.timeout),
+        max_retries: table
+            .number(&t.max_retries, "max_retries", RETRIES)?
+            .map_or(defaults.max_retries, |n| n as u32),
+        retry_delay: table
+            .number(&t.retry_delay_secs, "retry_delay_secs", RETRY_DELAY)?
+            .map_or(defaults.retry_delay, |s| Duration::from_secs(s as u64)),
+        lang: table
+            .text(&t.lang, "lang", "a language code")?
+            .unwrap_or(defaults.lang),
+        country: table
+            .text(&t.country, "country", "a country code")?
+            .unwrap_or(defaults.country),
+        timeout: table.seconds(&t.timeout_secs, "timeout_secs", defaults.timeout)?,
     })
 }

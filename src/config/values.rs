@@ -1,9 +1,145 @@
-//! Value checks several sections share: a web URL, a list of tool names.
+//! Value checks the sections share: the range a number key accepts (`Bounds`, `SECONDS` for
+//! every timeout), text that must not be blank, a web URL, a list of tool names. `Table`
+//! names a table's keys; every problem names the key, its line and what the key accepts.
+
+use std::fmt::Display;
+use std::time::Duration;
 
 use manus_actors::tools::KNOWN_TOOLS;
 use toml::Spanned;
 
 use super::error::{Lines, Problem};
+
+/// The values a number key accepts, both ends included; `unit` follows them in the message
+/// (" seconds", " (CPUs)").
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds<T> {
+    min: T,
+    max: T,
+    unit: &'static str,
+}
+
+impl<T> Bounds<T> {
+    pub(super) const fn new(min: T, max: T, unit: &'static str) -> Bounds<T> {
+        Bounds { min, max, unit }
+    }
+}
+
+/// A week, in seconds: the longest any timeout may be. Far longer ones overflow the clock
+/// when added to the present moment.
+const WEEK: i64 = 7 * 24 * 3600;
+
+/// Every `…_timeout_secs` key: a second to a week.
+const SECONDS: Bounds<i64> = Bounds::new(1, WEEK, " seconds (a week)");
+
+/// A table of the file (`[sandbox]`, `[agents.manus]`), to check its keys and name them.
+pub(super) struct Table<'t> {
+    header: String,
+    lines: Lines<'t>,
+}
+
+impl<'t> Table<'t> {
+    /// `header` as the file writes it, brackets included.
+    pub(super) fn new(header: impl Into<String>, lines: Lines<'t>) -> Table<'t> {
+        Table {
+            header: header.into(),
+            lines,
+        }
+    }
+
+    /// The key `name` of this table as messages write it: `[sandbox] cpu_limit`.
+    pub(super) fn key(&self, name: &str) -> String {
+        format!("{} {name}", self.header)
+    }
+
+    /// The number `v` holds if it is within `bounds` (NaN never is), `None` if the key is
+    /// absent.
+    pub(super) fn number<T: Copy + PartialOrd + Display>(
+        &self,
+        v: &Option<Spanned<T>>,
+        name: &str,
+        bounds: Bounds<T>,
+    ) -> Result<Option<T>, Problem> {
+        let Some(v) = v else { return Ok(None) };
+        let n = *v.get_ref();
+        if (bounds.min..=bounds.max).contains(&n) {
+            return Ok(Some(n));
+        }
+        let key = self.key(name);
+        let Bounds { min, max, unit } = bounds;
+        Err(Problem::at(
+            self.lines.of(v),
+            &key,
+            format!("{key} = {n} is out of range: use {min} to {max}{unit}"),
+        ))
+    }
+
+    /// A timeout in seconds (`SECONDS`), `default` if the key is absent.
+    pub(super) fn seconds(
+        &self,
+        v: &Option<Spanned<i64>>,
+        name: &str,
+        default: Duration,
+    ) -> Result<Duration, Problem> {
+        Ok(self
+            .number(v, name, SECONDS)?
+            .map_or(default, |s| Duration::from_secs(s as u64)))
+    }
+
+    /// The text `v` holds unless it is blank; `what` says what belongs there ("a path").
+    pub(super) fn text(
+        &self,
+        v: &Option<Spanned<String>>,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<String>, Problem> {
+        v.as_ref().map(|v| self.filled(v, name, what)).transpose()
+    }
+
+    /// The text of a key that must be there, unless it is blank.
+    pub(super) fn filled(
+        &self,
+        v: &Spanned<String>,
+        name: &str,
+        what: &str,
+    ) -> Result<String, Problem> {
+        self.not_blank(v, v.get_ref(), name, what)?;
+        Ok(v.get_ref().clone())
+    }
+
+    /// The list `v` holds unless an entry is blank; `what` says what belongs in one.
+    pub(super) fn texts(
+        &self,
+        v: &Option<Spanned<Vec<String>>>,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<Vec<String>>, Problem> {
+        let Some(v) = v else { return Ok(None) };
+        for entry in v.get_ref() {
+            self.not_blank(v, entry, name, what)?;
+        }
+        Ok(Some(v.get_ref().clone()))
+    }
+
+    /// `text`, written at `at`, is not blank.
+    fn not_blank<T>(
+        &self,
+        at: &Spanned<T>,
+        text: &str,
+        name: &str,
+        what: &str,
+    ) -> Result<(), Problem> {
+        if !text.trim().is_empty() {
+            return Ok(());
+        }
+        let key = self.key(name);
+        Err(Problem::at(
+            self.lines.of(at),
+            &key,
+            format!("{key} = \"{text}\" is blank: give {what}"),
+        ))
+    }
+}
 
 /// `http://` or `https://` (without a trailing slash), or a problem naming the key and its
 /// line.

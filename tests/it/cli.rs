@@ -184,6 +184,52 @@ async fn run_flow_exits_1_when_the_flow_fails() {
     assert_eq!(server.request_count(), 4);
 }
 
+/// A model that says in plain text that it failed, twice (the second time after being told
+/// to call `terminate`), has not completed its step: the step fails "never confirmed", the
+/// flow fails, and the run exits 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_flow_exits_1_when_the_model_never_confirms_in_plain_text() {
+    let server = ScriptedLlm::start().await;
+    let refusal = "I could not do this; nothing was written";
+    server.push_all([
+        plan_reply(&["[MANUS] Write the report"]),
+        Reply::text(refusal),
+        Reply::text(refusal),
+        Reply::text("Nothing was written."),
+    ]);
+    let dir = Scratch::new("cli-unconfirmed");
+    let overrides = [("flow.max_step_retries", "0")];
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &overrides));
+    let out = manus(
+        &dir,
+        Some(&config),
+        &["run-flow", "Write the report", "--json"],
+        None,
+    )
+    .await;
+
+    assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
+    let outcome = out.json();
+    assert_eq!(outcome["status"], "failed");
+    assert_eq!(step_field(&outcome, "status"), [json!("failed")]);
+    let notes = step_field(&outcome, "notes")[0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(notes.contains("never confirmed"), "{notes}");
+    assert!(
+        notes.contains("plain text without calling `terminate`") && notes.contains(refusal),
+        "{notes}"
+    );
+    // The planning call, the two plain answers (one nudge between them), the summary.
+    assert_eq!(server.request_count(), 4);
+    let nudged = server.requests()[2].last_user_text().unwrap();
+    assert!(
+        nudged.contains("status success") && nudged.contains("status failure"),
+        "{nudged}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn run_flow_exits_1_on_rejected_credentials() {
     let server = ScriptedLlm::start().await;
@@ -552,6 +598,63 @@ async fn config_check_names_the_key_of_a_wrong_type() {
         &["max_steps"],
     )
     .await;
+}
+
+/// Values that cannot work are refused with the range the key takes (issue 24, item 4).
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_rejects_values_out_of_range_and_blank_paths() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("unused");
+    for (key, value, says) in [
+        (
+            "agents.manus.replicas",
+            "0",
+            "[agents.manus] replicas = 0 is out of range: use 1 to",
+        ),
+        (
+            "tools.bash_timeout_secs",
+            "9223372036854775807",
+            "use 1 to 604800 seconds",
+        ),
+        (
+            "runtime.workspace",
+            "\"\"",
+            "[runtime] workspace = \"\" is blank",
+        ),
+    ] {
+        let text = config_with(&server, &dir.workspace(), &[(key, value)]);
+        let name = key.rsplit('.').next().unwrap_or(key);
+        expect_invalid(
+            "out-of-range",
+            &text,
+            Some(&format!("{name} = {value}")),
+            &[says],
+        )
+        .await;
+    }
+}
+
+/// A config that is not UTF-8 is refused at the line (and byte) where it stops being so.
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_names_the_line_of_a_byte_that_is_not_utf8() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("cli-not-utf8");
+    let text = config_with(&server, &dir.workspace(), &[]);
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(b"# caf\xe9\n");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, &bytes).unwrap();
+    let line = bytes.iter().filter(|b| **b == b'\n').count();
+    let out = manus(&dir, Some(&config), &["config", "check"], None).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "{}:{line}: byte 6 of this line, after \"# caf\", is not UTF-8",
+            config.display()
+        )),
+        "{}",
+        out.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -17,7 +17,7 @@ use manus_rt::{
 };
 use serde_json::json;
 use support::llm_server::{Recorded, Reply, Request, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, plan_reply};
+use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, line_of, plan_reply};
 
 const MANUS_TOOLS: [&str; 8] = [
     "python_execute",
@@ -384,6 +384,77 @@ async fn malformed_tool_arguments_are_reported_to_the_model() {
         .any(|e| matches!(e, FlowEvent::ToolFinished { tool, ok: false, .. } if tool == "bash"));
     assert!(failed_bash);
     assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+}
+
+/// Plain text does not complete a step: the model is told once to call `terminate`, and a
+/// `terminate` with success after that completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_text_is_nudged_and_terminate_then_completes_the_step() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] Write the note"]),
+        Reply::text("The note is written."),
+        done("Wrote the note."),
+        Reply::text("The note is written."),
+    ]);
+    let dir = Scratch::new("textnudge");
+    let rt = start(&server, &dir, &[("flow.max_step_retries", "0")]).await;
+    let (events, outcome) = run(&rt, "Write the note").await;
+    rt.shutdown().await;
+
+    assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+    assert_eq!(
+        finished(&events),
+        [(0, StepStatus::Completed, "Wrote the note.".to_string())]
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 4, "planner + 2 rounds + summary");
+    let first = reqs[1].last_user_text().unwrap();
+    assert!(
+        !first.contains("plain text"),
+        "no nudge before any reply: {first}"
+    );
+    let nudged = reqs[2].last_user_text().unwrap();
+    assert!(
+        nudged.contains("without calling a tool")
+            && nudged.contains("`terminate`")
+            && nudged.contains("status success")
+            && nudged.contains("status failure")
+            && nudged.contains("continue with the next tool call"),
+        "{nudged}"
+    );
+}
+
+/// Plain text twice, the second time after the nudge, fails the step as never confirmed,
+/// whatever the text claims, and the flow with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_text_twice_fails_the_step_as_never_confirmed() {
+    let server = ScriptedLlm::start().await;
+    let refusal = "I could not do this; nothing was written";
+    server.push_all([
+        plan_reply(&["[MANUS] Write the note"]),
+        Reply::text(refusal),
+        Reply::text(refusal),
+        Reply::text("Nothing was written."),
+    ]);
+    let dir = Scratch::new("textfail");
+    let rt = start(&server, &dir, &[("flow.max_step_retries", "0")]).await;
+    let (events, outcome) = run(&rt, "Write the note").await;
+    rt.shutdown().await;
+
+    assert_eq!(outcome.status, FlowStatus::Failed, "{outcome:#?}");
+    let ended = finished(&events);
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0].1, StepStatus::Failed);
+    let notes = &outcome.plan.steps[0].notes;
+    assert_eq!(outcome.plan.steps[0].status, StepStatus::Failed);
+    assert!(notes.starts_with("never confirmed"), "{notes}");
+    assert!(
+        notes.contains("plain text without calling `terminate`"),
+        "{notes}"
+    );
+    assert!(notes.contains(refusal), "the last words are kept: {notes}");
+    assert_eq!(server.request_count(), 4, "planner + 2 rounds + summary");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1303,6 +1374,74 @@ async fn the_flow_timeout_ends_a_flow_whose_step_runs_on() {
     // The step was stopped mid-command (a command longer than GUARD, which `run` would
     // have hit had the flow waited for it): it never reported back.
     assert!(finished(&events).is_empty());
+}
+
+/// Every timeout key of the config, at the longest it allows (a week, in seconds).
+const TIMEOUT_KEYS: [&str; 8] = [
+    "tools.bash_timeout_secs",
+    "tools.python_timeout_secs",
+    "tools.ask_timeout_secs",
+    "flow.step_timeout_secs",
+    "flow.flow_timeout_secs",
+    "mcp.call_timeout_secs",
+    "mcp.connect_timeout_secs",
+    "llm.timeout_secs",
+];
+const LONGEST_TIMEOUT: &str = "604800";
+
+/// Timeouts at the longest the config allows run a flow, and so do settings built by hand
+/// with `Duration::MAX` (the engine adds no configured duration to the clock unchecked);
+/// a second more, or `i64::MAX`, is refused at the line that says it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_timeouts_run_a_flow_and_longer_ones_are_refused() {
+    let dir = Scratch::new("longest-timeouts");
+    let longest: Vec<(&str, &str)> = TIMEOUT_KEYS.iter().map(|k| (*k, LONGEST_TIMEOUT)).collect();
+    for hand_built in [false, true] {
+        let server = ScriptedLlm::start().await;
+        server.push_all([
+            plan_reply(&["[MANUS] Say hi"]),
+            Reply::tool("bash", json!({"command": "echo said-hi"})),
+            done("Said hi."),
+            Reply::text("Said hi."),
+        ]);
+        let text = config_with(&server, &dir.workspace(), &longest);
+        let mut config = Config::from_text(&text, "test", None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.tools.bash_timeout, Duration::from_secs(604_800));
+        if hand_built {
+            config.tools.bash_timeout = Duration::MAX;
+            config.tools.python_timeout = Duration::MAX;
+            config.tools.ask_timeout = Duration::MAX;
+            config.flow.step_timeout = Duration::MAX;
+            config.flow.flow_timeout = Duration::MAX;
+        }
+        let rt = Runtime::builder().config(config).start().await.unwrap();
+        let (_, outcome) = run(&rt, "Say hi").await;
+        rt.shutdown().await;
+        assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+        assert!(
+            last_tool_text(&server.requests()[2]).contains("said-hi"),
+            "hand built: {hand_built}"
+        );
+    }
+    let server = ScriptedLlm::start().await;
+    for key in TIMEOUT_KEYS {
+        for bad in ["604801", "9223372036854775807", "0"] {
+            let text = config_with(&server, &dir.workspace(), &[(key, bad)]);
+            let e = Config::from_text(&text, "test", None).unwrap_err();
+            let name = key.rsplit('.').next().unwrap_or(key);
+            assert_eq!(
+                e.line,
+                Some(line_of(&text, &format!("{name} = {bad}"))),
+                "{e}"
+            );
+            assert!(
+                e.to_string().contains(&format!(
+                    "{name} = {bad} is out of range: use 1 to 604800 seconds"
+                )),
+                "{e}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,7 @@ mod example_cassette;
 mod flow_runtime;
 mod llm_server_selftest;
 mod mcp;
+mod mcp_http;
 mod sandbox;
 mod serve;
 mod store;

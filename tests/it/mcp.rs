@@ -13,7 +13,9 @@ use std::time::Duration;
 use manus_rt::{Config, FlowStatus};
 use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, observation, start_single};
+use support::scenario::{
+    Scratch, config_with, done, free_port, listening_soon, observation, start_single,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 
@@ -61,15 +63,6 @@ async fn run_single(config: Config, task: &str) -> manus_rt::FlowOutcome {
     outcome
 }
 
-/// A free port on 127.0.0.1.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A peer process, killed by its PID when dropped.
 struct Peer(tokio::process::Child);
 
@@ -94,16 +87,11 @@ async fn everything_over_http(mode: &str) -> (Peer, u16) {
         .kill_on_drop(true)
         .spawn()
         .expect("node runs the reference server");
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return (Peer(child), port);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the reference server did not listen on {port} in {mode} mode");
+    assert!(
+        listening_soon(port).await,
+        "the reference server did not listen on {port} in {mode} mode"
+    );
+    (Peer(child), port)
 }
 
 /// Echo and add through the reference server; check what the model saw and got.
@@ -356,18 +344,10 @@ async fn the_python_sdk_client_uses_our_tools_over_http() {
         .spawn()
         .unwrap();
     let peer = Peer(child);
-    let mut up = false;
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "manus-rt mcp-server did not listen on {port}");
+    assert!(
+        listening_soon(port).await,
+        "manus-rt mcp-server did not listen on {port}"
+    );
     let url = format!("http://127.0.0.1:{port}/mcp");
     let report = python_client(&["http", &url], &dir.workspace()).await;
     assert_client_report(&report, &dir.workspace());

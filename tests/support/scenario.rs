@@ -190,6 +190,29 @@ pub async fn start_single(
     (rt, flow)
 }
 
+/// A free port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether something listens on 127.0.0.1:`port` within 10 s.
+pub async fn listening_soon(port: u16) -> bool {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}
+
 /// The tool observation the model got after request `n` (0-based) was answered.
 pub fn observation(server: &ScriptedLlm, n: usize) -> String {
     last_tool_text(&server.requests()[n + 1])

@@ -80,8 +80,18 @@ const STUCK_NUDGE: &str = "You have produced the same response several times wit
 repeating it: reconsider what went wrong, try a different approach or tool, or, if the step cannot be \
 done, say why and call `terminate` with status failure.";
 
-const NO_TOOL_NUDGE: &str = "You replied without calling a tool. If the step is finished, call \
-`terminate`; otherwise take the next action with a tool call.";
+const NO_TOOL_NUDGE: &str = "You replied in plain text without calling a tool. Only `terminate` \
+ends the step: call it with status success if the step is done, or with status failure if it \
+cannot be done, saying why; otherwise continue with the next tool call.";
+
+/// Why a step ended whose model answered in plain text again after being told to call
+/// `terminate`: text alone never confirms a step, whatever it says.
+fn never_confirmed(last_words: &str) -> String {
+    format!(
+        "never confirmed: the model answered in plain text without calling `terminate`, \
+         even after being told to; its last words: {last_words}"
+    )
+}
 
 pub struct ExecutorAgent;
 
@@ -242,7 +252,8 @@ struct StepRun<'a> {
     usage: Usage,
     nudge: Option<&'static str>,
     nudged_for_stuck: bool,
-    text_only_replies: u32,
+    /// The last reply was plain text, and the model has been told to call `terminate`.
+    nudged_for_text: bool,
     /// The last round used the browser: the next prompt shows its state.
     browsed: bool,
 }
@@ -268,7 +279,7 @@ impl<'a> StepRun<'a> {
             usage: Usage::default(),
             nudge: None,
             nudged_for_stuck: false,
-            text_only_replies: 0,
+            nudged_for_text: false,
             browsed: false,
         }
     }
@@ -386,15 +397,17 @@ impl<'a> StepRun<'a> {
             let text = msg.text().trim().to_string();
             self.memory.push(msg);
             if calls.is_empty() {
-                self.text_only_replies += 1;
-                if self.text_only_replies >= 2 {
-                    // The model insists it has nothing more to do: take its word as the result.
-                    return self.outcome(StepStatus::Completed, text, round);
+                // Only `terminate` with success completes a step: text once earns a nudge,
+                // text again right after it ends the step unconfirmed.
+                if self.nudged_for_text {
+                    let last = self.last_words();
+                    return self.outcome(StepStatus::Failed, never_confirmed(&last), round);
                 }
+                self.nudged_for_text = true;
                 self.nudge = self.nudge.or(Some(NO_TOOL_NUDGE));
                 continue;
             }
-            self.text_only_replies = 0;
+            self.nudged_for_text = false;
             self.browsed = calls
                 .iter()
                 .any(|c| tools::builtin(&c.function.name).is_some_and(|b| b.browser));
@@ -556,11 +569,15 @@ impl<'a> StepRun<'a> {
             mcp: route,
         };
         // The tools enforce their own limits; this bound only catches a worker that hangs.
+        // Saturating: settings built by hand may hold any duration.
         let mcp_limit = inv.mcp.as_ref().map_or(Duration::ZERO, |r| {
-            r.handle.call_timeout + r.handle.connect_timeout
+            r.handle
+                .call_timeout
+                .saturating_add(r.handle.connect_timeout)
         });
-        let limit = tools::longest_deadline(&self.state.spec.tool_settings).max(mcp_limit)
-            + Duration::from_secs(30);
+        let limit = tools::longest_deadline(&self.state.spec.tool_settings)
+            .max(mcp_limit)
+            .saturating_add(Duration::from_secs(30));
         let worker = match &self.state.worker {
             Some(w) => w.clone(),
             None => match spawn_worker(self.myself, &self.state.spec, self.req).await {

@@ -84,7 +84,11 @@ pub struct BrowserHandle {
 impl BrowserHandle {
     async fn run(&self, flow_id: &str, request: BrowserRequest) -> Result<BrowserReply, String> {
         // A session may need starting first; the owner bounds each request itself.
-        let wait = self.settings.page_load_timeout * 2 + Duration::from_secs(90);
+        let wait = self
+            .settings
+            .page_load_timeout
+            .saturating_mul(2)
+            .saturating_add(Duration::from_secs(90));
         let flow_id = flow_id.to_string();
         let call = self
             .supervisor

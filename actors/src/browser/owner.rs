@@ -159,7 +159,10 @@ impl OwnerState {
             BrowserRequest::State { .. } => "reading the browser state",
         };
         // WebDriver bounds page loads and scripts; this only catches a driver that hangs.
-        let limit = self.settings.page_load_timeout + Duration::from_secs(30);
+        let limit = self
+            .settings
+            .page_load_timeout
+            .saturating_add(Duration::from_secs(30));
         let session = self.session.as_mut().expect("opened above");
         let done = tokio::time::timeout(limit, session.serve(request, &self.settings)).await;
         let failure = match done {

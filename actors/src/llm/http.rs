@@ -131,14 +131,15 @@ impl Route {
     }
 }
 
-/// `Retry-After` in seconds, when the server gives it so.
+/// `Retry-After` in seconds, when the server gives it so. A wait too long for a `Duration`
+/// (`1e20`) is the longest one; the retry policy caps every wait anyway.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     headers
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+        .map(|s| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
 }
 
 /// An error with what caused it, as one line (reqwest's own message is terse).
@@ -161,6 +162,24 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
 
     use super::*;
+
+    #[test]
+    fn a_retry_after_past_any_duration_is_the_longest_wait_not_a_panic() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (value, wait) in [
+            ("1e20", Some(Duration::MAX)),
+            ("2.5", Some(Duration::from_millis(2500))),
+            ("-1", None),
+            ("NaN", None),
+            ("inf", None),
+            ("soon", None),
+        ] {
+            headers.insert(RETRY_AFTER, HeaderValue::from_static(value));
+            assert_eq!(retry_after(&headers), wait, "{value}");
+        }
+        let policy = crate::llm::retry::RetryPolicy::default();
+        assert_eq!(policy.delay(1, Some(Duration::MAX)), policy.max_delay);
+    }
 
     const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
 

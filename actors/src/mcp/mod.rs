@@ -1,10 +1,12 @@
 //! MCP both ways. As a client, each configured server gets a connection actor
 //! (`client.rs`) that owns its session; an agent's tool set gains the server's tools as
 //! `mcp_{server}_{tool}` (`McpToolset`), and calls travel agent → tool worker → connection.
-//! As a server (`server.rs`), manus-rt offers its own tools to any MCP client.
+//! As a server (`server.rs`), manus-rt offers its own tools to any MCP client; over HTTP,
+//! `sessions.rs` caps its sessions and closes idle ones.
 
 pub mod client;
 pub mod server;
+pub mod sessions;
 mod sse;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -71,7 +73,10 @@ impl McpHandle {
     /// The server's current tools (cached by the connection until they change).
     pub async fn tools(&self) -> Result<std::sync::Arc<Vec<McpToolInfo>>, String> {
         // Connecting may start a process and list tools; the actor bounds both.
-        let wait = self.connect_timeout * 2 + Duration::from_secs(5);
+        let wait = self
+            .connect_timeout
+            .saturating_mul(2)
+            .saturating_add(Duration::from_secs(5));
         let call = self.conn.call(McpMsg::Tools, Some(wait)).await;
         answered(call, &format!("the MCP server `{}`", self.server), wait)
     }
@@ -88,7 +93,11 @@ impl McpRoute {
             serde_json::Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
-        let wait = self.handle.call_timeout + self.handle.connect_timeout + Duration::from_secs(5);
+        let wait = self
+            .handle
+            .call_timeout
+            .saturating_add(self.handle.connect_timeout)
+            .saturating_add(Duration::from_secs(5));
         let tool = self.tool.clone();
         let answer = self
             .handle

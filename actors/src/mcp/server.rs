@@ -1,8 +1,11 @@
 //! manus-rt's tools served over MCP (stdio, or streamable HTTP under `/mcp`), for Claude
 //! Desktop, an IDE or another agent. Each MCP session gets its own tool worker, so a shell
 //! session or edit history belongs to one client, a panicking tool is restarted, and the
-//! workspace confinement and sandbox settings are exactly the agents'.
+//! workspace confinement and sandbox settings are exactly the agents'. Over HTTP, the
+//! `Host` and `Origin` checks, the 400 for a body that is not JSON-RPC and the session cap
+//! are here (sessions.rs closes idle sessions); bearer tokens are the host's layer.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,14 +13,15 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest,
+    ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
+use super::sessions::Sessions;
 use crate::llm::{FunctionCall, ToolCall, ToolSpec};
 use crate::protocol::{SandboxMsg, ToolInvocation, ToolMsg};
 use crate::sandbox::SandboxHandle;
@@ -102,7 +106,10 @@ impl ToolServer {
             span: tracing::Span::current(),
         };
         let s = &self.serve.settings;
-        let limit = s.python_timeout.max(s.bash_timeout) + Duration::from_secs(30);
+        let limit = s
+            .python_timeout
+            .max(s.bash_timeout)
+            .saturating_add(Duration::from_secs(30));
         match worker
             .call(|reply| ToolMsg::Call(inv, reply), Some(limit))
             .await
@@ -212,29 +219,136 @@ pub async fn serve_stdio(serve: ServeSettings) -> Result<(), String> {
         .map_err(|e| format!("the MCP session failed: {e}"))
 }
 
-/// Serve streamable HTTP at `/mcp` on `listener` until `shutdown` resolves.
-pub async fn serve_http(
-    serve: ServeSettings,
-    listener: tokio::net::TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), String> {
-    let serve = Arc::new(serve);
-    let mut config = StreamableHttpServerConfig::default();
-    // The default allows only loopback host names; a server bound elsewhere accepts its own.
-    if let Ok(addr) = listener.local_addr()
-        && !addr.ip().is_loopback()
-    {
-        config.allowed_hosts.push(addr.ip().to_string());
-        config.allowed_hosts.push(addr.to_string());
+/// How the streamable HTTP transport admits clients and lets their sessions go.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSettings {
+    /// Most sessions open at once; an `initialize` beyond them is answered 503.
+    pub max_sessions: usize,
+    /// A session with no request running and none for this long is closed, and its tool
+    /// worker (with its shell) stopped.
+    pub session_idle: Duration,
+    /// Browser origins answered besides this machine's loopback ones, as
+    /// `scheme://host[:port]` (`:*` for any port).
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            max_sessions: 32,
+            session_idle: Duration::from_secs(300),
+            allowed_origins: vec![],
+        }
     }
-    let service = StreamableHttpService::new(
-        move || Ok(ToolServer::new(serve.clone())),
-        LocalSessionManager::default().into(),
-        config,
-    );
-    let app = axum::Router::new().nest_service("/mcp", service);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| format!("the MCP HTTP server failed: {e}"))
+}
+
+/// The browser origins always answered: pages served from this machine's loopback. A
+/// request without `Origin` (not from a browser) passes; one with another is refused (403).
+const LOOPBACK_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
+/// The streamable HTTP transport at `/mcp`, for a server listening on `local`. rmcp checks
+/// `Host` (loopback names, and `local` itself when it is not loopback) and `Origin`
+/// (`LOOPBACK_ORIGINS` and `http.allowed_origins`); `admit` answers a body that is not a
+/// JSON-RPC message with 400 and an `initialize` beyond `http.max_sessions` with 503.
+/// Authentication is the caller's layer to add.
+pub fn http_router(serve: ServeSettings, http: &HttpSettings, local: SocketAddr) -> axum::Router {
+    let serve = Arc::new(serve);
+    let origins = LOOPBACK_ORIGINS.iter().map(|o| o.to_string());
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_origins(origins.chain(http.allowed_origins.iter().cloned()))
+        .enforce_origin_validation();
+    if !local.ip().is_loopback() {
+        config.allowed_hosts.push(local.ip().to_string());
+        config.allowed_hosts.push(local.to_string());
+    }
+    let sessions = Sessions::start(http.max_sessions, http.session_idle);
+    let gate = Gate {
+        sessions: sessions.clone(),
+        max_body: config.max_request_body_bytes,
+    };
+    let service =
+        StreamableHttpService::new(move || Ok(ToolServer::new(serve.clone())), sessions, config);
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(gate, admit))
+}
+
+/// What `admit` checks requests against.
+#[derive(Clone)]
+struct Gate {
+    sessions: Arc<Sessions>,
+    max_body: usize,
+}
+
+/// Answer a POST whose body is not one JSON-RPC message with 400 (rmcp says 415), and an
+/// `initialize` while the sessions are at their cap with 503; let the rest through.
+async fn admit(
+    axum::extract::State(gate): axum::extract::State<Gate>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, gate.max_body).await {
+        Ok(b) => b,
+        Err(e) => {
+            let too_long = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            let (status, why) = if too_long {
+                let limit = gate.max_body;
+                let why = format!("the request body is larger than {limit} bytes");
+                (StatusCode::PAYLOAD_TOO_LARGE, why)
+            } else {
+                let why = format!("the request body could not be read: {e}");
+                (StatusCode::BAD_REQUEST, why)
+            };
+            return jsonrpc_error(status, serde_json::Value::Null, -32600, why);
+        }
+    };
+    let message = match serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            // JSON-RPC's codes: not JSON at all, or JSON that is not a message.
+            let (code, what) = match e.classify() {
+                serde_json::error::Category::Data => (-32600, "Invalid Request"),
+                _ => (-32700, "Parse error"),
+            };
+            let why = format!("{what}: the body is not one JSON-RPC message ({e})");
+            return jsonrpc_error(StatusCode::BAD_REQUEST, serde_json::Value::Null, code, why);
+        }
+    };
+    let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    let ClientJsonRpcMessage::Request(request) = &message else {
+        return next.run(req).await;
+    };
+    if !matches!(request.request, ClientRequest::InitializeRequest(_)) {
+        return next.run(req).await;
+    }
+    let _one_at_a_time = gate.sessions.opening.lock().await;
+    if let Some(why) = gate.sessions.refusal() {
+        let id = serde_json::to_value(&request.id).unwrap_or_default();
+        return jsonrpc_error(StatusCode::SERVICE_UNAVAILABLE, id, -32000, why);
+    }
+    next.run(req).await
+}
+
+/// A JSON-RPC error answer with HTTP status `status`.
+fn jsonrpc_error(
+    status: axum::http::StatusCode,
+    id: serde_json::Value,
+    code: i64,
+    message: String,
+) -> axum::response::Response {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    axum::response::IntoResponse::into_response((status, axum::Json(body)))
 }

@@ -343,9 +343,8 @@ impl ContainerState {
             }
             Ok(())
         };
-        let timed_out_outside = tokio::time::timeout(limit + Duration::from_secs(10), collect)
-            .await
-            .is_err();
+        let outside = limit.saturating_add(Duration::from_secs(10));
+        let timed_out_outside = tokio::time::timeout(outside, collect).await.is_err();
         let code = self
             .docker
             .inspect_exec(&exec_id)

@@ -81,7 +81,7 @@ impl SandboxHandle {
     ) -> Result<SandboxReply, String> {
         let flow_id = flow_id.to_string();
         // Creating a container may take a while on a cold engine; the op has its own limit.
-        let wait = limit + Duration::from_secs(120);
+        let wait = limit.saturating_add(Duration::from_secs(120));
         let call = self
             .supervisor
             .call(

@@ -1,0 +1,313 @@
+//! `manus-rt mcp-server --transport http` as a stranger meets it, over real HTTP on
+//! 127.0.0.1 (no MCP peers needed): bearer tokens, the `Origin` check, the answer to a body
+//! that is not JSON-RPC, the session cap, and idle sessions closed with their shells.
+
+use crate::support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::llm_server::ScriptedLlm;
+use support::scenario::{Scratch, config_with, free_port, listening_soon};
+
+const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
+const TOKEN: &str = "mcp-test-token";
+const VERSION: &str = "2025-06-18";
+
+/// A running `mcp-server --transport http`, killed when dropped.
+struct McpServer {
+    child: tokio::process::Child,
+    url: String,
+    http: reqwest::Client,
+    _dir: Scratch,
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Start the server with the test config plus `overrides` and wait until it listens.
+async fn start(name: &str, overrides: &[(&str, &str)]) -> McpServer {
+    let llm = ScriptedLlm::start().await;
+    let dir = Scratch::new(name);
+    let config = dir.write_config(&config_with(&llm, &dir.workspace(), overrides));
+    let port = free_port();
+    let child = tokio::process::Command::new(BIN)
+        .current_dir(dir.path())
+        .env_remove("MANUS_API_TOKENS")
+        .arg("--config")
+        .arg(&config)
+        .args(["mcp-server", "--transport", "http", "--bind"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    assert!(
+        listening_soon(port).await,
+        "manus-rt mcp-server did not listen on {port}"
+    );
+    McpServer {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        http: reqwest::Client::new(),
+        _dir: dir,
+    }
+}
+
+fn with_tokens() -> (&'static str, String) {
+    ("server.api_tokens", format!("[\"{TOKEN}\"]"))
+}
+
+fn initialize(id: u64) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": VERSION, "capabilities": {},
+        "clientInfo": {"name": "mcp-http-test", "version": "1"}}})
+    .to_string()
+}
+
+impl McpServer {
+    /// A POST to /mcp with `body`, the token `token` (if any), `Origin` (if any) and the
+    /// session id (if any).
+    async fn post(
+        &self,
+        body: String,
+        token: Option<&str>,
+        origin: Option<&str>,
+        session: Option<&str>,
+    ) -> reqwest::Response {
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .timeout(Duration::from_secs(60))
+            .body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(o) = origin {
+            req = req.header("Origin", o);
+        }
+        if let Some(s) = session {
+            req = req
+                .header("Mcp-Session-Id", s)
+                .header("MCP-Protocol-Version", VERSION);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// Open a session (initialize, then the initialized notification); its id.
+    async fn open_session(&self) -> String {
+        let resp = self.post(initialize(1), Some(TOKEN), None, None).await;
+        assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+        let id = resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let reply = rpc_reply(resp).await;
+        assert!(reply["result"]["serverInfo"].is_object(), "{reply}");
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+        let resp = self.post(note, Some(TOKEN), None, Some(&id)).await;
+        assert_eq!(resp.status(), 202);
+        id
+    }
+
+    /// Call `bash` with `command` in session `id`; the tool's text.
+    async fn bash(&self, id: &str, command: &str) -> String {
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": command}}});
+        let resp = self
+            .post(call.to_string(), Some(TOKEN), None, Some(id))
+            .await;
+        assert_eq!(resp.status(), 200);
+        let reply = rpc_reply(resp).await;
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no tool text in {reply}"))
+            .to_string()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().expect("the server is running")
+    }
+}
+
+/// The JSON-RPC answer in a response, whether sent as JSON or as server-sent events.
+async fn rpc_reply(resp: reqwest::Response) -> Value {
+    let sse = resp
+        .headers()
+        .get("content-type")
+        .is_some_and(|c| c.to_str().unwrap().starts_with("text/event-stream"));
+    let text = resp.text().await.unwrap();
+    if !sse {
+        return serde_json::from_str(&text).unwrap();
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("result").is_some() || v.get("error").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer in the stream:\n{text}"))
+}
+
+/// The `bash` processes whose parent is `pid`.
+fn bash_children(pid: u32) -> usize {
+    let out = std::process::Command::new("pgrep")
+        .args(["-P", &pid.to_string(), "-x", "bash"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+/// Whether process `pid` has ended (gone, or a zombie waiting for its reaper).
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_origins_and_bodies_are_checked() {
+    let (key, tokens) = with_tokens();
+    let server = start("mcp-http-guard", &[(key, &tokens)]).await;
+
+    // No token, or a wrong one: 401, and nothing runs.
+    let resp = server.post(initialize(1), None, None, None).await;
+    assert_eq!(resp.status(), 401);
+    assert_eq!(resp.headers()["www-authenticate"], "Bearer");
+    assert!(resp.text().await.unwrap().contains("api_tokens"));
+    let resp = server.post(initialize(1), Some("guess"), None, None).await;
+    assert_eq!(resp.status(), 401);
+
+    // A browser page from elsewhere: 403; one served from loopback passes.
+    for evil in [
+        "https://evil.example",
+        "http://127.0.0.1.evil.example:80",
+        "null",
+    ] {
+        let resp = server
+            .post(initialize(1), Some(TOKEN), Some(evil), None)
+            .await;
+        assert_eq!(resp.status(), 403, "Origin {evil}");
+    }
+    let resp = server
+        .post(
+            initialize(2),
+            Some(TOKEN),
+            Some("http://localhost:5173"),
+            None,
+        )
+        .await;
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+
+    // Malformed JSON, and JSON that is not a JSON-RPC message: 400 with a JSON-RPC error.
+    for (body, code) in [
+        ("{\"jsonrpc\": \"2.0\", ", -32700),
+        ("{\"hello\": 1}", -32600),
+    ] {
+        let resp = server.post(body.into(), Some(TOKEN), None, None).await;
+        assert_eq!(resp.status(), 400, "{body}");
+        let answer: Value = resp.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+    }
+
+    // The right token: a session opens and a tool runs.
+    let id = server.open_session().await;
+    assert!(server.bash(&id, "echo guarded").await.contains("guarded"));
+}
+
+#[tokio::test]
+async fn without_tokens_it_refuses_to_listen_beyond_loopback() {
+    let llm = ScriptedLlm::start().await;
+    let dir = Scratch::new("mcp-http-open");
+    let config = dir.write_config(&config_with(&llm, &dir.workspace(), &[]));
+    let out = tokio::process::Command::new(BIN)
+        .current_dir(dir.path())
+        .env_remove("MANUS_API_TOKENS")
+        .arg("--config")
+        .arg(&config)
+        .args(["mcp-server", "--transport", "http", "--bind", "0.0.0.0:0"])
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("without bearer tokens"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_cap_refuses_the_next_with_a_clear_error() {
+    let (key, tokens) = with_tokens();
+    let server = start("mcp-http-cap", &[(key, &tokens), ("mcp.max_sessions", "2")]).await;
+    let first = server.open_session().await;
+    let _second = server.open_session().await;
+
+    let resp = server.post(initialize(3), Some(TOKEN), None, None).await;
+    assert_eq!(resp.status(), 503);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["id"], 3, "{answer}");
+    let why = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains("maximum of 2 MCP sessions") && why.contains("max_sessions"),
+        "{why}"
+    );
+
+    // Ending a session makes room.
+    let resp = server
+        .http
+        .delete(&server.url)
+        .bearer_auth(TOKEN)
+        .header("Mcp-Session-Id", &first)
+        .header("MCP-Protocol-Version", VERSION)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    server.open_session().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_closed_with_its_shell() {
+    let (key, tokens) = with_tokens();
+    let server = start(
+        "mcp-http-idle",
+        &[(key, &tokens), ("mcp.session_idle_secs", "2")],
+    )
+    .await;
+    let id = server.open_session().await;
+    // A call longer than the idle time is not cut: only a session with nothing running
+    // is idle.
+    let slow = server.bash(&id, "sleep 3; echo still-here").await;
+    assert!(slow.contains("still-here"), "{slow}");
+    // The shell leaves a command running in the background.
+    let out = server.bash(&id, "sleep 300 & echo $!").await;
+    let sleeper: u32 = out
+        .lines()
+        .find_map(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {out}"));
+    assert_eq!(bash_children(server.pid()), 1, "the session's shell runs");
+    assert!(!ended(sleeper));
+
+    // Left alone, the session is closed, and its shell and what the shell started end.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (bash_children(server.pid()) > 0 || !ended(sleeper)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(bash_children(server.pid()), 0, "the shell is gone");
+    assert!(ended(sleeper), "the shell's background command is gone");
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).to_string();
+    let resp = server.post(call, Some(TOKEN), None, Some(&id)).await;
+    assert_eq!(resp.status(), 404, "the session is gone");
+}
