@@ -1,7 +1,7 @@
 //! Generated tool arguments (test builds only): every built-in tool's `call` is given
 //! arguments drawn from its own schema, some values replaced by any JSON. The properties:
-//! reading them never panics, and a refused call says why in a message that starts with
-//! the tool's name and names one of its arguments (or the arguments as a whole).
+//! reading them never panics, a refusal starts with the tool's name, and one for arguments
+//! that cannot be read names one of the tool's arguments (or the arguments as a whole).
 //!
 //! So that no generated call runs a command, writes a file or opens a page, every call but
 //! those of the tools that only keep state (`terminate`, `planning`) carries one argument
@@ -95,8 +95,11 @@ fn wrong_for(g: &mut Gen, kind: &str) -> Value {
         ("object", json!({"a": 1})),
         ("boolean", json!(false)),
     ];
-    // An integer is also a number.
-    let fits = |k: &str| k == kind || (kind == "number" && k == "integer");
+    // An integer is also a number, and a lone string may stand for a list of one (`crawl`
+    // reads `urls` so).
+    let fits = |k: &str| {
+        k == kind || (kind == "number" && k == "integer") || (kind == "array" && k == "string")
+    };
     let wrong: Vec<&Value> = values
         .iter()
         .filter(|(k, _)| !fits(k))
@@ -155,27 +158,33 @@ fn fuzz_tool_arguments() {
         let Some(result) = tool.call(args.clone(), &ctx).now_or_never() else {
             panic!("{name} waited on a call it should have refused: {args}");
         };
-        match result {
-            Ok(_) => assert!(!spoilt, "{name} accepted {args}"),
-            Err(e) => assert_names_the_argument(name, &e.0, &args, schema),
-        }
+        let refusal = match result {
+            Ok(_) => return assert!(!spoilt, "{name} accepted {args}"),
+            Err(e) => e.0,
+        };
+        assert_refusal(name, &refusal, &args, spoilt.then_some(&*schema));
         if *name == "planning" {
             // The planner reads its own planning calls the same way.
             if let Err(e) = planning::read_call(&args) {
-                assert_names_the_argument(name, &e.0, &args, schema);
+                assert_refusal(name, &e.0, &args, spoilt.then_some(&*schema));
             }
         }
     });
 }
 
-/// `msg` starts with `tool: ` and names one of the tool's arguments or the arguments as a
-/// whole.
-fn assert_names_the_argument(tool: &str, msg: &str, args: &Value, schema: &Value) {
+/// `msg` starts with `tool: `; for arguments that cannot be read (`read_against` their
+/// schema), it also names one of the tool's arguments or the arguments as a whole.
+fn assert_refusal(tool: &str, msg: &str, args: &Value, read_against: Option<&Value>) {
+    let Some(rest) = msg.strip_prefix(&format!("{tool}: ")) else {
+        panic!("{tool}'s refusal of {args} does not name the tool: {msg}");
+    };
+    let Some(schema) = read_against else {
+        return;
+    };
     let props = schema.get("properties").and_then(Value::as_object);
     let mut names = props.into_iter().flat_map(|m| m.keys());
-    let rest = msg.strip_prefix(&format!("{tool}: "));
     assert!(
-        rest.is_some_and(|r| r.contains("arguments") || names.any(|n| r.contains(n.as_str()))),
+        rest.contains("arguments") || names.any(|n| rest.contains(n.as_str())),
         "{tool}'s refusal of {args} names no argument: {msg}"
     );
 }
