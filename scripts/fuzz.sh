@@ -14,8 +14,8 @@ for crate in manus-actors manus-rt; do
     cargo test "$@" -p "$crate" --lib fuzz_ -- --nocapture --test-threads=2 2>&1 | tee -a "$out" || status=1
 done
 echo "--- fuzz summary"
-grep -E '^fuzz [a-z_]+: [0-9]+ cases' "$out"
-grep -E '^fuzz [a-z_]+: [0-9]+ cases' "$out" |
+grep -aE '^fuzz [a-z_]+: [0-9]+ cases' "$out"
+grep -aE '^fuzz [a-z_]+: [0-9]+ cases' "$out" |
     awk '{ cases += $3; bad += $5 } END { printf "total: %d cases, %d panicked\n", cases, bad }'
 rm -f "$out"
 exit $status
