@@ -118,6 +118,19 @@ impl Lines<'_> {
         self.of_span(v.span())
     }
 
+    /// The line of the table header `header` (`[llm.fast]`), written with any spacing or
+    /// quoting TOML allows: where a key the table lacks is reported.
+    pub fn header(&self, header: &str) -> Option<usize> {
+        let bare = |l: &str| -> String {
+            let l = l.split('#').next().unwrap_or("");
+            l.chars()
+                .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
+                .collect()
+        };
+        let want = bare(header);
+        self.0.lines().position(|l| bare(l) == want).map(|i| i + 1)
+    }
+
     /// Line `n` of the file with the table it belongs to, e.g.
     /// `[agents.manus] max_steps = "ten"`.
     pub fn quote(&self, n: usize) -> String {

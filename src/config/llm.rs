@@ -96,7 +96,7 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         lines,
     );
     let key = |k: &str| table.key(k);
-    let problem = |k: &str, message: String| Problem::at(None, key(k), message);
+    let problem = |k: &str, message: String| table.missing(k, message);
     let api_type = t.api_type.unwrap_or(ApiTypeToml::Openai);
     let input_price_per_mtok = table
         .number(&t.input_price_per_mtok, "input_price_per_mtok", PRICE)?

@@ -41,6 +41,8 @@ use crate::store::StoreUrl;
 use crate::telemetry::TelemetrySettings;
 
 pub use error::ConfigError;
+#[cfg(test)]
+pub(crate) use error::Lines;
 pub use parse::{Parsed, parse};
 pub use resolve::{Env, process_env};
 

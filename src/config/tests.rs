@@ -657,3 +657,30 @@ fn a_file_that_is_not_utf8_names_the_line_and_byte() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_missing_key_is_reported_on_its_tables_header_line() {
+    let e = load(
+        "[agents.manus]\n\n[ llm ]  # the default profile\nbase_url = \"http://127.0.0.1:1/v1\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(3), Some("[llm] model")),
+        "{e}"
+    );
+    let e = load("[llm]\nmodel = \"m\"\n[llm.\"rec\"]\napi_type = \"replay\"\n[agents.manus]\n")
+        .unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(3), Some("[llm.rec] cassette")),
+        "{e}"
+    );
+    // No header to point at: the key alone says where.
+    let e = load("[agents.manus]\n").unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (None, Some("[llm] model")),
+        "{e}"
+    );
+}

@@ -52,6 +52,12 @@ impl<'t> Table<'t> {
         format!("{} {name}", self.header)
     }
 
+    /// `name` is missing from this table: the problem is on the table's header line, when
+    /// the file has one.
+    pub(super) fn missing(&self, name: &str, message: String) -> Problem {
+        Problem::at(self.lines.header(&self.header), self.key(name), message)
+    }
+
     /// The number `v` holds if it is within `bounds` (NaN never is), `None` if the key is
     /// absent.
     pub(super) fn number<T: Copy + PartialOrd + Display>(

@@ -1,12 +1,13 @@
 //! Generated configs: the example config with values replaced by odd ones, keys renamed,
 //! lines dropped, doubled or uncommented, and bytes changed. The properties: `parse` never
 //! panics, and when the text is well-formed TOML every error says on which line its
-//! problem is, unless the problem is of the file as a whole.
+//! problem is, unless the problem is of the file as a whole or a key is missing from a table
+//! the file has no header for.
 
 use serde_json::Value;
 
 use super::{Gen, run};
-use crate::config::parse;
+use crate::config::{Lines, parse};
 
 const EXAMPLE: &str = include_str!("../../config/config.example.toml");
 
@@ -85,7 +86,8 @@ fn mutated(g: &mut Gen) -> String {
 fn fuzz_config() {
     // The problems of the file as a whole, which no line can be blamed for.
     let whole = ["the agent pool is empty"];
-    // The keys of errors that name a key but no line (a missing key has no line of its own).
+    // The keys of errors that name a key but no line: only a key missing from a table the
+    // file has no header for (a missing key is reported on its table's header line).
     let mut lineless = std::collections::BTreeSet::new();
     run("config", |g| {
         let text = if g.one_in(8) {
@@ -102,10 +104,15 @@ fn fuzz_config() {
                 e.line.is_some() || e.key.is_some(),
                 "an error with neither line nor key: {e}\n--- config:\n{text}"
             );
-            if e.line.is_none() {
-                lineless.extend(e.key);
+            if let (None, Some(key)) = (e.line, &e.key) {
+                let table = key.split(' ').next().unwrap_or("");
+                assert!(
+                    Lines(&text).header(table).is_none(),
+                    "{key} is reported without the line of its table's header: {e}\n--- config:\n{text}"
+                );
+                lineless.insert(key.clone());
             }
         }
     });
-    println!("fuzz config: errors with a key but no line: {lineless:?}");
+    println!("fuzz config: keys missing from a table without a header: {lineless:?}");
 }
