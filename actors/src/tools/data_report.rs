@@ -458,12 +458,14 @@ impl DataReport {
         let html_raw = output_names(args.output_path.as_deref(), &title);
         let files = Files::new(NAME, ctx);
         let html_target = files.resolve(&html_raw).await?;
-        let md_path = html_target.path.with_extension("md");
-        let md_shown = Path::new(&html_target.shown)
-            .with_extension("md")
-            .to_string_lossy()
-            .into_owned();
-        let md_dir = md_path.parent().unwrap_or(Path::new("")).to_path_buf();
+        // The markdown twin is a path of its own, checked like any other.
+        let md_target = files.beside(&html_target, "md").await?;
+        let md_shown = md_target.shown.clone();
+        let md_dir = md_target
+            .path
+            .parent()
+            .unwrap_or(Path::new(""))
+            .to_path_buf();
 
         // Everything is read and checked before anything is written.
         let mut body = String::new();
@@ -549,11 +551,6 @@ impl DataReport {
         );
 
         files.write(&html_target, html.as_bytes()).await?;
-        let md_target = Target {
-            path: md_path,
-            shown: md_shown.clone(),
-            kind: Kind::Missing,
-        };
         files.write(&md_target, markdown.as_bytes()).await?;
         Ok(ToolOutput::text(format!(
             "Wrote `{}` ({} sections, {n_charts} {charts_word} embedded, {} KB; opens offline, \

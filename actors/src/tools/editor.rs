@@ -363,13 +363,12 @@ async fn list_dir(files: &Files<'_>, target: &Target) -> Result<String, ToolErro
         target.shown
     );
     let mut count = 0;
-    for (name, is_dir) in files.entries(&target.path, &target.shown).await? {
+    for (name, is_dir) in files.entries(target, "").await? {
         out.push_str(&name);
         count += 1;
         if is_dir {
             out.push_str("/\n");
-            let (path, shown) = (target.path.join(&name), format!("{}/{name}", target.shown));
-            for (inner, inner_dir) in files.entries(&path, &shown).await? {
+            for (inner, inner_dir) in files.entries(target, &name).await? {
                 out.push_str(&format!(
                     "{name}/{inner}{}\n",
                     if inner_dir { "/" } else { "" }

@@ -3,13 +3,23 @@
 //! under its work_dir, reached through the sandbox supervisor (archive endpoints for
 //! contents, a short shell command for resolving and listing). The file tools (editor,
 //! charts, report) use only this module, so they behave the same on both sides.
+//!
+//! The invariant: on the host, a path is checked and then used only through `beneath`,
+//! which opens it name by name under the workspace's handle without following links, so
+//! nothing a tool reads or writes can be outside the workspace, whatever changes between
+//! the check and the use; named pipes, sockets, devices and hard-linked files are refused.
 
-use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use super::{ToolCtx, ToolError};
 use crate::sandbox::SandboxHandle;
+
+mod beneath;
+#[cfg(test)]
+mod tests;
+
+use beneath::{Found, Mode, Refusal, Root};
 
 /// What a resolved path names right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +38,10 @@ pub(crate) struct Target {
     /// How the path is named in messages: relative to the workspace.
     pub(crate) shown: String,
     pub(crate) kind: Kind,
+    /// On the host: the workspace's resolved root and the path below it, by which the file
+    /// is opened (name by name, links not followed).
+    pub(crate) root: PathBuf,
+    pub(crate) rel: PathBuf,
 }
 
 /// The file side of one tool call: which tool is asking (errors name it) and where.
@@ -72,10 +86,14 @@ impl<'a> Files<'a> {
             }
             None => {
                 let (root, path) = self.resolve_on_host(raw).await?;
-                let kind = match tokio::fs::metadata(&path).await {
-                    Ok(m) if m.is_dir() => Kind::Dir,
-                    Ok(m) => Kind::File(m.len()),
-                    Err(_) => Kind::Missing,
+                let rel = path.strip_prefix(&root).unwrap_or(&path).to_path_buf();
+                let found = self.beneath(&root, move |r| r.find(&rel)).await;
+                let kind = match found {
+                    Ok(Found::Dir) => Kind::Dir,
+                    Ok(Found::File(size)) => Kind::File(size),
+                    // Refused with the reason when used.
+                    Ok(Found::Other) => Kind::File(0),
+                    Ok(Found::Missing) | Err(_) => Kind::Missing,
                 };
                 (root, path, kind, self.ctx.workspace.display().to_string())
             }
@@ -91,7 +109,36 @@ impl<'a> Files<'a> {
             rel if rel.is_empty() => ".".to_string(),
             rel => rel.into_owned(),
         };
-        Ok(Target { path, shown, kind })
+        let rel = relative.to_path_buf();
+        Ok(Target {
+            path,
+            shown,
+            kind,
+            root,
+            rel,
+        })
+    }
+
+    /// Run `op` on the workspace's handle, off the async threads.
+    async fn beneath<T: Send + 'static>(
+        &self,
+        root: &Path,
+        op: impl FnOnce(&Root) -> Result<T, Refusal> + Send + 'static,
+    ) -> Result<T, Refusal> {
+        let root = root.to_path_buf();
+        tokio::task::spawn_blocking(move || op(&Root::open(&root)?))
+            .await
+            .unwrap_or_else(|e| Err(Refusal::Io(std::io::Error::other(e))))
+    }
+
+    /// The other file with the same path as `target` but `extension`: checked like any path.
+    pub(crate) async fn beside(
+        &self,
+        target: &Target,
+        extension: &str,
+    ) -> Result<Target, ToolError> {
+        let shown = Path::new(&target.shown).with_extension(extension);
+        self.resolve(&shown.to_string_lossy()).await
     }
 
     /// The workspace root and `raw` resolved by the host's file system.
@@ -205,9 +252,12 @@ impl<'a> Files<'a> {
                     .read(&self.ctx.flow_id, &target.path.to_string_lossy())
                     .await
             }
-            None => tokio::fs::read(&target.path)
-                .await
-                .map_err(|e| e.to_string()),
+            None => {
+                let rel = target.rel.clone();
+                self.beneath(&target.root, move |r| r.read(&rel))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
         };
         read.map_err(|e| self.fail(format!("cannot read `{}`: {e}", target.shown)))
     }
@@ -224,14 +274,13 @@ impl<'a> Files<'a> {
                     )
                     .await
             }
-            None => async {
-                if let Some(parent) = target.path.parent() {
-                    tokio::fs::create_dir_all(parent).await?;
-                }
-                tokio::fs::write(&target.path, bytes).await
+            None => {
+                let (rel, bytes) = (target.rel.clone(), bytes.to_vec());
+                self.beneath(&target.root, move |r| r.write(&rel, &bytes, Mode::Replace))
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
             }
-            .await
-            .map_err(|e| e.to_string()),
         };
         written.map_err(|e| self.fail(format!("cannot write `{}`: {e}", target.shown)))
     }
@@ -246,34 +295,25 @@ impl<'a> Files<'a> {
             // between the check above and this write.
             return self.write(target, bytes).await.map(|_| true);
         }
-        let failed =
-            |e: std::io::Error| self.fail(format!("cannot create `{}`: {e}", target.shown));
-        if let Some(parent) = target.path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(failed)?;
-        }
-        let opened = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&target.path)
-            .await;
-        let mut file = match opened {
-            Ok(file) => file,
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(failed(e)),
-        };
-        use tokio::io::AsyncWriteExt;
-        file.write_all(bytes).await.map_err(failed)?;
-        file.flush().await.map_err(failed)?;
-        Ok(true)
+        let (rel, bytes) = (target.rel.clone(), bytes.to_vec());
+        self.beneath(&target.root, move |r| {
+            r.write(&rel, &bytes, Mode::CreateNew)
+        })
+        .await
+        .map_err(|e| self.fail(format!("cannot create `{}`: {e}", target.shown)))
     }
 
-    /// Visible entries of the directory at `dir`, sorted by name, each with whether it is a
-    /// directory. Symbolic links are listed but not followed.
+    /// Visible entries of the directory `target`, or of its sub-directory `sub` when not
+    /// empty, sorted by name, each with whether it is a directory. Symbolic links are listed
+    /// but not followed.
     pub(crate) async fn entries(
         &self,
-        dir: &Path,
-        shown: &str,
+        target: &Target,
+        sub: &str,
     ) -> Result<Vec<(String, bool)>, ToolError> {
+        let (dir, rel) = (target.path.join(sub), target.rel.join(sub));
+        let shown = Path::new(&target.shown).join(sub);
+        let shown = shown.display();
         let failed = |e: String| self.fail(format!("cannot list `{shown}`: {e}"));
         let mut found = Vec::new();
         match &self.ctx.sandbox {
@@ -289,16 +329,9 @@ impl<'a> Files<'a> {
                 }
             }
             None => {
-                let io = |e: std::io::Error| failed(e.to_string());
-                let mut reader = tokio::fs::read_dir(dir).await.map_err(io)?;
-                while let Some(entry) = reader.next_entry().await.map_err(io)? {
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    if name.starts_with('.') {
-                        continue;
-                    }
-                    let is_dir = entry.file_type().await.is_ok_and(|t| t.is_dir());
-                    found.push((name, is_dir));
-                }
+                let listed = self.beneath(&target.root, move |r| r.list(&rel)).await;
+                found = listed.map_err(|e| failed(e.to_string()))?;
+                found.retain(|(name, _)| !name.starts_with('.'));
             }
         }
         found.sort();

@@ -1,0 +1,175 @@
+//! The confinement rule against a hostile workspace, with real links, pipes and a thread that
+//! swaps a folder for a link to the outside while tools work.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::tools::Tool;
+use crate::tools::data_report::DataReport;
+use crate::tools::editor::StrReplaceEditor;
+use crate::tools::tests::{TempDir, host_ctx};
+
+/// Every file under `dir`, with its contents.
+fn contents(dir: &Path) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            (e.file_name().to_string_lossy().into_owned(), text)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+async fn call(tool: &mut dyn Tool, ctx: &ToolCtx, args: Value) -> Result<String, String> {
+    tool.call(args, ctx).await.map(|o| o.text).map_err(|e| e.0)
+}
+
+#[tokio::test]
+async fn a_link_planted_at_the_reports_markdown_name_is_refused() {
+    let ws = TempDir::new("report-link");
+    let outside = TempDir::new("report-link-out");
+    let keys = outside.0.join("authorized_keys");
+    std::os::unix::fs::symlink(&keys, ws.0.join("r.md")).unwrap();
+    let ctx = host_ctx(&ws.0);
+    let args = json!({
+        "title": "T",
+        "sections": [{"heading": "H", "markdown": "ssh-ed25519 AAAA attacker"}],
+        "output_path": "r.html",
+    });
+    let err = call(&mut DataReport, &ctx, args).await.unwrap_err();
+    assert!(err.contains("r.md"), "{err}");
+    assert!(!keys.exists(), "the report wrote through the link");
+    assert!(
+        !ws.0.join("r.html").exists(),
+        "nothing is written when a part is refused"
+    );
+}
+
+#[tokio::test]
+async fn named_pipes_and_hard_links_are_refused_without_waiting() {
+    let ws = TempDir::new("special");
+    let outside = TempDir::new("special-out");
+    let pipe = std::ffi::CString::new(ws.0.join("p").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o644) }, 0);
+    std::fs::write(outside.0.join("f.txt"), "outside\n").unwrap();
+    std::fs::hard_link(outside.0.join("f.txt"), ws.0.join("h.txt")).unwrap();
+    let ctx = host_ctx(&ws.0);
+    let mut ed = StrReplaceEditor::default();
+    let files = Files::new("test", &ctx);
+
+    // Nobody ever opens the pipe's other end: a blocking open would hang the test.
+    let err = call(&mut ed, &ctx, json!({"command": "view", "path": "p"}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("named pipe"), "{err}");
+    let target = files.resolve("p").await.unwrap();
+    let err = files.write(&target, b"x").await.unwrap_err().0;
+    assert!(err.contains("named pipe"), "{err}");
+
+    for args in [
+        json!({"command": "view", "path": "h.txt"}),
+        json!({"command": "str_replace", "path": "h.txt", "old_str": "outside", "new_str": "pwned"}),
+        json!({"command": "insert", "path": "h.txt", "insert_line": 0, "new_str": "pwned"}),
+    ] {
+        let err = call(&mut ed, &ctx, args).await.unwrap_err();
+        assert!(err.contains("hard links"), "{err}");
+    }
+    let target = files.resolve("h.txt").await.unwrap();
+    assert!(files.write(&target, b"pwned").await.is_err());
+    assert_eq!(
+        std::fs::read_to_string(outside.0.join("f.txt")).unwrap(),
+        "outside\n"
+    );
+}
+
+#[tokio::test]
+async fn a_folder_swapped_for_a_link_while_tools_work_never_lets_a_write_out() {
+    let ws = TempDir::new("race");
+    let outside = TempDir::new("race-out");
+    std::fs::write(outside.0.join("a.txt"), "alpha\n").unwrap();
+    std::fs::create_dir(ws.0.join("sub")).unwrap();
+    std::fs::write(ws.0.join("sub/a.txt"), "alpha\n").unwrap();
+    let before = contents(&outside.0);
+
+    // The racer: `sub` is the real folder, then (for a moment) a link to the outside.
+    let stop = Arc::new(AtomicBool::new(false));
+    let racer = {
+        let (stop, ws, outside) = (stop.clone(), ws.0.clone(), outside.0.clone());
+        std::thread::spawn(move || {
+            let sub = ws.join("sub");
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // A fresh name each time: a tool may make `sub` anew while it is a link's
+                // name no longer, and then the old folder stays aside.
+                let real = ws.join(format!("sub.{swaps}"));
+                if std::fs::rename(&sub, &real).is_ok() {
+                    let _ = std::os::unix::fs::symlink(&outside, &sub);
+                    std::thread::yield_now();
+                    let _ = std::fs::remove_file(&sub);
+                    let _ = std::fs::rename(&real, &sub);
+                    swaps += 1;
+                } else if std::fs::symlink_metadata(&sub).is_err() {
+                    let _ = std::fs::create_dir(&sub);
+                }
+                std::thread::yield_now();
+            }
+            swaps
+        })
+    };
+
+    let ctx = host_ctx(&ws.0);
+    let mut ed = StrReplaceEditor::default();
+    let files = Files::new("test", &ctx);
+    let (mut done, mut refused) = (0, 0);
+    for i in 0..300 {
+        let attempts = [
+            call(
+                &mut ed,
+                &ctx,
+                json!({"command": "create", "path": format!("sub/new{i}.txt"), "file_text": "x"}),
+            )
+            .await,
+            call(
+                &mut ed,
+                &ctx,
+                json!({"command": "str_replace", "path": "sub/a.txt", "old_str": "alpha", "new_str": "alpha"}),
+            )
+            .await,
+            call(
+                &mut ed,
+                &ctx,
+                json!({"command": "insert", "path": "sub/a.txt", "insert_line": 0, "new_str": ""}),
+            )
+            .await,
+            // A chart's output goes through the same write.
+            match files.resolve(&format!("sub/chart{i}.png")).await {
+                Ok(t) => files.write(&t, b"png").await.map(|_| String::new()).map_err(|e| e.0),
+                Err(e) => Err(e.0),
+            },
+        ];
+        for a in attempts {
+            match a {
+                Ok(_) => done += 1,
+                Err(_) => refused += 1,
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = racer.join().unwrap();
+    assert!(swaps > 0, "the racer never swapped the folder");
+    assert_eq!(
+        contents(&outside.0),
+        before,
+        "a write landed outside the workspace ({done} calls done, {refused} refused, {swaps} swaps)"
+    );
+    assert!(done > 0, "every call was refused: {refused}");
+    println!("race: {done} calls done inside, {refused} refused, {swaps} swaps, 0 outside");
+}
