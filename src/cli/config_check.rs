@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use manus_rt::Config;
 use manus_rt::engine::browser::WebDriverSource;
+use manus_rt::engine::llm::ApiType;
 
 use super::args::CODE_ON_HOST;
 
@@ -23,15 +24,20 @@ fn describe(c: &Config) -> String {
         } else {
             "no key"
         };
+        let api = match l.api_type {
+            ApiType::OpenAi => "OpenAI-compatible",
+            ApiType::Azure => "Azure OpenAI",
+            ApiType::Replay => "replayed",
+        };
         s.push_str(&format!(
-            "  {name}: {:?} {} at {} ({key})\n",
-            l.api_type,
+            "  {name}: {api} model {} at {} ({key}; {} tool calls)\n",
             l.model,
             if l.base_url.is_empty() {
                 "cassette"
             } else {
                 &l.base_url
-            }
+            },
+            l.tool_calls.name()
         ));
     }
     s.push_str(&format!(

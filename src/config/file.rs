@@ -157,7 +157,18 @@ pub(super) enum ApiTypeToml {
     Openai,
     Azure,
     Ollama,
+    Llamacpp,
     Replay,
+}
+
+/// `[llm] tool_calls`: how tool calls travel (see `manus_actors::llm::CallMode`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ToolCallsToml {
+    Native,
+    Text,
+    Constrained,
+    Auto,
 }
 
 /// Declares the `[llm]` keys once: the struct, the list of keys, field-by-field reading and
@@ -203,6 +214,7 @@ llm_keys! {
     input_price_per_mtok: Spanned<f64>,
     output_price_per_mtok: Spanned<f64>,
     vision: bool,
+    tool_calls: ToolCallsToml,
 }
 
 /// `[llm]`: the default profile's keys, and `[llm.NAME]` tables for named profiles.

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use manus_actors::llm::{ApiType, LlmSettings, RetryPolicy};
+use manus_actors::llm::{ApiType, CallMode, LlmSettings, RetryPolicy};
 use toml::Spanned;
 
 use super::error::{Lines, Problem};
-use super::file::{ApiTypeToml, LlmSection, LlmToml};
+use super::file::{ApiTypeToml, LlmSection, LlmToml, ToolCallsToml};
 use super::values::{Bounds, Table, web_url};
 
 /// A profile as the file says it.
@@ -113,7 +113,13 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
     let max_input_tokens =
         table.number(&t.max_input_tokens, "max_input_tokens", MAX_INPUT_TOKENS)?;
     let temperature = table.number(&t.temperature, "temperature", TEMPERATURE)?;
-    let timeout = table.seconds(&t.timeout_secs, "timeout_secs", Duration::from_secs(120))?;
+    // A local server on a CPU may take minutes over one answer.
+    let local = matches!(api_type, ApiTypeToml::Ollama | ApiTypeToml::Llamacpp);
+    let timeout = table.seconds(
+        &t.timeout_secs,
+        "timeout_secs",
+        Duration::from_secs(if local { 900 } else { 120 }),
+    )?;
     let max_retries = table.number(&t.max_retries, "max_retries", RETRIES)?;
     if api_type == ApiTypeToml::Replay {
         let cassette = cassette.ok_or_else(|| {
@@ -132,6 +138,7 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
     let base_url = match (api_type, &t.base_url) {
         (_, Some(u)) => web_url(u, &key("base_url"), lines)?,
         (ApiTypeToml::Ollama, None) => "http://127.0.0.1:11434/v1".into(),
+        (ApiTypeToml::Llamacpp, None) => "http://127.0.0.1:8080/v1".into(),
         (ApiTypeToml::Azure, None) => {
             return Err(problem(
                 "base_url",
@@ -176,6 +183,15 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         capture_content: None,
         cassette: None,
         vision: t.vision.unwrap_or_else(|| sees_images(&model)),
+        // Local servers and small models often lack native tool calls: find what works.
+        tool_calls: match t.tool_calls {
+            Some(ToolCallsToml::Native) => CallMode::Native,
+            Some(ToolCallsToml::Text) => CallMode::Text,
+            Some(ToolCallsToml::Constrained) => CallMode::Constrained,
+            Some(ToolCallsToml::Auto) => CallMode::Auto,
+            None if local => CallMode::Auto,
+            None => CallMode::Native,
+        },
         model,
     };
     Ok(LlmDraft::Http {

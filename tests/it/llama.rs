@@ -3,32 +3,59 @@
 //! is taken as sent; the server's own errors reach the caller clearly and are not retried
 //! as if they were transient.
 
-use std::sync::Arc;
-
 use manus_actors::llm::{
-    ChatRequest, FunctionCall, LazyHttp, LlmClient, LlmErrorKind, Message, ToolCall, ToolChoice,
-    ToolSet, ToolSpec,
+    CallMode, ChatRequest, FunctionCall, LazyHttp, LlmClient, LlmErrorKind, Message, ToolCall,
+    ToolChoice, ToolSet, ToolSpec,
 };
 use manus_rt::config::Config;
 use serde_json::json;
 
 use crate::support::llama;
+use crate::support::scenario::Scratch;
 
 fn client(url: &str, extra: &str) -> LlmClient {
-    let config = Config::from_text(&llama::config_text(url, extra), "llama-test", None).unwrap();
+    let text = llama::config_text(url, extra, "");
+    let config = Config::from_text(&text, "llama-test", None).unwrap();
     LlmClient::new(config.llm["default"].clone(), LazyHttp::default(), None)
 }
 
 fn weather_tool() -> ToolSet {
-    ToolSet::new(vec![ToolSpec {
-        name: "get_weather".into(),
-        description: "Get the current weather for a city.".into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "The city's name"}},
-            "required": ["city"]
-        }),
-    }])
+    ToolSet::new(vec![
+        ToolSpec {
+            name: "get_weather".into(),
+            description: "Get the current weather for a city.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"city": {"type": "string", "description": "The city's name"}},
+                "required": ["city"]
+            }),
+        },
+        ToolSpec {
+            name: "finish".into(),
+            description: "Say the task is done.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"status": {"type": "string", "enum": ["success", "failure"]}},
+                "required": ["status"]
+            }),
+        },
+    ])
+}
+
+/// The call `answer` carries is one of the offered tools with the arguments its schema
+/// demands.
+fn assert_one_valid_call(answer: &manus_actors::llm::ChatResponse) {
+    let calls = &answer.message.tool_calls;
+    assert_eq!(calls.len(), 1, "{:?}", answer.message);
+    let args: serde_json::Value = serde_json::from_str(&calls[0].function.arguments).unwrap();
+    match calls[0].function.name.as_str() {
+        "get_weather" => assert!(args["city"].is_string(), "{args}"),
+        "finish" => assert!(
+            args["status"] == "success" || args["status"] == "failure",
+            "{args}"
+        ),
+        other => panic!("a call of a tool never offered: {other}"),
+    }
 }
 
 /// SmolLM2-135M does not write native tool calls on its own (tested: plain text at
@@ -38,7 +65,7 @@ fn weather_tool() -> ToolSet {
 #[tokio::test]
 async fn a_native_tool_call_history_is_taken_by_the_server() {
     let Some(url) = llama::url() else { return };
-    let client = client(&url, "");
+    let client = client(&url, "tool_calls = \"native\"");
     let tools = weather_tool();
     let system = Message::system("You are a helpful assistant. Use the tools you are given.");
     let ask = Message::user("What is the weather in Paris?");
@@ -86,4 +113,170 @@ async fn a_request_beyond_the_servers_context_is_refused_clearly_and_not_retried
         e.message
     );
     assert!(!e.message.contains("gave up"), "retried: {}", e.message);
+}
+
+#[tokio::test]
+async fn the_constrained_mode_gets_a_well_formed_call_every_round() {
+    let Some(url) = llama::url() else { return };
+    let client = client(&url, "tool_calls = \"constrained\"");
+    let system = Message::system("You are a helpful assistant.");
+    for question in [
+        "What is the weather in Paris?",
+        "Tell me a joke.",
+        "We are done here.",
+    ] {
+        let ask = Message::user(question);
+        let answer = client
+            .chat(&ChatRequest {
+                messages: vec![&system, &ask],
+                tools: weather_tool(),
+                tool_choice: ToolChoice::Auto,
+            })
+            .await
+            .expect("the server takes a JSON schema");
+        assert_one_valid_call(&answer);
+    }
+    assert_eq!(client.call_mode(), CallMode::Constrained);
+}
+
+/// SmolLM2 answers a native tool turn in plain text: `auto` asks again constrained, says
+/// so, and stays there for the rest of the run.
+#[tokio::test]
+async fn auto_moves_on_when_the_model_answers_a_tool_turn_in_text() {
+    let Some(url) = llama::url() else { return };
+    let client = client(&url, "tool_calls = \"auto\"");
+    assert_eq!(client.call_mode(), CallMode::Native);
+    let ask = Message::user("What is the weather in Paris?");
+    let answer = client
+        .chat(&ChatRequest {
+            messages: vec![&ask],
+            tools: weather_tool(),
+            tool_choice: ToolChoice::Auto,
+        })
+        .await
+        .unwrap();
+    assert_one_valid_call(&answer);
+    assert_eq!(client.call_mode(), CallMode::Constrained);
+}
+
+/// The text mode: tools described in the prompt, the earlier call and its result written
+/// as text; the server (which sees no tools) takes it, and whatever the model wrote is read
+/// as text or as calls of offered tools.
+#[tokio::test]
+async fn the_text_mode_sends_no_tool_roles_and_reads_what_comes_back() {
+    let Some(url) = llama::url() else { return };
+    let client = client(&url, "tool_calls = \"text\"");
+    let ask = Message::user("What is the weather in Paris? Then finish.");
+    let call = ToolCall {
+        id: "call_1".into(),
+        kind: "function".into(),
+        function: FunctionCall {
+            name: "get_weather".into(),
+            arguments: json!({"city": "Paris"}).to_string(),
+        },
+    };
+    let mut made = Message::assistant("");
+    made.tool_calls = vec![call.clone()];
+    let result = Message::tool(&call, "Sunny, 21 degrees.");
+    let answer = client
+        .chat(&ChatRequest {
+            messages: vec![&ask, &made, &result],
+            tools: weather_tool(),
+            tool_choice: ToolChoice::Auto,
+        })
+        .await
+        .expect("a server that sees no tools takes the text form");
+    for c in &answer.message.tool_calls {
+        assert!(
+            c.function.name == "get_weather"
+                || c.function.name == "finish"
+                || c.function.name.starts_with("<unreadable tool call"),
+            "{c:?}"
+        );
+    }
+    assert!(answer.usage.completion_tokens > 0);
+}
+
+/// `run-flow` on the real server in each mode ends with statuses that say what happened:
+/// the exit code follows the flow's status, every step ended, and a completed step left
+/// its file; in the constrained mode every round was a call, so no step ends "never
+/// confirmed".
+#[tokio::test(flavor = "multi_thread")]
+async fn run_flow_in_each_tool_call_mode_ends_with_honest_statuses() {
+    let Some(url) = llama::url() else { return };
+    let runs = ["native", "text", "constrained", "auto"].map(|mode| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let dir = Scratch::new(&format!("llama-flow-{mode}"));
+            let extra = format!(
+                "[runtime]\nworkspace = {:?}\n",
+                dir.workspace().display().to_string()
+            );
+            let config = dir.write_config(&llama::config_text(
+                &url,
+                &format!("tool_calls = \"{mode}\""),
+                &extra,
+            ));
+            let started = std::time::Instant::now();
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
+                .current_dir(dir.path())
+                .env_remove("OPENAI_API_KEY")
+                .env_remove("RUST_LOG")
+                .kill_on_drop(true)
+                .arg("--config")
+                .arg(&config)
+                .args([
+                    "run-flow",
+                    "Write the word hello into the file hello.txt",
+                    "--json",
+                ])
+                .output()
+                .await
+                .unwrap();
+            let outcome: serde_json::Value =
+                serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                    panic!(
+                        "{mode}: no outcome ({e}); stderr:\n{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    )
+                });
+            let wrote = dir.workspace().join("hello.txt").exists();
+            println!(
+                "llama-server, tool_calls = {mode}: {} in {:.1}s, {} model calls, hello.txt {}",
+                outcome["status"],
+                started.elapsed().as_secs_f64(),
+                outcome["usage"]["calls"],
+                if wrote { "written" } else { "absent" }
+            );
+            (mode, out.status.code(), outcome, wrote)
+        })
+    });
+    for run in runs {
+        let (mode, code, outcome, wrote) = run.await.unwrap();
+        let status = outcome["status"].as_str().unwrap();
+        assert_eq!(
+            code == Some(0),
+            status == "completed",
+            "{mode}: exit {code:?}, {outcome}"
+        );
+        for step in outcome["plan"]["steps"].as_array().unwrap() {
+            let s = step["status"].as_str().unwrap();
+            assert!(
+                ["completed", "failed", "blocked"].contains(&s),
+                "{mode}: {step}"
+            );
+            if s == "completed" {
+                assert!(wrote, "{mode}: a step completed without its file: {step}");
+            }
+            if mode == "constrained" {
+                assert!(
+                    !step["notes"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("never confirmed"),
+                    "{step}"
+                );
+            }
+        }
+    }
 }

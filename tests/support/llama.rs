@@ -23,12 +23,14 @@ pub fn url() -> Option<String> {
 }
 
 /// A config whose one profile is the server at `url`, answering deterministically
-/// (temperature 0) and briefly, and whose one agent is `manus`; `llm_extra` is appended
-/// inside the `[llm]` table.
-pub fn config_text(url: &str, llm_extra: &str) -> String {
+/// (temperature 0) and briefly, and whose one agent is `manus` with the file tools only and
+/// few rounds; `llm_extra` is appended inside the `[llm]` table, `extra` after the rest.
+pub fn config_text(url: &str, llm_extra: &str, extra: &str) -> String {
     format!(
-        "[llm]\napi_type = \"openai\"\nbase_url = \"{url}\"\nmodel = \"smollm2\"\napi_key = \"none\"\n\
-         temperature = 0.0\nmax_tokens = 256\ntimeout_secs = 600\n{llm_extra}\n\n\
-         [agents.manus]\nprofile = \"manus\"\n"
+        "[llm]\napi_type = \"llamacpp\"\nbase_url = \"{url}\"\nmodel = \"smollm2\"\n\
+         temperature = 0.0\nmax_tokens = 256\n{llm_extra}\n\n\
+         [agents.manus]\nprofile = \"manus\"\nmax_steps = 4\n\
+         tools = [\"str_replace_editor\", \"terminate\"]\n\n\
+         [flow]\nmax_step_retries = 0\n{extra}\n"
     )
 }

@@ -3,17 +3,24 @@
 //! retries what is worth retrying and nothing else, and reports usage per call.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
 use crate::text::clip;
 
+use super::calls::{self, CallMode};
 use super::cassette::{Recorder, ReplayCursor, ReplayFrom};
 use super::http::{Answer, Failure, LazyHttp, Route};
 use super::settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};
 use super::wire::{read_bytes, read_tree, request_body, server_message, tree};
-use super::{ChatRequest, ChatResponse, Message, Role, tokens};
+use super::{ChatRequest, ChatResponse, Content, Message, Role, ToolChoice, ToolSet, tokens};
+
+/// Where `auto` stands: native tool calls, then constrained, then text.
+const AUTO_NATIVE: u8 = 0;
+const AUTO_CONSTRAINED: u8 = 1;
+const AUTO_TEXT: u8 = 2;
 
 /// A handle on one model profile. Clones are cheap; what they share that changes is the
 /// HTTP client (and its idle connections) once it is built.
@@ -24,6 +31,8 @@ pub struct LlmClient {
     endpoint: Arc<(String, Route)>,
     replay: Option<ReplayCursor>,
     recorder: Option<Recorder>,
+    /// With `tool_calls = "auto"`, the mode reached so far, shared by every clone.
+    auto: Arc<AtomicU8>,
 }
 
 impl std::fmt::Debug for LlmClient {
@@ -57,6 +66,7 @@ impl LlmClient {
             endpoint: Arc::new((url, route)),
             replay: None,
             recorder,
+            auto: Arc::default(),
         }
     }
 
@@ -144,8 +154,123 @@ impl LlmClient {
                 ),
             ));
         }
-        let body = bytes::Bytes::from(request_body(&self.settings, req));
-        let mut resp = match (&s.api_type, &self.replay) {
+        let mut resp = self.ask(req).await?;
+        if resp.usage.prompt_tokens == 0 && resp.usage.completion_tokens == 0 {
+            // Some local servers omit usage: count it ourselves.
+            let bpe = tokens::encoding_for(&s.model);
+            resp.usage.prompt_tokens = self.count_tokens(&req.messages) as u64;
+            resp.usage.completion_tokens = tokens::count_message(bpe, &resp.message) as u64;
+        }
+        resp.usage.calls = 1;
+        resp.usage.cost = (resp.usage.prompt_tokens as f64 * s.input_price_per_mtok
+            + resp.usage.completion_tokens as f64 * s.output_price_per_mtok)
+            / 1_000_000.0;
+        Ok(resp)
+    }
+
+    /// The tool-call mode this client uses now (`auto` resolved).
+    pub fn call_mode(&self) -> CallMode {
+        match self.settings.tool_calls {
+            CallMode::Auto => match self.auto.load(Ordering::Relaxed) {
+                AUTO_NATIVE => CallMode::Native,
+                AUTO_CONSTRAINED => CallMode::Constrained,
+                _ => CallMode::Text,
+            },
+            mode => mode,
+        }
+    }
+
+    /// `auto` moves on from `from` to `to` (once, for every clone), saying why and what to
+    /// set to start there.
+    fn switch(&self, from: u8, to: u8, why: &str) {
+        if self
+            .auto
+            .compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            let mode = self.call_mode().name();
+            tracing::warn!(
+                profile = %self.settings.profile,
+                "tool_calls = \"auto\": {why}; this run now uses {mode} tool calls \
+                 (set [llm{}] tool_calls = \"{mode}\" to start with them)",
+                profile_suffix(&self.settings.profile)
+            );
+        }
+    }
+
+    /// Ask in the mode the profile uses, moving `auto` on when the server refuses tools
+    /// or a JSON schema, or the model answers a tool turn in plain text.
+    async fn ask(&self, req: &ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+        if req.tools.is_empty() || req.tool_choice == ToolChoice::None {
+            return self.exchange(req, None).await;
+        }
+        let auto = self.settings.tool_calls == CallMode::Auto;
+        match self.call_mode() {
+            CallMode::Native | CallMode::Auto => {
+                let answer = self.exchange(req, None).await;
+                if !auto {
+                    return answer;
+                }
+                let why = match &answer {
+                    Err(e)
+                        if e.kind == LlmErrorKind::BadRequest
+                            && calls::refuses_tools(&e.message) =>
+                    {
+                        format!("the server refuses tools ({})", e.message)
+                    }
+                    Ok(r) if r.message.tool_calls.is_empty() => {
+                        "the model answered a tool turn in plain text".to_string()
+                    }
+                    _ => return answer,
+                };
+                self.switch(AUTO_NATIVE, AUTO_CONSTRAINED, &why);
+                let mut again = Box::pin(self.ask(req)).await?;
+                if let Ok(first) = answer {
+                    // The plain answer was paid for too.
+                    again.usage.prompt_tokens += first.usage.prompt_tokens;
+                    again.usage.completion_tokens += first.usage.completion_tokens;
+                }
+                Ok(again)
+            }
+            mode => {
+                let shaped = calls::shape(mode, req);
+                let plain = ChatRequest {
+                    messages: shaped.messages.iter().collect(),
+                    tools: ToolSet::default(),
+                    tool_choice: req.tool_choice.clone(),
+                };
+                let answer = self.exchange(&plain, shaped.response_format.as_ref()).await;
+                let mut resp = match answer {
+                    Err(e)
+                        if auto
+                            && mode == CallMode::Constrained
+                            && e.kind == LlmErrorKind::BadRequest
+                            && calls::refuses_schema(&e.message) =>
+                    {
+                        let why = format!("the server refuses a JSON schema ({})", e.message);
+                        self.switch(AUTO_CONSTRAINED, AUTO_TEXT, &why);
+                        return Box::pin(self.ask(req)).await;
+                    }
+                    other => other?,
+                };
+                let (rest, found) = calls::read_calls(resp.message.text());
+                resp.message.content = (!rest.is_empty()).then_some(Content::Text(rest));
+                resp.message.tool_calls = found;
+                Ok(resp)
+            }
+        }
+    }
+
+    /// One request as it goes out (with `response_format` when given), answered over HTTP
+    /// or from the cassette, recorded when recording.
+    async fn exchange(
+        &self,
+        req: &ChatRequest<'_>,
+        response_format: Option<&serde_json::Value>,
+    ) -> Result<ChatResponse, LlmError> {
+        let s = &self.settings;
+        let body = bytes::Bytes::from(request_body(&self.settings, req, response_format));
+        let resp = match (&s.api_type, &self.replay) {
             (ApiType::Replay, Some(cursor)) => {
                 let first_user = req
                     .messages
@@ -173,16 +298,6 @@ impl LlmClient {
                 }
             }
         };
-        if resp.usage.prompt_tokens == 0 && resp.usage.completion_tokens == 0 {
-            // Some local servers omit usage: count it ourselves.
-            let bpe = tokens::encoding_for(&s.model);
-            resp.usage.prompt_tokens = self.count_tokens(&req.messages) as u64;
-            resp.usage.completion_tokens = tokens::count_message(bpe, &resp.message) as u64;
-        }
-        resp.usage.calls = 1;
-        resp.usage.cost = (resp.usage.prompt_tokens as f64 * s.input_price_per_mtok
-            + resp.usage.completion_tokens as f64 * s.output_price_per_mtok)
-            / 1_000_000.0;
         Ok(resp)
     }
 

@@ -5,6 +5,7 @@
 //! mutable state of its own: the replay cursor and the record file each live in one task
 //! that callers reach through a channel.
 
+mod calls;
 mod cassette;
 mod client;
 #[cfg(test)]
@@ -16,6 +17,7 @@ pub mod tokens;
 mod types;
 mod wire;
 
+pub use calls::CallMode;
 pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor, ReplayFrom};
 pub use client::{LlmClient, rewind};
 pub use http::LazyHttp;

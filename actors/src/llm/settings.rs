@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::calls::CallMode;
 use super::retry::RetryPolicy;
 
 /// How the profile reaches its model.
@@ -47,6 +48,8 @@ pub struct LlmSettings {
     pub cassette: Option<Arc<super::Cassette>>,
     /// The model accepts images (screenshots go to it as image parts).
     pub vision: bool,
+    /// How tool calls are asked for and read.
+    pub tool_calls: CallMode,
 }
 
 impl LlmSettings {
@@ -69,6 +72,7 @@ impl LlmSettings {
             capture_content: None,
             cassette: Some(cassette),
             vision: false,
+            tool_calls: CallMode::Native,
         }
     }
 }
@@ -130,6 +134,7 @@ impl LlmSettings {
             capture_content: None,
             cassette: None,
             vision: false,
+            tool_calls: CallMode::Native,
         }
     }
 }

@@ -12,7 +12,11 @@ use super::{ChatRequest, ChatResponse, Content, Message, Role, ToolCall, Usage};
 /// The request body as the wire sees it, serialised straight from the borrowed request;
 /// frozen messages go in as the JSON they were frozen with, and the tools as the set's
 /// ready-made JSON.
-pub(super) fn request_body(s: &LlmSettings, req: &ChatRequest<'_>) -> Vec<u8> {
+pub(super) fn request_body(
+    s: &LlmSettings,
+    req: &ChatRequest<'_>,
+    response_format: Option<&Value>,
+) -> Vec<u8> {
     #[derive(serde::Serialize)]
     struct Wire<'a> {
         model: &'a str,
@@ -20,6 +24,8 @@ pub(super) fn request_body(s: &LlmSettings, req: &ChatRequest<'_>) -> Vec<u8> {
         temperature: f32,
         #[serde(skip_serializing_if = "Option::is_none")]
         tool_choice: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        response_format: Option<&'a Value>,
     }
     let tools = req.tools.wire();
     let wire = Wire {
@@ -27,6 +33,7 @@ pub(super) fn request_body(s: &LlmSettings, req: &ChatRequest<'_>) -> Vec<u8> {
         max_tokens: s.max_tokens,
         temperature: s.temperature,
         tool_choice: (!tools.is_empty()).then(|| req.tool_choice.to_wire()),
+        response_format,
     };
     let mut body = Vec::with_capacity(4096 + tools.len());
     serde_json::to_writer(&mut body, &wire).expect("a chat request always serialises");
@@ -313,7 +320,7 @@ mod tests {
             tools: ToolSet::new(vec![spec("a"), spec("b")]),
             tool_choice: ToolChoice::Required,
         };
-        let body: Value = serde_json::from_slice(&request_body(&settings, &req)).unwrap();
+        let body: Value = serde_json::from_slice(&request_body(&settings, &req, None)).unwrap();
         assert_eq!(body["model"], "m");
         assert_eq!(body["messages"][0]["content"], "hi");
         assert_eq!(body["tool_choice"], "required");
@@ -323,7 +330,7 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
 
         req.tools = ToolSet::default();
-        let body: Value = serde_json::from_slice(&request_body(&settings, &req)).unwrap();
+        let body: Value = serde_json::from_slice(&request_body(&settings, &req, None)).unwrap();
         let keys: Vec<&str> = body
             .as_object()
             .unwrap()
@@ -361,7 +368,7 @@ mod tests {
                 tools: ToolSet::default(),
                 tool_choice: ToolChoice::Auto,
             };
-            serde_json::from_slice(&request_body(&settings, &req)).unwrap()
+            serde_json::from_slice(&request_body(&settings, &req, None)).unwrap()
         };
         // The first request makes the frozen JSON, which its clones share; the second sends it.
         let cold = body(&thawed);
