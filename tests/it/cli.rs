@@ -188,6 +188,47 @@ async fn run_flow_exits_1_when_the_flow_fails() {
 /// to call `terminate`), has not completed its step: the step fails "never confirmed", the
 /// flow fails, and the run exits 1.
 #[tokio::test(flavor = "multi_thread")]
+async fn an_answer_cut_off_at_max_tokens_is_never_a_result() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] Write the report"]),
+        Reply::text("The report is writ").cut_off(),
+        Reply::text("The report").cut_off(),
+        Reply::text("Nothing was written, and the summary stops mid").cut_off(),
+    ]);
+    let dir = Scratch::new("cli-cut-off");
+    let overrides = [("flow.max_step_retries", "0")];
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &overrides));
+    let out = manus(
+        &dir,
+        Some(&config),
+        &["run-flow", "Write the report", "--json"],
+        None,
+    )
+    .await;
+
+    assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
+    let outcome = out.json();
+    assert_eq!(step_field(&outcome, "status"), [json!("failed")]);
+    let notes = step_field(&outcome, "notes")[0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        notes.contains("cut off at max_tokens") && notes.contains("[llm] max_tokens"),
+        "{notes}"
+    );
+    // The model was told its answer was cut off, not that it forgot a tool.
+    let nudged = server.requests()[2].last_user_text().unwrap();
+    assert!(nudged.contains("cut off"), "{nudged}");
+    let summary = outcome["summary"].as_str().unwrap();
+    assert!(
+        summary.ends_with("(the summary was cut off at the profile's max_tokens)"),
+        "{summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn run_flow_exits_1_when_the_model_never_confirms_in_plain_text() {
     let server = ScriptedLlm::start().await;
     let refusal = "I could not do this; nothing was written";

@@ -280,3 +280,30 @@ async fn run_flow_in_each_tool_call_mode_ends_with_honest_statuses() {
         }
     }
 }
+
+/// A text-only model's server refuses an image with a 500: that is no transient error to
+/// retry, and the message says which setting to change.
+#[tokio::test]
+async fn an_image_sent_to_a_text_only_model_is_refused_once_and_named() {
+    let Some(url) = llama::url() else { return };
+    let client = client(&url, "max_retries = 3");
+    // A 1x1 PNG.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let look = Message::user_with_images(
+        "What is in this picture?",
+        [format!("data:image/png;base64,{png}")],
+    );
+    let request = |m| ChatRequest {
+        messages: vec![m],
+        tools: ToolSet::default(),
+        tool_choice: ToolChoice::Auto,
+    };
+    let e = client.chat(&request(&look)).await.unwrap_err();
+    assert_eq!(e.kind, LlmErrorKind::ImagesUnsupported, "{}", e.message);
+    assert!(e.message.contains("vision = false"), "{}", e.message);
+    assert!(!e.message.contains("gave up"), "retried: {}", e.message);
+    // The same request without its image goes through.
+    let text = look.without_images();
+    assert_eq!(text.text(), "What is in this picture?");
+    client.chat(&request(&text)).await.unwrap();
+}

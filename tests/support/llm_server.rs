@@ -303,6 +303,8 @@ pub struct Reply {
     delay_ms: u64,
     prompt_tokens: u64,
     completion_tokens: u64,
+    /// Sent as `finish_reason: "length"`: the answer reached `max_tokens`.
+    cut_off: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -324,7 +326,14 @@ impl Reply {
             delay_ms: 0,
             prompt_tokens: 10,
             completion_tokens: 5,
+            cut_off: false,
         }
+    }
+
+    /// The answer as one cut off at `max_tokens` (`finish_reason: "length"`).
+    pub fn cut_off(mut self) -> Reply {
+        self.cut_off = true;
+        self
     }
 
     /// Assistant text, `finish_reason: "stop"`.
@@ -541,7 +550,9 @@ fn answer(shared: &Shared, uri: &Uri, head: &Head, reply: Reply) -> Response {
     };
 
     let mut message = json!({ "role": "assistant", "content": content });
-    let finish_reason = if calls.is_empty() {
+    let finish_reason = if reply.cut_off {
+        "length"
+    } else if calls.is_empty() {
         "stop"
     } else {
         let tool_calls: Vec<Value> = calls

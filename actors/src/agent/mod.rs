@@ -17,7 +17,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::llm::{ChatRequest, LlmClient, Message, ToolCall, ToolChoice, ToolSet, Usage};
+use crate::llm::{
+    ChatRequest, LlmClient, LlmErrorKind, Message, ToolCall, ToolChoice, ToolSet, Usage,
+};
 use crate::mcp::{McpHandle, McpToolset};
 use crate::plan::StepStatus;
 use crate::protocol::{
@@ -84,6 +86,9 @@ const NO_TOOL_NUDGE: &str = "You replied in plain text without calling a tool. O
 ends the step: call it with status success if the step is done, or with status failure if it \
 cannot be done, saying why; otherwise continue with the next tool call.";
 
+const LENGTH_NUDGE: &str = "Your answer was cut off: it reached the length limit. Answer more \
+briefly, with one tool call; call `terminate` when the step is done or cannot be done.";
+
 /// Why a step ended whose model answered in plain text again after being told to call
 /// `terminate`: text alone never confirms a step, whatever it says.
 fn never_confirmed(last_words: &str) -> String {
@@ -100,6 +105,8 @@ pub struct AgentState {
     spec: Arc<AgentSpec>,
     /// Started on the first tool call, so an idle agent is one small actor.
     worker: Option<ActorRef<ToolMsg>>,
+    /// The model refused images once: from then on none are sent.
+    text_only: bool,
 }
 
 /// Start the agent's tool worker, with the context every call of the flow's runs in.
@@ -135,7 +142,11 @@ impl Actor for ExecutorAgent {
         _myself: ActorRef<AgentMsg>,
         spec: Arc<AgentSpec>,
     ) -> Result<AgentState, ActorProcessingErr> {
-        Ok(AgentState { spec, worker: None })
+        Ok(AgentState {
+            spec,
+            worker: None,
+            text_only: false,
+        })
     }
 
     async fn handle(
@@ -343,13 +354,37 @@ impl<'a> StepRun<'a> {
                 self.tools = builtin.chain(&self.mcp.specs).cloned().collect();
             }
             let closing = self.closing_prompt(prompt).await;
-            let request = ChatRequest {
+            let mut request = ChatRequest {
                 messages: self.memory.request(Some(&closing)),
                 tools: self.tools.clone(),
                 tool_choice: ToolChoice::Auto,
             };
+            let text_only: Vec<Message>;
+            if self.state.text_only {
+                text_only = request
+                    .messages
+                    .iter()
+                    .map(|m| m.without_images())
+                    .collect();
+                request.messages = text_only.iter().collect();
+            }
             let started = Instant::now();
-            let resp = match self.state.spec.llm.chat(&request).await {
+            let mut answer = self.state.spec.llm.chat(&request).await;
+            if let Err(e) = &answer
+                && e.kind == LlmErrorKind::ImagesUnsupported
+                && !self.state.text_only
+            {
+                tracing::warn!(agent = %self.state.spec.name, "{e}; going on without images");
+                self.state.text_only = true;
+                let stripped: Vec<Message> = request
+                    .messages
+                    .iter()
+                    .map(|m| m.without_images())
+                    .collect();
+                request.messages = stripped.iter().collect();
+                answer = self.state.spec.llm.chat(&request).await;
+            }
+            let resp = match answer {
                 Ok(r) => r,
                 Err(e) => {
                     return self.outcome(
@@ -396,15 +431,28 @@ impl<'a> StepRun<'a> {
             let calls = msg.tool_calls.clone();
             let text = msg.text().trim().to_string();
             self.memory.push(msg);
+            let cut_off = resp.finish_reason.as_deref() == Some("length");
             if calls.is_empty() {
                 // Only `terminate` with success completes a step: text once earns a nudge,
-                // text again right after it ends the step unconfirmed.
+                // text again right after it ends the step unconfirmed. Text cut off at
+                // max_tokens is said to be so, to the model and in the step's reason.
+                let limit = self.state.spec.llm.settings().max_tokens;
                 if self.nudged_for_text {
                     let last = self.last_words();
-                    return self.outcome(StepStatus::Failed, never_confirmed(&last), round);
+                    let why = match cut_off {
+                        true => format!(
+                            "the model's answer was cut off at max_tokens ({limit}; raise [llm] \
+                             max_tokens) and never called `terminate`; its last words: {last}"
+                        ),
+                        false => never_confirmed(&last),
+                    };
+                    return self.outcome(StepStatus::Failed, why, round);
                 }
                 self.nudged_for_text = true;
-                self.nudge = self.nudge.or(Some(NO_TOOL_NUDGE));
+                self.nudge = self.nudge.or(Some(match cut_off {
+                    true => LENGTH_NUDGE,
+                    false => NO_TOOL_NUDGE,
+                }));
                 continue;
             }
             self.nudged_for_text = false;
@@ -415,7 +463,7 @@ impl<'a> StepRun<'a> {
             let mut images: Vec<(String, ImageData)> = vec![];
             for call in &calls {
                 let result = self.call_tool(call).await;
-                if self.state.spec.llm.settings().vision {
+                if self.state.spec.llm.settings().vision && !self.state.text_only {
                     let tool = &call.function.name;
                     images.extend(result.images.iter().map(|i| (tool.clone(), i.clone())));
                 }
@@ -474,7 +522,8 @@ impl<'a> StepRun<'a> {
         let Some(browser) = spec.browser.as_ref().filter(|_| self.browsed) else {
             return Message::user(prompt);
         };
-        let screenshot = browser.settings.screenshots && spec.llm.settings().vision;
+        let screenshot =
+            browser.settings.screenshots && spec.llm.settings().vision && !self.state.text_only;
         match browser.state(&self.req.flow_id, screenshot).await {
             Ok(state) => {
                 let text = format!("{}\n\n{prompt}", browser_state_text(&state));

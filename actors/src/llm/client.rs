@@ -381,6 +381,13 @@ impl LlmClient {
         let detail = server_message(&text);
         let profile = profile_suffix(&s.profile);
         let (kind, retryable, message) = match code {
+            400..=599 if refuses_images(&detail) => (
+                LlmErrorKind::ImagesUnsupported,
+                false,
+                format!(
+                    "the model takes no images ({code}: {detail}); set [llm{profile}] vision = false"
+                ),
+            ),
             401 | 403 => (
                 LlmErrorKind::Auth,
                 false,
@@ -415,6 +422,16 @@ impl LlmClient {
             retry_after,
         })
     }
+}
+
+/// Whether a server's error says it takes no image input (llama.cpp: "image input is not
+/// supported"; others name images or vision as unsupported).
+fn refuses_images(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    (m.contains("image") || m.contains("vision") || m.contains("multimodal"))
+        && (m.contains("not supported")
+            || m.contains("does not support")
+            || m.contains("unsupported"))
 }
 
 /// Where a profile's chat completions are posted.

@@ -95,6 +95,9 @@ pub enum LlmErrorKind {
     Decode,
     /// The cassette ran out or diverged from this run.
     Replay,
+    /// The model or server takes no images (llama.cpp without a projector, text-only
+    /// models): the request must go again without them.
+    ImagesUnsupported,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -138,6 +138,26 @@ impl Message {
         }
     }
 
+    /// The message with its images left out (its text parts kept, in order), for a model
+    /// that takes none.
+    pub fn without_images(&self) -> Message {
+        let mut m = Message {
+            frozen: Frozen::default(),
+            ..self.clone()
+        };
+        if let Some(Content::Parts(parts)) = &self.content {
+            let text: Vec<&str> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            m.content = Some(Content::Text(text.join("\n")));
+        }
+        m
+    }
+
     /// The images the message carries.
     pub fn images(&self) -> impl Iterator<Item = &ImageUrl> {
         let parts = match &self.content {

@@ -848,7 +848,13 @@ async fn summarise(st: &mut PlannerState) -> String {
     match call.await {
         Ok(Ok(resp)) => {
             st.spend("planner", resp.usage);
-            resp.message.text().trim().to_string()
+            let summary = resp.message.text().trim().to_string();
+            if resp.finish_reason.as_deref() == Some("length") {
+                // Never passed off as whole.
+                format!("{summary} […] (the summary was cut off at the profile's max_tokens)")
+            } else {
+                summary
+            }
         }
         Ok(Err(e)) => {
             tracing::warn!(flow = %st.id, "could not summarise the run: {e}");
