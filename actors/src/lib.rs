@@ -20,5 +20,6 @@ pub(crate) mod process;
 pub mod protocol;
 pub mod root;
 pub mod sandbox;
+pub(crate) mod sse;
 pub(crate) mod text;
 pub mod tools;

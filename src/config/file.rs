@@ -215,6 +215,8 @@ llm_keys! {
     output_price_per_mtok: Spanned<f64>,
     vision: bool,
     tool_calls: ToolCallsToml,
+    stream: bool,
+    total_timeout_secs: Spanned<i64>,
 }
 
 /// `[llm]`: the default profile's keys, and `[llm.NAME]` tables for named profiles.

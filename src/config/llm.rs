@@ -120,6 +120,11 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         "timeout_secs",
         Duration::from_secs(if local { 900 } else { 120 }),
     )?;
+    let total_timeout = table.seconds(
+        &t.total_timeout_secs,
+        "total_timeout_secs",
+        Duration::from_secs(if local { 3600 } else { 1800 }),
+    )?;
     let max_retries = table.number(&t.max_retries, "max_retries", RETRIES)?;
     if api_type == ApiTypeToml::Replay {
         let cassette = cassette.ok_or_else(|| {
@@ -174,6 +179,8 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         max_input_tokens: max_input_tokens.map(|n| n as usize),
         temperature: temperature.map_or(0.2, |t| t as f32),
         timeout,
+        total_timeout,
+        stream: t.stream.unwrap_or(true),
         retry: RetryPolicy {
             max_retries: max_retries.map_or(defaults.max_retries, |n| n as u32),
             ..defaults

@@ -307,3 +307,29 @@ async fn an_image_sent_to_a_text_only_model_is_refused_once_and_named() {
     assert_eq!(text.text(), "What is in this picture?");
     client.chat(&request(&text)).await.unwrap();
 }
+
+/// The real server streams: the text arrives in pieces that make the whole answer, and
+/// the usage of the last chunk is read.
+#[tokio::test]
+async fn a_real_streamed_answer_arrives_in_pieces_that_make_the_whole() {
+    let Some(url) = llama::url() else { return };
+    let client = client(&url, "");
+    let ask = Message::user("Write two sentences about the sea.");
+    let heard = std::sync::Mutex::new(Vec::<String>::new());
+    let answer = client
+        .chat_with(
+            &ChatRequest {
+                messages: vec![&ask],
+                tools: ToolSet::default(),
+                tool_choice: ToolChoice::Auto,
+            },
+            &|piece| heard.lock().unwrap().push(piece.to_string()),
+        )
+        .await
+        .unwrap();
+    let heard = heard.into_inner().unwrap();
+    assert!(heard.len() > 3, "{heard:?}");
+    assert_eq!(heard.concat(), answer.message.text());
+    assert!(answer.usage.prompt_tokens > 0 && answer.usage.completion_tokens > 0);
+    assert!(answer.finish_reason.is_some());
+}

@@ -16,4 +16,5 @@ mod mcp_http;
 mod sandbox;
 mod serve;
 mod store;
+mod streaming;
 mod telemetry;

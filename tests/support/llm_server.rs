@@ -84,6 +84,8 @@ struct Shared {
     observer: Mutex<Option<HoldObserver>>,
     /// Off: requests are not kept (benchmarks with many flows).
     not_recording: std::sync::atomic::AtomicBool,
+    /// Answer whole even when asked to stream, as servers that cannot stream do.
+    whole_only: std::sync::atomic::AtomicBool,
     requests: Mutex<Vec<Recorded>>,
     next_call_id: AtomicU64,
     next_completion_id: AtomicU64,
@@ -185,6 +187,11 @@ impl ScriptedLlm {
     }
 
     /// Whether requests are kept for `requests()` (on by default).
+    /// Answer every request whole, `stream: true` or not (a server that cannot stream).
+    pub fn set_whole_only(&self, on: bool) {
+        self.shared.whole_only.store(on, Ordering::Relaxed);
+    }
+
     pub fn set_recording(&self, on: bool) {
         self.shared.not_recording.store(!on, Ordering::Relaxed);
     }
@@ -305,6 +312,8 @@ pub struct Reply {
     completion_tokens: u64,
     /// Sent as `finish_reason: "length"`: the answer reached `max_tokens`.
     cut_off: bool,
+    /// Asked to stream: the pause between two chunks.
+    chunk_gap_ms: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -327,7 +336,14 @@ impl Reply {
             prompt_tokens: 10,
             completion_tokens: 5,
             cut_off: false,
+            chunk_gap_ms: 0,
         }
+    }
+
+    /// Asked to stream, pause this long between chunks (a slow model that is working).
+    pub fn chunk_gap(mut self, ms: u64) -> Reply {
+        self.chunk_gap_ms = ms;
+        self
     }
 
     /// The answer as one cut off at `max_tokens` (`finish_reason: "length"`).
@@ -488,14 +504,6 @@ async fn chat_completions(
     if shared.recording() {
         record(&shared, &uri, &headers, body.json());
     }
-    if head.stream == true {
-        return error_response(
-            400,
-            "scripted LLM server does not support stream=true",
-            None,
-        );
-    }
-
     let keyed = {
         let mut keyed = shared.keyed.lock().unwrap();
         if keyed.is_empty() {
@@ -604,5 +612,77 @@ fn answer(shared: &Shared, uri: &Uri, head: &Head, reply: Reply) -> Response {
             "total_tokens": reply.prompt_tokens + reply.completion_tokens
         }
     });
+    if head.stream == true && !shared.whole_only.load(Ordering::Relaxed) {
+        return streamed(response, Duration::from_millis(reply.chunk_gap_ms));
+    }
     with_retry_after(axum::Json(response).into_response(), reply.retry_after)
+}
+
+/// `completion` as the event stream OpenAI-compatible servers send for `stream: true`: the
+/// role, the text in pieces of a few characters, each tool call's id and name and then its
+/// arguments in pieces, the finish reason, the usage in a chunk without choices, `[DONE]`;
+/// `gap` between chunks.
+fn streamed(completion: Value, gap: Duration) -> Response {
+    let head = |delta: Value, finish: Value| {
+        json!({"id": completion["id"], "object": "chat.completion.chunk",
+            "created": completion["created"], "model": completion["model"],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let pieces = |text: &str| -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        chars.chunks(3).map(|c| c.iter().collect()).collect()
+    };
+    let choice = &completion["choices"][0];
+    let message = &choice["message"];
+    let mut chunks = vec![head(
+        json!({"role": "assistant", "content": null}),
+        Value::Null,
+    )];
+    if let Some(text) = message["content"].as_str() {
+        for piece in pieces(text) {
+            chunks.push(head(json!({"content": piece}), Value::Null));
+        }
+    }
+    for (i, call) in message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        chunks.push(head(
+            json!({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""}}]}),
+            Value::Null,
+        ));
+        for piece in pieces(call["function"]["arguments"].as_str().unwrap_or("")) {
+            chunks.push(head(
+                json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                Value::Null,
+            ));
+        }
+    }
+    chunks.push(head(json!({}), choice["finish_reason"].clone()));
+    let mut usage = head(Value::Null, Value::Null);
+    usage["choices"] = json!([]);
+    usage["usage"] = completion["usage"].clone();
+    chunks.push(usage);
+    let mut frames: Vec<String> = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    frames.push("data: [DONE]\n\n".into());
+    let body = futures_util::stream::unfold(
+        (frames.into_iter(), true),
+        move |(mut rest, first)| async move {
+            let frame = rest.next()?;
+            if !first && !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
+            Some((
+                Ok::<_, std::convert::Infallible>(Bytes::from(frame)),
+                (rest, false),
+            ))
+        },
+    );
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(axum::body::Body::from_stream(body))
+        .unwrap()
 }

@@ -14,6 +14,7 @@ use super::calls::{self, CallMode};
 use super::cassette::{Recorder, ReplayCursor, ReplayFrom};
 use super::http::{Answer, Failure, LazyHttp, Route};
 use super::settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};
+use super::stream::Assembly;
 use super::wire::{read_bytes, read_tree, request_body, server_message, tree};
 use super::{ChatRequest, ChatResponse, Content, Message, Role, ToolChoice, ToolSet, tokens};
 
@@ -43,6 +44,15 @@ impl std::fmt::Debug for LlmClient {
             self.settings.profile, self.settings.model
         )
     }
+}
+
+/// Who hears an answer's text as it comes.
+pub type Listener<'a> = &'a (dyn Fn(&str) + Sync);
+
+/// A successful answer: whole bytes, or the completion a stream's pieces made.
+enum Got {
+    Whole(bytes::Bytes),
+    Streamed(serde_json::Value),
 }
 
 /// One attempt's failure, before deciding whether to retry.
@@ -86,6 +96,16 @@ impl LlmClient {
     /// Ask the model. Retries 429, 5xx, timeouts and connection errors with backoff;
     /// fails at once on everything else.
     pub async fn chat(&self, req: &ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+        self.chat_with(req, &|_| {}).await
+    }
+
+    /// `chat`, handing the answer's text to `on_text` piece by piece as a streamed answer
+    /// brings it (once, whole, for a server that does not stream).
+    pub async fn chat_with(
+        &self,
+        req: &ChatRequest<'_>,
+        on_text: Listener<'_>,
+    ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         let span = tracing::info_span!(
             "chat",
@@ -112,7 +132,7 @@ impl LlmClient {
             let input = serde_json::to_string(&req.messages).unwrap_or_default();
             span.record("gen_ai.input.messages", clip(&input, max));
         }
-        let result = self.chat_inner(req).instrument(span.clone()).await;
+        let result = self.chat_inner(req, on_text).instrument(span.clone()).await;
         if span.is_disabled() {
             // Nobody records spans: skip making the values.
             return result;
@@ -140,7 +160,11 @@ impl LlmClient {
         result
     }
 
-    async fn chat_inner(&self, req: &ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+    async fn chat_inner(
+        &self,
+        req: &ChatRequest<'_>,
+        on_text: Listener<'_>,
+    ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         if let Some(limit) = s.max_input_tokens
             && let Err(input_tokens) = tokens::fits(&s.model, &req.messages, limit)
@@ -154,7 +178,7 @@ impl LlmClient {
                 ),
             ));
         }
-        let mut resp = self.ask(req).await?;
+        let mut resp = self.ask(req, on_text).await?;
         if resp.usage.prompt_tokens == 0 && resp.usage.completion_tokens == 0 {
             // Some local servers omit usage: count it ourselves.
             let bpe = tokens::encoding_for(&s.model);
@@ -200,14 +224,18 @@ impl LlmClient {
 
     /// Ask in the mode the profile uses, moving `auto` on when the server refuses tools
     /// or a JSON schema, or the model answers a tool turn in plain text.
-    async fn ask(&self, req: &ChatRequest<'_>) -> Result<ChatResponse, LlmError> {
+    async fn ask(
+        &self,
+        req: &ChatRequest<'_>,
+        on_text: Listener<'_>,
+    ) -> Result<ChatResponse, LlmError> {
         if req.tools.is_empty() || req.tool_choice == ToolChoice::None {
-            return self.exchange(req, None).await;
+            return self.exchange(req, None, on_text).await;
         }
         let auto = self.settings.tool_calls == CallMode::Auto;
         match self.call_mode() {
             CallMode::Native | CallMode::Auto => {
-                let answer = self.exchange(req, None).await;
+                let answer = self.exchange(req, None, on_text).await;
                 if !auto {
                     return answer;
                 }
@@ -224,7 +252,7 @@ impl LlmClient {
                     _ => return answer,
                 };
                 self.switch(AUTO_NATIVE, AUTO_CONSTRAINED, &why);
-                let mut again = Box::pin(self.ask(req)).await?;
+                let mut again = Box::pin(self.ask(req, on_text)).await?;
                 if let Ok(first) = answer {
                     // The plain answer was paid for too.
                     again.usage.prompt_tokens += first.usage.prompt_tokens;
@@ -239,7 +267,9 @@ impl LlmClient {
                     tools: ToolSet::default(),
                     tool_choice: req.tool_choice.clone(),
                 };
-                let answer = self.exchange(&plain, shaped.response_format.as_ref()).await;
+                let answer = self
+                    .exchange(&plain, shaped.response_format.as_ref(), on_text)
+                    .await;
                 let mut resp = match answer {
                     Err(e)
                         if auto
@@ -249,7 +279,7 @@ impl LlmClient {
                     {
                         let why = format!("the server refuses a JSON schema ({})", e.message);
                         self.switch(AUTO_CONSTRAINED, AUTO_TEXT, &why);
-                        return Box::pin(self.ask(req)).await;
+                        return Box::pin(self.ask(req, on_text)).await;
                     }
                     other => other?,
                 };
@@ -267,6 +297,7 @@ impl LlmClient {
         &self,
         req: &ChatRequest<'_>,
         response_format: Option<&serde_json::Value>,
+        on_text: Listener<'_>,
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         let body = bytes::Bytes::from(request_body(&self.settings, req, response_format));
@@ -287,14 +318,27 @@ impl LlmClient {
                 ));
             }
             _ => {
-                let answer = self.send_with_retries(&body).await?;
-                match &self.recorder {
-                    Some(rec) => {
-                        let raw = tree(&answer)?;
+                match (
+                    self.send_with_retries(&body, on_text).await?,
+                    &self.recorder,
+                ) {
+                    (Got::Streamed(raw), Some(rec)) => {
                         rec.record(&body, &raw).await;
                         read_tree(&raw)?
                     }
-                    None => read_bytes(&answer)?,
+                    (Got::Streamed(raw), None) => read_tree(&raw)?,
+                    (Got::Whole(answer), Some(rec)) => {
+                        let raw = tree(&answer)?;
+                        rec.record(&body, &raw).await;
+                        let resp = read_tree(&raw)?;
+                        on_text(resp.message.text());
+                        resp
+                    }
+                    (Got::Whole(answer), None) => {
+                        let resp = read_bytes(&answer)?;
+                        on_text(resp.message.text());
+                        resp
+                    }
                 }
             }
         };
@@ -302,11 +346,15 @@ impl LlmClient {
     }
 
     /// The body of the model's successful answer.
-    async fn send_with_retries(&self, body: &bytes::Bytes) -> Result<bytes::Bytes, LlmError> {
+    async fn send_with_retries(
+        &self,
+        body: &bytes::Bytes,
+        on_text: Listener<'_>,
+    ) -> Result<Got, LlmError> {
         let policy = self.settings.retry;
         let mut attempt = 0u32;
         loop {
-            match self.send_once(body).await {
+            match self.send_once(body, on_text).await {
                 Ok(v) => return Ok(v),
                 Err(a) if a.retryable && attempt < policy.max_retries => {
                     attempt += 1;
@@ -329,20 +377,44 @@ impl LlmClient {
         }
     }
 
-    async fn send_once(&self, body: &bytes::Bytes) -> Result<bytes::Bytes, Attempt> {
+    async fn send_once(&self, body: &bytes::Bytes, on_text: Listener<'_>) -> Result<Got, Attempt> {
         let s = &self.settings;
         let (url, route) = &*self.endpoint;
         let started = Instant::now();
+        let mut assembly = Assembly::default();
+        let mut on_event = |data: &str| {
+            if let Some(text) = assembly.add(data) {
+                on_text(&text);
+            }
+        };
+        let exchanged = route
+            .exchange(body, s.timeout, s.total_timeout, &mut on_event)
+            .await;
         let Answer {
             status: code,
             retry_after,
             body: answer,
-        } = route.exchange(body, s.timeout).await.map_err(|f| {
+            streamed,
+        } = exchanged.map_err(|f| {
+            let suffix = profile_suffix(&s.profile);
             let (kind, retryable, what) = match f {
+                Failure::Idle => (
+                    LlmErrorKind::Network,
+                    true,
+                    format!(
+                        "{url} sent nothing for {}s; a slower model needs a higher [llm{suffix}] \
+                         timeout_secs (the longest wait for the answer to start or go on)",
+                        s.timeout.as_secs()
+                    ),
+                ),
                 Failure::Timeout => (
                     LlmErrorKind::Network,
                     true,
-                    format!("no answer from {url} within {}s", s.timeout.as_secs()),
+                    format!(
+                        "the answer from {url} was not finished within {}s; raise [llm{suffix}] \
+                         total_timeout_secs",
+                        s.total_timeout.as_secs()
+                    ),
                 ),
                 Failure::Connect => (
                     LlmErrorKind::Network,
@@ -357,10 +429,7 @@ impl LlmClient {
                 Failure::Unsendable(why) => (
                     LlmErrorKind::BadRequest,
                     false,
-                    format!(
-                        "cannot send to {url}: {why}; check [llm{}]",
-                        profile_suffix(&s.profile)
-                    ),
+                    format!("cannot send to {url}: {why}; check [llm{suffix}]"),
                 ),
             };
             Attempt {
@@ -369,13 +438,29 @@ impl LlmClient {
                 retry_after: None,
             }
         })?;
+        if let Some(done) = streamed {
+            let chunks = assembly.chunks;
+            let tree = assembly.finish();
+            let finished = !tree["choices"][0]["finish_reason"].is_null();
+            if !done && !finished {
+                return Err(Attempt {
+                    error: LlmError::new(
+                        LlmErrorKind::Network,
+                        format!("the answer from {url} broke off after {chunks} pieces"),
+                    ),
+                    retryable: true,
+                    retry_after: None,
+                });
+            }
+            return Ok(Got::Streamed(tree));
+        }
         tracing::debug!(
             status = code,
             ms = started.elapsed().as_millis() as u64,
             "model answered"
         );
         if (200..300).contains(&code) {
-            return Ok(answer);
+            return Ok(Got::Whole(answer));
         }
         let text = String::from_utf8_lossy(&answer);
         let detail = server_message(&text);

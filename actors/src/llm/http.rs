@@ -1,11 +1,12 @@
-//! One HTTP exchange with a model server, through reqwest: post the body, within the time
-//! limit, and read the whole answer. The client decides what the status means and whether
-//! to retry. Knows nothing of the wire format or of retrying.
-
+//! One HTTP exchange with a model server, through reqwest: post the body and read the
+//! answer, whole or as an event stream, within the idle and total limits. The client decides
+//! what the status means and whether to retry. Knows nothing of the wire format or of
+//! retrying.
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 
 /// An idle connection older than this is not reused: servers close idle ones sooner (uvicorn
@@ -47,11 +48,18 @@ pub(super) struct Route {
 pub(super) struct Answer {
     pub status: u16,
     pub retry_after: Option<Duration>,
+    /// The bytes as they came (an event stream's too).
     pub body: Bytes,
+    /// The answer was an event stream (its events went to the caller as they came), and
+    /// whether it ended with `[DONE]`.
+    pub streamed: Option<bool>,
 }
 
 /// Why there is no answer.
 pub(super) enum Failure {
+    /// Nothing came for the idle limit: no head, or no next piece.
+    Idle,
+    /// The answer was not whole within the total limit.
     Timeout,
     Connect,
     Other(String),
@@ -94,8 +102,18 @@ impl Route {
         }
     }
 
-    /// Post `body` as JSON and read the whole answer, all within `limit`.
-    pub async fn exchange(&self, body: &Bytes, limit: Duration) -> Result<Answer, Failure> {
+    /// Post `body` as JSON and read the answer: its head within `idle`, then a whole body
+    /// within `idle`, or an event stream piece by piece (each event's data to `on_event`
+    /// as it comes) with no gap longer than `idle`; all of it within `total`. On a failure
+    /// the response is dropped unread, which closes the connection, so a server computing
+    /// an abandoned answer can stop.
+    pub async fn exchange(
+        &self,
+        body: &Bytes,
+        idle: Duration,
+        total: Duration,
+        on_event: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Answer, Failure> {
         let url = self
             .url
             .as_ref()
@@ -104,7 +122,7 @@ impl Route {
             .http
             .get()?
             .post(url.clone())
-            .timeout(limit)
+            .timeout(total)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .body(body.clone());
         if let Some((name, value)) = &self.auth {
@@ -119,14 +137,57 @@ impl Route {
                 Failure::Other(with_causes(&e.without_url()))
             }
         };
-        let resp = rb.send().await.map_err(failure)?;
+        let resp = tokio::time::timeout(idle, rb.send())
+            .await
+            .map_err(|_| Failure::Idle)?
+            .map_err(failure)?;
         let status = resp.status().as_u16();
         let retry_after = retry_after(resp.headers());
-        let body = resp.bytes().await.map_err(failure)?;
+        let events = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !events || !(200..300).contains(&status) {
+            let body = tokio::time::timeout(idle, resp.bytes())
+                .await
+                .map_err(|_| Failure::Idle)?
+                .map_err(failure)?;
+            return Ok(Answer {
+                status,
+                retry_after,
+                body,
+                streamed: None,
+            });
+        }
+        let raw = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = raw.clone();
+        let bytes = resp.bytes_stream().inspect(move |chunk| {
+            if let Ok(chunk) = chunk {
+                kept.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend_from_slice(chunk);
+            }
+        });
+        let mut stream = crate::sse::Events::new(bytes);
+        let mut done = false;
+        while let Some((_, data)) = tokio::time::timeout(idle, stream.next())
+            .await
+            .map_err(|_| Failure::Idle)?
+        {
+            if data.trim() == "[DONE]" {
+                done = true;
+                break;
+            }
+            on_event(&data);
+        }
+        drop(stream);
+        let body = std::mem::take(&mut *raw.lock().unwrap_or_else(|p| p.into_inner()));
         Ok(Answer {
             status,
             retry_after,
-            body,
+            body: body.into(),
+            streamed: Some(done),
         })
     }
 }
@@ -233,10 +294,18 @@ mod tests {
 
     async fn answered(route: &Route) -> Bytes {
         let body = Bytes::from_static(b"{}");
-        match route.exchange(&body, Duration::from_secs(5)).await {
+        match route
+            .exchange(
+                &body,
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+                &mut |_| {},
+            )
+            .await
+        {
             Ok(answer) if answer.status == 200 => answer.body,
             Ok(answer) => panic!("status {}", answer.status),
-            Err(Failure::Timeout) => panic!("timed out"),
+            Err(Failure::Timeout | Failure::Idle) => panic!("timed out"),
             Err(Failure::Connect) => panic!("could not connect"),
             Err(Failure::Other(why) | Failure::Unsendable(why)) => panic!("{why}"),
         }
@@ -273,14 +342,30 @@ mod tests {
         let http = LazyHttp::default();
         let body = Bytes::from_static(b"{}");
         let bad = Route::new("not a url", http.clone(), None, None);
-        match bad.exchange(&body, Duration::from_secs(5)).await {
+        match bad
+            .exchange(
+                &body,
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+                &mut |_| {},
+            )
+            .await
+        {
             Err(Failure::Unsendable(why)) => assert!(why.contains("not a URL"), "{why}"),
             _ => panic!("a bad URL must fail as such"),
         }
         // A key a header cannot carry is refused, not silently left off.
         let url = "http://127.0.0.1:1/v1";
         let bad_key = Route::new(url, http.clone(), Some("sk-\n1"), None);
-        match bad_key.exchange(&body, Duration::from_secs(5)).await {
+        match bad_key
+            .exchange(
+                &body,
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+                &mut |_| {},
+            )
+            .await
+        {
             Err(Failure::Unsendable(why)) => assert!(why.contains("API key"), "{why}"),
             _ => panic!("a key with a newline must fail as such"),
         }
@@ -294,7 +379,14 @@ mod tests {
             let url = format!("{scheme}://127.0.0.1:{port}/v1");
             let closed = Route::new(&url, http.clone(), None, None);
             assert!(matches!(
-                closed.exchange(&body, Duration::from_secs(5)).await,
+                closed
+                    .exchange(
+                        &body,
+                        Duration::from_secs(5),
+                        Duration::from_secs(5),
+                        &mut |_| {}
+                    )
+                    .await,
                 Err(Failure::Connect)
             ));
         }
@@ -374,7 +466,15 @@ mod tests {
         let route = Route::new(&url, LazyHttp::default(), None, None);
         let body = Bytes::from_static(b"{}");
         for round in 1..=2 {
-            match route.exchange(&body, Duration::from_secs(5)).await {
+            match route
+                .exchange(
+                    &body,
+                    Duration::from_secs(5),
+                    Duration::from_secs(5),
+                    &mut |_| {},
+                )
+                .await
+            {
                 Err(Failure::Other(why)) => assert!(why.contains("message"), "{why}"),
                 _ => panic!("a cut answer must fail"),
             }
@@ -398,8 +498,15 @@ mod tests {
         let route = Route::new(&url, LazyHttp::default(), None, None);
         let body = Bytes::from_static(b"{}");
         assert!(matches!(
-            route.exchange(&body, Duration::from_millis(100)).await,
-            Err(Failure::Timeout)
+            route
+                .exchange(
+                    &body,
+                    Duration::from_millis(100),
+                    Duration::from_secs(5),
+                    &mut |_| {}
+                )
+                .await,
+            Err(Failure::Idle)
         ));
         // The connection was closed, so the server's read ends.
         tokio::time::timeout(Duration::from_secs(5), server)

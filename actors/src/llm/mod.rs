@@ -13,13 +13,14 @@ mod fuzz;
 mod http;
 mod retry;
 mod settings;
+mod stream;
 pub mod tokens;
 mod types;
 mod wire;
 
 pub use calls::CallMode;
 pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor, ReplayFrom};
-pub use client::{LlmClient, rewind};
+pub use client::{Listener, LlmClient, rewind};
 pub use http::LazyHttp;
 pub use retry::RetryPolicy;
 pub use settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};

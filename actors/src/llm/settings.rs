@@ -36,8 +36,14 @@ pub struct LlmSettings {
     /// Refuse to send a request whose messages exceed this many tokens.
     pub max_input_tokens: Option<usize>,
     pub temperature: f32,
-    /// Limit for one HTTP exchange.
+    /// The longest wait for an answer to start, and between two pieces of a streamed one
+    /// (for a server that does not stream: for the whole answer).
     pub timeout: Duration,
+    /// The longest a whole answer may take, however steadily it comes.
+    pub total_timeout: Duration,
+    /// Ask for answers as event streams (`stream: true`); a server that answers whole is
+    /// read whole.
+    pub stream: bool,
     pub retry: RetryPolicy,
     /// Prices per million input and output tokens, for cost accounting.
     pub input_price_per_mtok: f64,
@@ -66,6 +72,8 @@ impl LlmSettings {
             max_input_tokens: None,
             temperature: 0.0,
             timeout: Duration::from_secs(60),
+            total_timeout: Duration::from_secs(1800),
+            stream: false,
             retry: RetryPolicy::default(),
             input_price_per_mtok: 0.0,
             output_price_per_mtok: 0.0,
@@ -131,6 +139,8 @@ impl LlmSettings {
             max_input_tokens: None,
             temperature: 0.5,
             timeout: Duration::from_secs(1),
+            total_timeout: Duration::from_secs(5),
+            stream: true,
             retry: RetryPolicy::default(),
             input_price_per_mtok: 0.0,
             output_price_per_mtok: 0.0,

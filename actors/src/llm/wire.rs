@@ -26,6 +26,10 @@ pub(super) fn request_body(
         tool_choice: Option<Value>,
         #[serde(skip_serializing_if = "Option::is_none")]
         response_format: Option<&'a Value>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        stream: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stream_options: Option<Value>,
     }
     let tools = req.tools.wire();
     let wire = Wire {
@@ -34,6 +38,9 @@ pub(super) fn request_body(
         temperature: s.temperature,
         tool_choice: (!tools.is_empty()).then(|| req.tool_choice.to_wire()),
         response_format,
+        stream: s.stream,
+        // The usage of a streamed answer comes in a last chunk, asked for here.
+        stream_options: s.stream.then(|| serde_json::json!({"include_usage": true})),
     };
     let mut body = Vec::with_capacity(4096 + tools.len());
     serde_json::to_writer(&mut body, &wire).expect("a chat request always serialises");
@@ -337,7 +344,24 @@ mod tests {
             .keys()
             .map(|k| k.as_str())
             .collect();
-        assert_eq!(keys, ["max_tokens", "messages", "model", "temperature"]);
+        assert_eq!(
+            keys,
+            [
+                "max_tokens",
+                "messages",
+                "model",
+                "stream",
+                "stream_options",
+                "temperature"
+            ]
+        );
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        let whole = LlmSettings {
+            stream: false,
+            ..settings
+        };
+        let body: Value = serde_json::from_slice(&request_body(&whole, &req, None)).unwrap();
+        assert!(body.get("stream").is_none() && body.get("stream_options").is_none());
     }
 
     #[test]

@@ -1,0 +1,158 @@
+//! A streamed answer put together: the chunks of `stream: true` (text deltas, tool-call
+//! pieces keyed by their index, the finish reason, usage in a chunk of its own) assembled
+//! into the completion a whole answer would have been, so one reader handles both. Knows
+//! nothing of HTTP, retries or cassettes.
+
+use serde_json::{Value, json};
+
+/// The pieces of one streamed answer so far.
+#[derive(Default)]
+pub(super) struct Assembly {
+    id: Option<Value>,
+    model: Option<Value>,
+    content: String,
+    reasoning: String,
+    /// Per call index: id, name, arguments.
+    calls: Vec<(String, String, String)>,
+    finish_reason: Option<Value>,
+    usage: Option<Value>,
+    pub chunks: usize,
+}
+
+impl Assembly {
+    /// Take one event's data; the text it adds to the answer, if any.
+    pub fn add(&mut self, data: &str) -> Option<String> {
+        let chunk: Value = serde_json::from_str(data).ok()?;
+        self.chunks += 1;
+        self.id = self.id.take().or_else(|| chunk.get("id").cloned());
+        self.model = self.model.take().or_else(|| chunk.get("model").cloned());
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(usage.clone());
+        }
+        let choice = chunk.get("choices")?.get(0)?;
+        if let Some(reason) = choice.get("finish_reason").filter(|r| !r.is_null()) {
+            self.finish_reason = Some(reason.clone());
+        }
+        let delta = choice.get("delta")?;
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(r) = delta.get(key).and_then(Value::as_str) {
+                self.reasoning.push_str(r);
+            }
+        }
+        for piece in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = piece.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+            if index > 1024 {
+                continue;
+            }
+            if self.calls.len() <= index {
+                self.calls.resize(index + 1, Default::default());
+            }
+            let call = &mut self.calls[index];
+            if let Some(id) = piece.get("id").and_then(Value::as_str) {
+                call.0 = id.to_string();
+            }
+            let function = piece.get("function");
+            if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
+                call.1.push_str(name);
+            }
+            if let Some(args) = function
+                .and_then(|f| f.get("arguments"))
+                .and_then(Value::as_str)
+            {
+                call.2.push_str(args);
+            }
+        }
+        let text = delta.get("content").and_then(Value::as_str)?;
+        self.content.push_str(text);
+        (!text.is_empty()).then(|| text.to_string())
+    }
+
+    /// The completion the pieces make.
+    pub fn finish(self) -> Value {
+        let calls: Vec<Value> = self
+            .calls
+            .into_iter()
+            .filter(|(_, name, _)| !name.is_empty())
+            .enumerate()
+            .map(|(i, (id, name, arguments))| {
+                let id = if id.is_empty() {
+                    format!("call_{i}")
+                } else {
+                    id
+                };
+                json!({"id": id, "type": "function",
+                    "function": {"name": name, "arguments": arguments}})
+            })
+            .collect();
+        let mut message = json!({"role": "assistant", "content": self.content});
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
+        }
+        if !self.reasoning.is_empty() {
+            message["reasoning_content"] = Value::String(self.reasoning);
+        }
+        json!({
+            "id": self.id.unwrap_or(Value::Null),
+            "object": "chat.completion",
+            "model": self.model.unwrap_or(Value::Null),
+            "choices": [{"index": 0, "message": message,
+                "finish_reason": self.finish_reason.unwrap_or(Value::Null)}],
+            "usage": self.usage.unwrap_or(Value::Null),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_make_the_whole_answer() {
+        let mut a = Assembly::default();
+        let chunks = [
+            r#"{"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hé"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"llo"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t1","type":"function","function":{"name":"bash","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"comm"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"and\":\"ls\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#,
+        ];
+        let texts: Vec<String> = chunks.iter().filter_map(|c| a.add(c)).collect();
+        assert_eq!(texts, ["Hé", "llo"]);
+        let done = a.finish();
+        let m = &done["choices"][0]["message"];
+        assert_eq!(m["content"], "Héllo");
+        assert_eq!(m["reasoning_content"], "think");
+        assert_eq!(m["tool_calls"][0]["id"], "t1");
+        assert_eq!(
+            m["tool_calls"][0]["function"]["arguments"],
+            r#"{"command":"ls"}"#
+        );
+        assert_eq!(done["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(done["usage"]["completion_tokens"], 3);
+        assert_eq!(done["id"], "c1");
+    }
+
+    #[test]
+    fn odd_chunks_are_skipped() {
+        let mut a = Assembly::default();
+        for c in [
+            "",
+            "{",
+            "[]",
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":99999999}]}}]}"#,
+        ] {
+            assert_eq!(a.add(c), None);
+        }
+        let done = a.finish();
+        assert_eq!(done["choices"][0]["message"]["content"], "");
+    }
+}

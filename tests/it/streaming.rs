@@ -1,0 +1,106 @@
+//! Streamed model answers against the scripted server speaking the event-stream form real
+//! servers send: pieces assembled into the answer and heard as they come, a slow but
+//! steady stream kept while a silent server is given up on with the setting to change, and
+//! a server that answers whole still understood.
+
+use std::sync::Mutex;
+
+use manus_actors::llm::{
+    ChatRequest, LazyHttp, LlmClient, LlmErrorKind, Message, ToolChoice, ToolSet,
+};
+use manus_rt::config::Config;
+use serde_json::json;
+
+use crate::support::llm_server::{Reply, ScriptedLlm};
+
+fn client(server: &ScriptedLlm, extra: &str) -> LlmClient {
+    let text = format!(
+        "[llm]\nbase_url = \"{}\"\nmodel = \"m\"\napi_key = \"k\"\n{extra}\n[agents.manus]\nprofile = \"manus\"\n",
+        server.base_url()
+    );
+    let config = Config::from_text(&text, "streaming-test", None).unwrap();
+    LlmClient::new(config.llm["default"].clone(), LazyHttp::default(), None)
+}
+
+async fn ask(
+    client: &LlmClient,
+    heard: &Mutex<Vec<String>>,
+) -> Result<manus_actors::llm::ChatResponse, manus_actors::llm::LlmError> {
+    let hi = Message::user("hi");
+    let req = ChatRequest {
+        messages: vec![&hi],
+        tools: ToolSet::default(),
+        tool_choice: ToolChoice::Auto,
+    };
+    client
+        .chat_with(&req, &|piece| heard.lock().unwrap().push(piece.to_string()))
+        .await
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_assembled_and_heard_piece_by_piece() {
+    let server = ScriptedLlm::start().await;
+    let text = "Grüße: the file is written, all 12 lines.";
+    server.push(
+        Reply::tool("bash", json!({"command": "printf 'é%.0s' 1 2 3 > out.txt"}))
+            .with_text(text)
+            .usage(31, 17),
+    );
+    let heard = Mutex::new(vec![]);
+    let answer = ask(&client(&server, ""), &heard).await.unwrap();
+    let heard = heard.into_inner().unwrap();
+    assert!(heard.len() > 5, "{heard:?}");
+    assert_eq!(heard.concat(), text);
+    assert_eq!(answer.message.text(), text);
+    let call = &answer.message.tool_calls[0];
+    assert_eq!(call.function.name, "bash");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&call.function.arguments).unwrap(),
+        json!({"command": "printf 'é%.0s' 1 2 3 > out.txt"})
+    );
+    assert_eq!(
+        (answer.usage.prompt_tokens, answer.usage.completion_tokens),
+        (31, 17)
+    );
+    let sent = &server.requests()[0].body;
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"]["include_usage"], true);
+}
+
+#[tokio::test]
+async fn a_slow_steady_stream_is_kept_and_a_silent_server_is_given_up_on() {
+    let server = ScriptedLlm::start().await;
+    // 1 s between pieces at most; the answer takes several seconds in all.
+    let client = client(&server, "timeout_secs = 1\nmax_retries = 0");
+    let steady = "a slow model that keeps writing";
+    server.push(Reply::text(steady).chunk_gap(300));
+    let heard = Mutex::new(vec![]);
+    let answer = ask(&client, &heard)
+        .await
+        .expect("a steady stream is not abandoned");
+    assert_eq!(answer.message.text(), steady);
+
+    server.push(Reply::text("too late").delay(3_000));
+    let e = ask(&client, &Mutex::new(vec![])).await.unwrap_err();
+    assert_eq!(e.kind, LlmErrorKind::Network);
+    assert!(e.message.contains("[llm] timeout_secs"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn a_server_that_answers_whole_is_read_whole() {
+    let server = ScriptedLlm::start().await;
+    server.set_whole_only(true);
+    server.push(Reply::text("whole"));
+    let heard = Mutex::new(vec![]);
+    let answer = ask(&client(&server, ""), &heard).await.unwrap();
+    assert_eq!(answer.message.text(), "whole");
+    assert_eq!(heard.into_inner().unwrap(), ["whole"]);
+    // And `stream = false` asks for a whole answer.
+    server.set_whole_only(false);
+    server.push(Reply::text("asked whole"));
+    let answer = ask(&client(&server, "stream = false"), &Mutex::new(vec![]))
+        .await
+        .unwrap();
+    assert_eq!(answer.message.text(), "asked whole");
+    assert!(server.requests()[1].body.get("stream").is_none());
+}
