@@ -449,6 +449,7 @@ async fn repetition(rt: &Runtime, model: &mut ModelServer, load: &Load, first_fl
         let task = format!("Flow {}: split the work in two halves.", first_flow + k);
         let options = SubmitOptions {
             mode: FlowMode::Plan,
+            ..Default::default()
         };
         let flow = rt.submit(&task, options).await.unwrap();
         handles.push(tokio::spawn(watch(flow)));
@@ -590,6 +591,7 @@ async fn run(model: &mut ModelServer, load: Load) {
     for i in 0..env_or("WARM", 1) {
         let options = SubmitOptions {
             mode: FlowMode::Plan,
+            ..Default::default()
         };
         warming.push(rt.submit(&format!("warm up {i}"), options).await.unwrap());
     }

@@ -51,6 +51,7 @@ async fn run_flows(
                 TASK,
                 SubmitOptions {
                     mode: manus_rt::FlowMode::Single,
+                    ..Default::default()
                 },
             )
             .await

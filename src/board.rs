@@ -10,6 +10,9 @@ use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
 
 use crate::view::FlowView;
 
+/// How much of the model's growing text the activity line shows: its last characters.
+const LIVE_CHARS: usize = 100;
+
 pub struct Board<W: Write> {
     out: W,
     live: bool,
@@ -128,6 +131,18 @@ impl<W: Write> Board<W> {
                     String::new()
                 };
                 Some(format!("[step {step}] {agent} started{again}"))
+            }
+            FlowEvent::TextDelta { agent, text, .. } => {
+                // The text grows on the activity line; the whole of it comes as `Thought`.
+                if !self.activity.starts_with(&format!("{agent}: ")) {
+                    self.activity = format!("{agent}: ");
+                }
+                self.activity.push_str(&one_line(text));
+                let keep = self.activity.char_indices().rev().nth(LIVE_CHARS);
+                if let Some((cut, _)) = keep {
+                    self.activity = format!("{agent}: …{}", &self.activity[cut..]);
+                }
+                None
             }
             FlowEvent::Thought { step, agent, text } => {
                 self.activity = format!("{agent}: {}", one_line(text));

@@ -299,6 +299,8 @@ struct Run {
     task: String,
     mode: FlowMode,
     resume: Option<Resume>,
+    /// Whether its events include `TextDelta`s.
+    deltas: bool,
     /// The number of its next event.
     seq: u64,
     created_at: i64,
@@ -308,12 +310,16 @@ struct Run {
 #[derive(Debug, Clone, Copy)]
 pub struct SubmitOptions {
     pub mode: FlowMode,
+    /// Send `FlowEvent::TextDelta`s: the model's text as it streams, for a live view.
+    /// Off, none are made.
+    pub deltas: bool,
 }
 
 impl Default for SubmitOptions {
     fn default() -> Self {
         SubmitOptions {
             mode: FlowMode::Plan,
+            deltas: false,
         }
     }
 }
@@ -350,6 +356,7 @@ impl Runtime {
             task: task.to_string(),
             mode: options.mode,
             resume: None,
+            deltas: options.deltas,
             seq: 0,
             created_at: crate::store::now_ms(),
         };
@@ -406,6 +413,7 @@ impl Runtime {
                 usage_by_agent: run.usage_by_agent,
                 elapsed: std::time::Duration::from_millis(run.elapsed_ms),
             }),
+            deltas: false,
             seq,
             created_at: run.created_at,
         })
@@ -460,7 +468,7 @@ impl Runtime {
             planner_llm,
             planner_slots: self.planner_slots.clone(),
             planning: self.planning.clone(),
-            events: EventSink::new(tx, tap),
+            events: EventSink::new(tx, tap, run.deltas),
             sandbox: self.sandbox.clone(),
             browser: self.browser.clone(),
             resume: run.resume,

@@ -486,7 +486,7 @@ async fn submit(
         ));
     };
     let handle = runtime
-        .submit(&b.task, SubmitOptions { mode })
+        .submit(&b.task, SubmitOptions { mode, deltas: true })
         .await
         .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
     let id = app.track(handle);

@@ -84,6 +84,7 @@ impl FlowView {
                 self.outcome = Some(outcome.clone());
             }
             FlowEvent::Thought { .. }
+            | FlowEvent::TextDelta { .. }
             | FlowEvent::ToolCalled { .. }
             | FlowEvent::ToolFinished { .. }
             | FlowEvent::StepMemory { .. } => {}

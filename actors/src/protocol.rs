@@ -45,16 +45,28 @@ pub struct EventSink(Arc<SinkInner>);
 
 struct SinkInner {
     tx: UnboundedSender<FlowEvent>,
+    /// Whoever reads the events watches live: `TextDelta`s are made only then.
+    deltas: bool,
     /// Held while an event is observed and queued, so both see the same order.
     observer: Option<Mutex<Box<dyn EventObserver>>>,
 }
 
 impl EventSink {
-    pub fn new(tx: UnboundedSender<FlowEvent>, observer: Option<Box<dyn EventObserver>>) -> Self {
+    pub fn new(
+        tx: UnboundedSender<FlowEvent>,
+        observer: Option<Box<dyn EventObserver>>,
+        deltas: bool,
+    ) -> Self {
         EventSink(Arc::new(SinkInner {
             tx,
+            deltas,
             observer: observer.map(Mutex::new),
         }))
+    }
+
+    /// Whether `TextDelta`s are wanted: nobody watching live costs no delta at all.
+    pub fn wants_deltas(&self) -> bool {
+        self.0.deltas
     }
 
     /// Pass `event` on. A handle that is gone is no error: the flow goes on, and the
@@ -641,6 +653,13 @@ pub enum FlowEvent {
         queued_ms: u64,
     },
     Thought {
+        step: usize,
+        agent: String,
+        text: String,
+    },
+    /// A piece of the text the model is writing, as it streams, for whoever watches live
+    /// (sent only to sinks that ask for them; the finished text follows as `Thought`).
+    TextDelta {
         step: usize,
         agent: String,
         text: String,

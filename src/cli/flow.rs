@@ -64,7 +64,12 @@ pub async fn drive(
     json: bool,
     mode: FlowMode,
 ) -> Option<FlowOutcome> {
-    match runtime.submit(task, SubmitOptions { mode }).await {
+    // The board shows the model's text as it comes; `--json` prints only the outcome.
+    let options = SubmitOptions {
+        mode,
+        deltas: !json,
+    };
+    match runtime.submit(task, options).await {
         Ok(flow) => Some(follow(flow, json).await),
         Err(e) => {
             eprintln!("manus-rt: {e}");

@@ -43,6 +43,10 @@ impl Tap {
 
 impl EventObserver for Tap {
     fn observe(&mut self, event: &FlowEvent) {
+        // Live text is for watchers; the finished text is stored as its `Thought`.
+        if matches!(event, FlowEvent::TextDelta { .. }) {
+            return;
+        }
         self.store.write(Write::Event {
             run_id: self.run_id.clone(),
             seq: self.seq,

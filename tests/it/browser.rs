@@ -42,6 +42,7 @@ async fn run_single(rt: &Runtime, task: &str) -> FlowHandle {
         task,
         SubmitOptions {
             mode: FlowMode::Single,
+            ..Default::default()
         },
     )
     .await

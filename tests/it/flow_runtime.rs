@@ -1057,6 +1057,7 @@ async fn concurrent_flows_each_get_their_own_agents() {
     let rt = start(&server, &dir, &[]).await;
     let single = SubmitOptions {
         mode: FlowMode::Single,
+        ..Default::default()
     };
     let a = submit(&rt, "Task A: write a file", single).await;
     let b = submit(&rt, "Task B: write a file", single).await;
@@ -1116,6 +1117,7 @@ async fn a_step_waiting_for_a_replica_is_queued_not_timed_out() {
     .await;
     let single = SubmitOptions {
         mode: FlowMode::Single,
+        ..Default::default()
     };
     let a = submit(&rt, "Task A", single).await;
     let b = submit(&rt, "Task B", single).await;

@@ -278,6 +278,7 @@ async fn sandboxes_beyond_max_sandboxes_are_refused_clearly() {
     let rt = Runtime::builder().config(config).start().await.unwrap();
     let single = SubmitOptions {
         mode: FlowMode::Single,
+        ..Default::default()
     };
     let a = rt.submit("flow a", single).await.unwrap();
     tokio::time::timeout(Duration::from_secs(60), async {

@@ -584,6 +584,7 @@ async fn retention_prunes_ended_runs_and_keeps_the_interrupted_one() {
     let first = runtime(&server, &dir).await;
     let single = SubmitOptions {
         mode: manus_rt::FlowMode::Single,
+        ..Default::default()
     };
     let mut ended = vec![];
     for n in 0..3 {
@@ -642,6 +643,7 @@ async fn runs_prune_deletes_the_older_ended_runs() {
     let rt = runtime(&server, &dir).await;
     let single = SubmitOptions {
         mode: manus_rt::FlowMode::Single,
+        ..Default::default()
     };
     let mut ended = vec![];
     for n in 0..3 {

@@ -12,6 +12,7 @@ use manus_rt::config::Config;
 use serde_json::json;
 
 use crate::support::llm_server::{Reply, ScriptedLlm};
+use crate::support::scenario::{Scratch, config_with, done};
 
 fn client(server: &ScriptedLlm, extra: &str) -> LlmClient {
     let text = format!(
@@ -103,4 +104,52 @@ async fn a_server_that_answers_whole_is_read_whole() {
         .unwrap();
     assert_eq!(answer.message.text(), "asked whole");
     assert!(server.requests()[1].body.get("stream").is_none());
+}
+
+/// A flow asked for live text gets the model's words as `TextDelta`s of its step, in
+/// order, ahead of the whole text's `Thought`; one not asking gets none, and the run store
+/// keeps none either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_text_reaches_only_flows_that_ask_and_is_not_stored() {
+    use manus_rt::{FlowEvent, FlowMode, Runtime, SubmitOptions};
+    let server = ScriptedLlm::start().await;
+    let words = "Writing the greeting now; it goes into hello.txt, as asked by the step.";
+    let dir = Scratch::new("deltas");
+    let config =
+        Config::from_text(&config_with(&server, &dir.workspace(), &[]), "deltas", None).unwrap();
+    let rt = Runtime::builder().config(config).start().await.unwrap();
+    for deltas in [true, false] {
+        server.push(done(words));
+        let options = SubmitOptions {
+            mode: FlowMode::Single,
+            deltas,
+        };
+        let mut flow = rt.submit("Greet", options).await.unwrap();
+        let (mut live, mut thought) = (String::new(), None);
+        while let Some(e) = flow.next_event().await {
+            match e {
+                FlowEvent::TextDelta { step, text, .. } => {
+                    assert_eq!(step, 0);
+                    assert!(thought.is_none(), "a delta after the whole text");
+                    live.push_str(&text);
+                }
+                FlowEvent::Thought { text, .. } => thought = Some(text),
+                _ => {}
+            }
+        }
+        assert_eq!(thought.as_deref(), Some(words));
+        assert_eq!(live, if deltas { words } else { "" });
+        let stored = rt.store().unwrap().events(&flow.id).await.unwrap();
+        assert!(
+            stored
+                .iter()
+                .any(|e| matches!(e.event, FlowEvent::Thought { .. }))
+        );
+        assert!(
+            !stored
+                .iter()
+                .any(|e| matches!(e.event, FlowEvent::TextDelta { .. })),
+            "a live piece of text was stored"
+        );
+    }
 }

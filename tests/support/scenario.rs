@@ -185,6 +185,7 @@ pub async fn start_single(
         .unwrap();
     let options = manus_rt::SubmitOptions {
         mode: manus_rt::FlowMode::Single,
+        ..Default::default()
     };
     let flow = rt.submit(task, options).await.unwrap();
     (rt, flow)

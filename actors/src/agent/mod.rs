@@ -249,6 +249,57 @@ impl Actor for ExecutorAgent {
     }
 }
 
+/// The text a streaming model writes, passed on as `TextDelta`s in pieces of at least
+/// `DELTA_CHARS` (or what came in `DELTA_EVERY`), and only to a sink that wants them.
+struct Deltas<'a> {
+    req: Option<&'a StepRequest>,
+    agent: &'a str,
+    held: std::sync::Mutex<(String, Instant)>,
+}
+
+const DELTA_CHARS: usize = 48;
+const DELTA_EVERY: Duration = Duration::from_millis(100);
+
+impl<'a> Deltas<'a> {
+    fn new(req: &'a StepRequest, agent: &'a str) -> Self {
+        Deltas {
+            req: req.events.wants_deltas().then_some(req),
+            agent,
+            held: std::sync::Mutex::new((String::new(), Instant::now())),
+        }
+    }
+
+    fn heard(&self, piece: &str) {
+        if self.req.is_none() {
+            return;
+        }
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.0.push_str(piece);
+        if held.0.len() >= DELTA_CHARS || held.1.elapsed() >= DELTA_EVERY {
+            let text = std::mem::take(&mut held.0);
+            held.1 = Instant::now();
+            self.send(text);
+        }
+    }
+
+    fn flush(&self) {
+        let text = std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).0);
+        if !text.is_empty() {
+            self.send(text);
+        }
+    }
+
+    fn send(&self, text: String) {
+        if let Some(req) = self.req {
+            req.events.send(FlowEvent::TextDelta {
+                step: req.step_index,
+                agent: self.agent.to_string(),
+                text,
+            });
+        }
+    }
+}
+
 /// One step's run: its memory, counters and usage. Dropped when the step ends.
 struct StepRun<'a> {
     state: &'a mut AgentState,
@@ -369,7 +420,9 @@ impl<'a> StepRun<'a> {
                 request.messages = text_only.iter().collect();
             }
             let started = Instant::now();
-            let mut answer = self.state.spec.llm.chat(&request).await;
+            let live = Deltas::new(self.req, &self.state.spec.name);
+            let listener = |piece: &str| live.heard(piece);
+            let mut answer = self.state.spec.llm.chat_with(&request, &listener).await;
             if let Err(e) = &answer
                 && e.kind == LlmErrorKind::ImagesUnsupported
                 && !self.state.text_only
@@ -382,8 +435,9 @@ impl<'a> StepRun<'a> {
                     .map(|m| m.without_images())
                     .collect();
                 request.messages = stripped.iter().collect();
-                answer = self.state.spec.llm.chat(&request).await;
+                answer = self.state.spec.llm.chat_with(&request, &listener).await;
             }
+            live.flush();
             let resp = match answer {
                 Ok(r) => r,
                 Err(e) => {
@@ -763,7 +817,7 @@ mod tests {
             plan_view: Plan::new("p", "t", vec![step.into()]).view(),
             flow: flow.clone(),
             budgeted: false,
-            events: crate::protocol::EventSink::new(events, None),
+            events: crate::protocol::EventSink::new(events, None, false),
             span: tracing::Span::none(),
         }
     }
