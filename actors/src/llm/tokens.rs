@@ -36,8 +36,10 @@ pub fn count_text(bpe: &CoreBPE, text: &str) -> usize {
 
 /// Tokens one message costs in a request, tool calls and images included.
 pub fn count_message(bpe: &CoreBPE, m: &Message) -> usize {
-    let mut n =
-        PER_MESSAGE + count_text(bpe, m.text()) + m.images().map(image_tokens).sum::<usize>();
+    let mut n = PER_MESSAGE
+        + count_text(bpe, m.text())
+        + count_text(bpe, m.reasoning_content.as_deref().unwrap_or(""))
+        + m.images().map(image_tokens).sum::<usize>();
     for call in &m.tool_calls {
         n += count_text(bpe, &call.function.name) + count_text(bpe, &call.function.arguments) + 3;
     }
@@ -48,6 +50,7 @@ pub fn count_message(bpe: &CoreBPE, m: &Message) -> usize {
 pub fn bound_message(m: &Message) -> usize {
     PER_MESSAGE
         + m.text().len()
+        + m.reasoning_content.as_ref().map_or(0, String::len)
         + m.images().map(image_tokens).sum::<usize>()
         + m.tool_calls
             .iter()

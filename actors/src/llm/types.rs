@@ -27,6 +27,11 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// A reasoning model's thinking before this answer (`reasoning_content`, `reasoning`
+    /// or a `<think>` block), kept apart from the text and sent back with the message, as
+    /// DeepSeek's thinking mode demands on a tool-call turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     /// Set by `freeze`: the message's wire JSON once first sent; not part of its value.
     #[serde(skip)]
     pub(crate) frozen: Frozen,
@@ -52,6 +57,7 @@ impl Message {
             tool_calls: vec![],
             tool_call_id: None,
             name: None,
+            reasoning_content: None,
             frozen: Frozen::default(),
         }
     }
@@ -120,6 +126,7 @@ impl Message {
             tool_calls: vec![],
             tool_call_id: Some(call.id.clone()),
             name: Some(call.function.name.clone()),
+            reasoning_content: None,
             frozen: Frozen::default(),
         }
     }

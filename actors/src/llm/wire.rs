@@ -117,6 +117,8 @@ struct Choice {
 struct WireMessage {
     content: Option<Lenient<String>>,
     tool_calls: Option<Vec<ToolCall>>,
+    reasoning_content: Option<Lenient<String>>,
+    reasoning: Option<Lenient<String>>,
 }
 
 #[derive(Deserialize)]
@@ -215,6 +217,25 @@ fn undecodable(e: serde_json::Error) -> LlmError {
     )
 }
 
+/// The text with a leading `<think>…</think>` block taken out, and that block's content: a
+/// model's thinking never reaches plans, notes or summaries. An unclosed block is all
+/// thinking (the answer was cut off inside it).
+fn split_thinking(content: Option<String>) -> (Option<String>, Option<String>) {
+    let Some(text) = content else {
+        return (None, None);
+    };
+    let Some(rest) = text.trim_start().strip_prefix("<think>") else {
+        return (Some(text), None);
+    };
+    match rest.split_once("</think>") {
+        Some((thought, answer)) => (
+            Some(answer.trim_start().to_string()),
+            Some(thought.trim().to_string()),
+        ),
+        None => (Some(String::new()), Some(rest.trim().to_string())),
+    }
+}
+
 /// Turn a chat completion, as read, into a response.
 fn parse_response(read: Result<Completion, serde_json::Error>) -> Result<ChatResponse, LlmError> {
     let c = read.map_err(undecodable)?;
@@ -232,15 +253,25 @@ fn parse_response(read: Result<Completion, serde_json::Error>) -> Result<ChatRes
             Lenient::get(u.completion_tokens).unwrap_or(0),
         )
     });
+    let (content, thought) = split_thinking(Lenient::get(m.content));
+    let reasoning = [
+        Lenient::get(m.reasoning_content),
+        Lenient::get(m.reasoning),
+        thought,
+    ]
+    .into_iter()
+    .flatten()
+    .find(|r| !r.trim().is_empty());
     Ok(ChatResponse {
         id: Lenient::get(c.id).unwrap_or_default(),
         model: Lenient::get(c.model).unwrap_or_default(),
         message: Message {
             role: Role::Assistant,
-            content: Lenient::get(m.content).map(Content::Text),
+            content: content.map(Content::Text),
             tool_calls: m.tool_calls.unwrap_or_default(),
             tool_call_id: None,
             name: None,
+            reasoning_content: reasoning,
             frozen: Default::default(),
         },
         finish_reason: Lenient::get(choice.finish_reason),
@@ -415,5 +446,42 @@ mod tests {
             "bad key"
         );
         assert_eq!(server_message("plain"), "plain");
+    }
+
+    #[test]
+    fn thinking_is_kept_apart_from_the_text_and_sent_back() {
+        let v = json!({"choices": [{"message": {"role": "assistant",
+            "content": "<think>\nThe user wants a file.\n</think>\n\nWriting it now.",
+            "tool_calls": [{"id": "c", "type": "function",
+                "function": {"name": "bash", "arguments": "{}"}}]}}]});
+        let r = read_tree(&v).unwrap();
+        assert_eq!(r.message.text(), "Writing it now.");
+        assert_eq!(
+            r.message.reasoning_content.as_deref(),
+            Some("The user wants a file.")
+        );
+        // Sent back with the assistant turn.
+        let mut out = Vec::new();
+        r.message.write_json(&mut out);
+        let sent: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(sent["reasoning_content"], "The user wants a file.");
+        assert_eq!(sent["content"], "Writing it now.");
+
+        for key in ["reasoning_content", "reasoning"] {
+            let v = json!({"choices": [{"message": {"role": "assistant", "content": "Done.",
+                key: "step by step"}}]});
+            let r = read_tree(&v).unwrap();
+            assert_eq!(r.message.reasoning_content.as_deref(), Some("step by step"));
+            assert_eq!(r.message.text(), "Done.");
+        }
+        // Cut off while thinking: no text at all, never the thinking.
+        let v = json!({"choices": [{"message": {"content": "<think>hmm, maybe"}}]});
+        let r = read_tree(&v).unwrap();
+        assert_eq!(r.message.text(), "");
+        assert_eq!(r.message.reasoning_content.as_deref(), Some("hmm, maybe"));
+        // A message without thinking sends none.
+        let mut out = Vec::new();
+        Message::assistant("hi").write_json(&mut out);
+        assert!(!String::from_utf8(out).unwrap().contains("reasoning"));
     }
 }
