@@ -205,7 +205,13 @@ pub struct RunArgs {
 #[derive(Subcommand)]
 pub enum ConfigAction {
     /// Load and validate the config, then print what it sets up
-    Check,
+    Check {
+        /// Also ask the default profile's model server a few tiny questions: does it
+        /// answer, stream, make native tool calls, follow a JSON schema, take images; and
+        /// which [llm] tool_calls mode to pick
+        #[arg(long)]
+        probe: bool,
+    },
 }
 
 #[derive(Subcommand)]

@@ -10,9 +10,23 @@ use manus_rt::engine::llm::ApiType;
 
 use super::args::CODE_ON_HOST;
 
-pub fn run(config: &Config) -> ExitCode {
+pub async fn run(config: &Config, probe: bool) -> ExitCode {
     print!("{}", describe(config));
-    ExitCode::SUCCESS
+    if !probe {
+        return ExitCode::SUCCESS;
+    }
+    println!();
+    match super::probe::run(config).await {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(report) => {
+            print!("{report}");
+            eprintln!("manus-rt: the model server could not be probed");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// What `config check` prints.

@@ -13,6 +13,7 @@ mod config_check;
 mod exit;
 mod flow;
 mod mcp_server;
+mod probe;
 mod resume;
 mod run;
 mod run_mcp;
@@ -48,8 +49,8 @@ pub async fn main() -> ExitCode {
         Command::Resume(args) => resume::run(config, args).await,
         Command::Runs { action } => runs::run(&config, action).await,
         Command::Config {
-            action: ConfigAction::Check,
-        } => config_check::run(&config),
+            action: ConfigAction::Check { probe },
+        } => config_check::run(&config, probe).await,
         Command::Tools {
             action: ToolsAction::List,
         } => tools_list::run(),

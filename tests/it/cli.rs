@@ -865,3 +865,78 @@ async fn help_says_code_runs_on_the_host() {
         );
     }
 }
+
+/// `config check --probe` against servers that support everything, refuse tools (as
+/// Ollama says it), and are not there at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_probe_says_what_the_server_supports() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::text("Hello."),
+        Reply::text("Hello there, friend."),
+        Reply::tool("get_weather", json!({"city": "Paris"})),
+        Reply::text("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"),
+        Reply::text("It is red."),
+    ]);
+    let dir = Scratch::new("cli-probe");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let out = manus(&dir, Some(&config), &["config", "check", "--probe"], None).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    for line in [
+        "answers        yes",
+        "streaming      yes",
+        "tool calls     yes",
+        "JSON schema    yes",
+        "images         accepted",
+        "recommended: [llm] tool_calls = \"native\"",
+    ] {
+        assert!(
+            out.stdout.contains(line),
+            "{line} missing from:\n{}",
+            out.stdout
+        );
+    }
+    let sent = server.requests();
+    assert_eq!(sent.len(), 5);
+    assert!(sent[0].body.get("stream").is_none() && sent[1].body["stream"] == true);
+    assert_eq!(sent[2].tool_names(), ["get_weather"]);
+    assert_eq!(sent[3].body["response_format"]["type"], "json_schema");
+
+    server.push_all([
+        Reply::text("Hello."),
+        Reply::text("Hello."),
+        Reply::status(400).with_text("registry.ollama.ai/library/gemma:2b does not support tools"),
+        Reply::status(400).with_text("response_format is not supported"),
+        Reply::status(500).with_text("image input is not supported"),
+    ]);
+    let out = manus(&dir, Some(&config), &["config", "check", "--probe"], None).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    for line in [
+        "tool calls     refused: ",
+        "does not support tools",
+        "JSON schema    refused: ",
+        "images         refused (keep [llm] vision = false)",
+        "recommended: [llm] tool_calls = \"text\"",
+    ] {
+        assert!(
+            out.stdout.contains(line),
+            "{line} missing from:\n{}",
+            out.stdout
+        );
+    }
+
+    let closed = format!("http://127.0.0.1:{}/v1", support::scenario::free_port());
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("llm.base_url", &format!("{closed:?}"))],
+    );
+    let config = dir.write_config(&text);
+    let out = manus(&dir, Some(&config), &["config", "check", "--probe"], None).await;
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("answers        no: cannot connect"),
+        "{}",
+        out.stdout
+    );
+}

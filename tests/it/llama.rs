@@ -333,3 +333,36 @@ async fn a_real_streamed_answer_arrives_in_pieces_that_make_the_whole() {
     assert!(answer.usage.prompt_tokens > 0 && answer.usage.completion_tokens > 0);
     assert!(answer.finish_reason.is_some());
 }
+
+/// `config check --probe` against the real server: it answers and streams; the tiny model
+/// ignores native tools but follows a JSON schema, so constrained is recommended; a
+/// text-only model refuses images.
+#[tokio::test]
+async fn the_probe_tells_what_the_real_server_supports() {
+    let Some(url) = llama::url() else { return };
+    let dir = Scratch::new("llama-probe");
+    let config = dir.write_config(&llama::config_text(&url, "", ""));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
+        .current_dir(dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .kill_on_drop(true)
+        .arg("--config")
+        .arg(&config)
+        .args(["config", "check", "--probe"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for line in [
+        "OpenAI-compatible model smollm2",
+        "answers        yes",
+        "streaming      yes",
+        "tool calls     ignored",
+        "JSON schema    yes",
+        "images         refused",
+        "recommended: [llm] tool_calls = \"constrained\" (now: \"auto\")",
+    ] {
+        assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
+    }
+}
