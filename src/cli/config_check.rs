@@ -32,6 +32,9 @@ pub async fn run(config: &Config, probe: bool) -> ExitCode {
 /// What `config check` prints.
 fn describe(c: &Config) -> String {
     let mut s = format!("config: {} is valid\n\nLLM profiles:\n", c.source);
+    if let Some(found) = &c.model_source {
+        s.push_str(&format!("  ({found})\n"));
+    }
     for (name, l) in &c.llm {
         let key = if l.api_key.is_some() {
             "key set"

@@ -15,6 +15,9 @@ use super::terminal::read_answer;
 /// Start the runtime and say where the model's answers come from and where tools run.
 pub async fn start(config: Config, record: Option<&Path>) -> Option<Runtime> {
     let replaying = config.llm.values().any(|l| l.cassette.is_some());
+    if let Some(found) = &config.model_source {
+        eprintln!("note: {found}");
+    }
     let mut builder = Runtime::builder().config(config);
     if let Some(path) = record {
         builder = builder.record(path);

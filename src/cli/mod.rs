@@ -34,10 +34,17 @@ use args::{Cli, Command, ConfigAction, LogFormat, SandboxAction, ToolsAction};
 /// trace export, run the command, and send the last spans before exiting.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match Config::locate(cli.config.as_deref()) {
+    let mut config = match Config::locate(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => return exit::not_started_because(format!("invalid config: {e}")),
     };
+    // Only the commands that talk to a model look for one.
+    if matches!(
+        cli.command,
+        Command::RunFlow(_) | Command::Run(_) | Command::Config { .. } | Command::Serve { .. }
+    ) {
+        config.find_model().await;
+    }
     let format = match cli.log_format {
         LogFormat::Text => telemetry::LogFormat::Text,
         LogFormat::Json => telemetry::LogFormat::Json,

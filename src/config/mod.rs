@@ -10,6 +10,7 @@
 
 mod agents;
 mod browser;
+mod discover;
 mod error;
 mod file;
 mod flow;
@@ -84,6 +85,11 @@ pub struct Config {
     pub retention: crate::store::Retention,
     /// `[server]`, for `manus-rt serve`; `MANUS_API_TOKENS` (comma-separated) adds tokens.
     pub server: crate::serve::ServerSettings,
+    /// The shipped example is in use (no config file of the user's): its model may be
+    /// one found on this machine (`discover`).
+    pub example: bool,
+    /// Which model the example's default profile found, and how to change it.
+    pub model_source: Option<String>,
 }
 
 /// An agent of the pool before it is bound to a flow's LLM client.
@@ -136,13 +142,23 @@ impl Config {
         if let Some(path) = explicit {
             return Config::load(path);
         }
-        for candidate in ["config/config.toml", "config/config.example.toml"] {
-            let p = Path::new(candidate);
-            if p.exists() {
-                return Config::load(p);
-            }
+        if Path::new("config/config.toml").exists() {
+            return Config::load(Path::new("config/config.toml"));
         }
-        Config::from_text(EMBEDDED_EXAMPLE, "embedded example config", None)
+        let example = Path::new("config/config.example.toml");
+        let mut config = if example.exists() {
+            Config::load(example)?
+        } else {
+            Config::from_text(EMBEDDED_EXAMPLE, "embedded example config", None)?
+        };
+        config.example = true;
+        Ok(config)
+    }
+
+    /// With the example in use, point the default profile at a model this machine has (an
+    /// OpenAI key, a local Ollama or llama.cpp server), else keep the replay: `discover`.
+    pub async fn find_model(&mut self) {
+        discover::apply(self, &process_env).await
     }
 
     /// Read and load the config file at `path`.

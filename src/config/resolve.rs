@@ -93,6 +93,8 @@ impl Parsed {
             store: self.store,
             retention: self.retention,
             server,
+            example: false,
+            model_source: None,
         })
     }
 }

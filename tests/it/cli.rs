@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, give_up, last_tool_text, line_of, plan_reply};
+use support::scenario::{
+    NO_MODELS_NEARBY, Scratch, config_with, done, give_up, last_tool_text, line_of, plan_reply,
+};
 use tokio::io::AsyncWriteExt;
 
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
@@ -54,6 +56,7 @@ async fn manus(dir: &Scratch, config: Option<&Path>, args: &[&str], stdin: Optio
     cmd.current_dir(dir.path())
         .env_remove("RUST_LOG")
         .env_remove("OPENAI_API_KEY")
+        .envs(NO_MODELS_NEARBY)
         .kill_on_drop(true)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -939,4 +942,82 @@ async fn config_check_probe_says_what_the_server_supports() {
         "{}",
         out.stdout
     );
+}
+
+/// Without a config file, the default looks for a model: an OpenAI key first, then an
+/// Ollama server, then a llama.cpp server (each a stand-in here, listing its models as the
+/// real ones do), else the example's replay; `config check` and the board say which.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_config_the_default_finds_a_model_and_says_which() {
+    use axum::routing::get;
+    let lister = axum::Router::new()
+        .route(
+            "/api/tags",
+            get(|| async { axum::Json(json!({"models": [{"name": "qwen-test:1b"}]})) }),
+        )
+        .route(
+            "/v1/models",
+            get(|| async { axum::Json(json!({"object": "list", "data": [{"id": "local.gguf"}]})) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let serving = tokio::spawn(async move { axum::serve(listener, lister).await });
+    let dir = Scratch::new("cli-find-model");
+    let check = |envs: Vec<(&'static str, String)>| {
+        let dir = dir.path().to_path_buf();
+        async move {
+            let out = tokio::process::Command::new(BIN)
+                .current_dir(dir)
+                .env_remove("OPENAI_API_KEY")
+                .envs(NO_MODELS_NEARBY)
+                .envs(envs)
+                .args(["config", "check"])
+                .kill_on_drop(true)
+                .output()
+                .await
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let out = check(vec![]).await;
+    assert!(
+        out.contains("model: none found") && out.contains("replayed"),
+        "{out}"
+    );
+    let out = check(vec![("MANUS_LLAMACPP_URL", at.clone())]).await;
+    assert!(
+        out.contains(&format!(
+            "model: local.gguf on the llamacpp server answering at {at}/v1"
+        )),
+        "{out}"
+    );
+    let out = check(vec![
+        ("MANUS_LLAMACPP_URL", at.clone()),
+        ("MANUS_OLLAMA_URL", at.clone()),
+    ])
+    .await;
+    assert!(
+        out.contains(&format!(
+            "model: qwen-test:1b on the ollama server answering at {at}/v1"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("auto tool calls"), "{out}");
+    let out = check(vec![
+        ("MANUS_OLLAMA_URL", at.clone()),
+        ("OPENAI_API_KEY", "sk-test".into()),
+        ("OPENAI_MODEL", "gpt-test".into()),
+    ])
+    .await;
+    assert!(
+        out.contains("model: gpt-test at https://api.openai.com/v1, from OPENAI_API_KEY"),
+        "{out}"
+    );
+    assert!(out.contains("write config/config.toml"), "{out}");
+    serving.abort();
 }

@@ -6,7 +6,7 @@ use crate::support;
 use std::process::Command;
 
 use support::llm_server::ScriptedLlm;
-use support::scenario::{EXAMPLE_TASK, Scratch, config_text, example_script};
+use support::scenario::{EXAMPLE_TASK, NO_MODELS_NEARBY, Scratch, config_text, example_script};
 
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 
@@ -16,6 +16,8 @@ fn embedded_default_replays_the_example_flow() {
     let dir = Scratch::new("embedded");
     let out = Command::new(BIN)
         .current_dir(dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .envs(NO_MODELS_NEARBY)
         .args(["run-flow", EXAMPLE_TASK, "--json"])
         .output()
         .unwrap();
@@ -45,6 +47,8 @@ fn the_replay_refuses_a_different_task() {
     let dir = Scratch::new("embedded-other");
     let out = Command::new(BIN)
         .current_dir(dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .envs(NO_MODELS_NEARBY)
         .args(["run-flow", "Book me a flight"])
         .output()
         .unwrap();

@@ -9,6 +9,14 @@ use serde_json::json;
 
 use super::llm_server::{Reply, ScriptedLlm};
 
+/// Where a run without a config file looks for local model servers, pointed at a closed
+/// port: tests never depend on an Ollama or llama.cpp server this machine may run (remove
+/// `OPENAI_API_KEY` too).
+pub const NO_MODELS_NEARBY: [(&str, &str); 2] = [
+    ("MANUS_OLLAMA_URL", "http://127.0.0.1:1"),
+    ("MANUS_LLAMACPP_URL", "http://127.0.0.1:1"),
+];
+
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct Scratch(pub PathBuf);
 
