@@ -183,6 +183,7 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         stream: t.stream.unwrap_or(true),
         retry: RetryPolicy {
             max_retries: max_retries.map_or(defaults.max_retries, |n| n as u32),
+            retry_timeouts: !local,
             ..defaults
         },
         input_price_per_mtok,

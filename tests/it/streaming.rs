@@ -153,3 +153,33 @@ async fn live_text_reaches_only_flows_that_ask_and_is_not_stored() {
         );
     }
 }
+
+/// A local server goes on computing an answer its client gave up on: a timed-out request
+/// to one is not sent again behind it (a hosted API's is).
+#[tokio::test]
+async fn a_timed_out_request_to_a_local_server_is_not_sent_again() {
+    let server = ScriptedLlm::start().await;
+    for (kind, sent) in [("llamacpp", 1), ("openai", 2)] {
+        server.push_all([
+            Reply::text("late").delay(2_500),
+            Reply::text("late").delay(2_500),
+        ]);
+        let before = server.request_count();
+        let extra = format!("api_type = \"{kind}\"\ntimeout_secs = 1\nmax_retries = 1");
+        let e = ask(&client(&server, &extra), &Mutex::new(vec![]))
+            .await
+            .unwrap_err();
+        assert!(e.message.contains("[llm] timeout_secs"), "{}", e.message);
+        assert_eq!(
+            server.request_count() - before,
+            sent,
+            "{kind}: {}",
+            e.message
+        );
+        // Let the abandoned answers go before the next round.
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        while server.remaining() > 0 {
+            let _ = ask(&client(&server, ""), &Mutex::new(vec![])).await;
+        }
+    }
+}

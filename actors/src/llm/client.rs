@@ -400,7 +400,7 @@ impl LlmClient {
             let (kind, retryable, what) = match f {
                 Failure::Idle => (
                     LlmErrorKind::Network,
-                    true,
+                    s.retry.retry_timeouts,
                     format!(
                         "{url} sent nothing for {}s; a slower model needs a higher [llm{suffix}] \
                          timeout_secs (the longest wait for the answer to start or go on)",
@@ -409,7 +409,7 @@ impl LlmClient {
                 ),
                 Failure::Timeout => (
                     LlmErrorKind::Network,
-                    true,
+                    s.retry.retry_timeouts,
                     format!(
                         "the answer from {url} was not finished within {}s; raise [llm{suffix}] \
                          total_timeout_secs",

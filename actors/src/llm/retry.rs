@@ -9,6 +9,9 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     pub base_delay: Duration,
     pub max_delay: Duration,
+    /// Whether a request that timed out is sent again. A local server goes on computing an
+    /// abandoned answer, so sending it again only queues a second one behind it.
+    pub retry_timeouts: bool,
 }
 
 impl Default for RetryPolicy {
@@ -17,6 +20,7 @@ impl Default for RetryPolicy {
             max_retries: 4,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
+            retry_timeouts: true,
         }
     }
 }
@@ -61,6 +65,7 @@ mod tests {
             max_retries: 5,
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(1),
+            retry_timeouts: true,
         };
         let d1 = p.delay(1, None);
         assert!(
