@@ -2,7 +2,10 @@
 //!
 //! A cassette is a JSON-lines file: one `{"request": …, "response": …}` object per model
 //! call, in the order the run made them, with the request and response bodies exactly as
-//! they crossed the wire. Lines starting with `#` are comments. `--record FILE` writes one;
+//! they crossed the wire (a whole answer's line breaks, which JSON allows only between
+//! tokens, written as spaces). A streamed answer is kept twice: `response` is the
+//! completion its pieces made, which replay serves, and `stream` the event stream as it
+//! came. Lines starting with `#` are comments. `--record FILE` writes one;
 //! an `api_type = "replay"` profile serves one back, in order, so a run can be reproduced
 //! offline. Each flow replays from the start with its own cursor.
 
@@ -21,6 +24,9 @@ use super::{LlmError, LlmErrorKind};
 pub struct Exchange {
     pub request: Value,
     pub response: Value,
+    /// A streamed answer's event stream, as received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
 }
 
 /// A loaded cassette.
@@ -187,6 +193,17 @@ pub struct Recorder {
     tx: mpsc::UnboundedSender<(String, oneshot::Sender<()>)>,
 }
 
+/// An answer as it came, for the record.
+pub enum Answered<'a> {
+    /// A whole JSON answer's bytes.
+    Whole(&'a [u8]),
+    /// A streamed answer: the completion its pieces made, and the stream's bytes.
+    Streamed {
+        completion: &'a Value,
+        raw: &'a [u8],
+    },
+}
+
 impl Recorder {
     /// Create (or truncate) the file; a writer task owns it from here on.
     pub fn create(path: &Path) -> std::io::Result<Recorder> {
@@ -204,13 +221,22 @@ impl Recorder {
         Ok(Recorder { tx })
     }
 
-    /// Append one exchange; returns once it is on disk.
-    /// `request` is the body as sent (JSON text).
-    pub async fn record(&self, request: &[u8], response: &Value) {
-        let line = format!(
-            "{{\"request\":{},\"response\":{response}}}",
-            String::from_utf8_lossy(request)
-        );
+    /// Append one exchange; returns once it is on disk. `request` is the body as sent
+    /// (JSON text); `answer` the answer as received.
+    pub async fn record(&self, request: &[u8], answer: Answered<'_>) {
+        let one_line = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace(['\n', '\r'], " ");
+        let line = match answer {
+            Answered::Whole(bytes) => format!(
+                "{{\"request\":{},\"response\":{}}}",
+                one_line(request),
+                one_line(bytes)
+            ),
+            Answered::Streamed { completion, raw } => format!(
+                "{{\"request\":{},\"response\":{completion},\"stream\":{}}}",
+                one_line(request),
+                Value::String(String::from_utf8_lossy(raw).into_owned())
+            ),
+        };
         let (tx, rx) = oneshot::channel();
         if self.tx.send((line, tx)).is_ok() {
             let _ = rx.await;
@@ -266,5 +292,44 @@ mod tests {
     fn bad_lines_are_named() {
         let err = Cassette::parse("t", "\n{not json}\n").unwrap_err();
         assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_record_holds_the_bytes_that_came() {
+        let dir = std::env::temp_dir().join(format!("manus-cassette-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.jsonl");
+        let rec = Recorder::create(&path).unwrap();
+        // Numbers a parse and print would change, and line breaks between tokens.
+        let whole = b"{\"choices\": [{\"message\": {\"content\": \"a\\nb\"}}],\n \"score\": 0.10, \"big\": 1e2}";
+        rec.record(br#"{"model":"m"}"#, Answered::Whole(whole))
+            .await;
+        let raw = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\r\n\r\ndata: [DONE]\n\n";
+        let completion = json!({"choices": [{"message": {"content": "hi"}}]});
+        rec.record(
+            br#"{"model":"m"}"#,
+            Answered::Streamed {
+                completion: &completion,
+                raw,
+            },
+        )
+        .await;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            r#"{"request":{"model":"m"},"response":{"choices": [{"message": {"content": "a\nb"}}],  "score": 0.10, "big": 1e2}}"#
+        );
+        let c = Cassette::parse("t", &text).unwrap();
+        assert_eq!(
+            c.exchanges[0].response["choices"][0]["message"]["content"],
+            "a\nb"
+        );
+        assert_eq!(
+            c.exchanges[1].stream.as_deref().map(str::as_bytes),
+            Some(&raw[..])
+        );
+        assert_eq!(c.exchanges[1].response, completion);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,11 +11,11 @@ use tracing::Instrument;
 use crate::text::clip;
 
 use super::calls::{self, CallMode};
-use super::cassette::{Recorder, ReplayCursor, ReplayFrom};
+use super::cassette::{Answered, Recorder, ReplayCursor, ReplayFrom};
 use super::http::{Answer, Failure, LazyHttp, Route};
 use super::settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};
 use super::stream::Assembly;
-use super::wire::{read_bytes, read_tree, request_body, server_message, tree};
+use super::wire::{read_bytes, read_tree, request_body, server_message};
 use super::{ChatRequest, ChatResponse, Content, Message, Role, ToolChoice, ToolSet, tokens};
 
 /// Where `auto` stands: native tool calls, then constrained, then text.
@@ -52,7 +52,10 @@ pub type Listener<'a> = &'a (dyn Fn(&str) + Sync);
 /// A successful answer: whole bytes, or the completion a stream's pieces made.
 enum Got {
     Whole(bytes::Bytes),
-    Streamed(serde_json::Value),
+    Streamed {
+        completion: serde_json::Value,
+        raw: bytes::Bytes,
+    },
 }
 
 /// One attempt's failure, before deciding whether to retry.
@@ -322,15 +325,18 @@ impl LlmClient {
                     self.send_with_retries(&body, on_text).await?,
                     &self.recorder,
                 ) {
-                    (Got::Streamed(raw), Some(rec)) => {
-                        rec.record(&body, &raw).await;
-                        read_tree(&raw)?
+                    (Got::Streamed { completion, raw }, Some(rec)) => {
+                        let answered = Answered::Streamed {
+                            completion: &completion,
+                            raw: &raw,
+                        };
+                        rec.record(&body, answered).await;
+                        read_tree(&completion)?
                     }
-                    (Got::Streamed(raw), None) => read_tree(&raw)?,
+                    (Got::Streamed { completion, .. }, None) => read_tree(&completion)?,
                     (Got::Whole(answer), Some(rec)) => {
-                        let raw = tree(&answer)?;
-                        rec.record(&body, &raw).await;
-                        let resp = read_tree(&raw)?;
+                        let resp = read_bytes(&answer)?;
+                        rec.record(&body, Answered::Whole(&answer)).await;
                         on_text(resp.message.text());
                         resp
                     }
@@ -452,7 +458,10 @@ impl LlmClient {
                     retry_after: None,
                 });
             }
-            return Ok(Got::Streamed(tree));
+            return Ok(Got::Streamed {
+                completion: tree,
+                raw: answer,
+            });
         }
         tracing::debug!(
             status = code,

@@ -72,11 +72,6 @@ pub(super) fn read_tree(answer: &Value) -> Result<ChatResponse, LlmError> {
     parse_response(Completion::deserialize(answer))
 }
 
-/// The answer's bytes as a JSON tree, to record it.
-pub(super) fn tree(answer: &[u8]) -> Result<Value, LlmError> {
-    serde_json::from_slice(answer).map_err(undecodable)
-}
-
 /// The human part of an error body: OpenAI's `{"error": {"message": …}}` or the raw text.
 pub(super) fn server_message(text: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(text).ok();
