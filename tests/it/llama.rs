@@ -42,6 +42,22 @@ fn weather_tool() -> ToolSet {
     ])
 }
 
+/// An assistant turn that called `get_weather` for Paris, and the call's result.
+fn weather_called() -> (Message, Message) {
+    let call = ToolCall {
+        id: "call_1".into(),
+        kind: "function".into(),
+        function: FunctionCall {
+            name: "get_weather".into(),
+            arguments: json!({"city": "Paris"}).to_string(),
+        },
+    };
+    let mut made = Message::assistant("");
+    made.tool_calls = vec![call.clone()];
+    let result = Message::tool(&call, "Sunny, 21 degrees.");
+    (made, result)
+}
+
 /// The call `answer` carries is one of the offered tools with the arguments its schema
 /// demands.
 fn assert_one_valid_call(answer: &manus_actors::llm::ChatResponse) {
@@ -69,17 +85,7 @@ async fn a_native_tool_call_history_is_taken_by_the_server() {
     let tools = weather_tool();
     let system = Message::system("You are a helpful assistant. Use the tools you are given.");
     let ask = Message::user("What is the weather in Paris?");
-    let call = ToolCall {
-        id: "call_1".into(),
-        kind: "function".into(),
-        function: FunctionCall {
-            name: "get_weather".into(),
-            arguments: json!({"city": "Paris"}).to_string(),
-        },
-    };
-    let mut made = Message::assistant("");
-    made.tool_calls = vec![call.clone()];
-    let result = Message::tool(&call, "Sunny, 21 degrees.");
+    let (made, result) = weather_called();
     let answer = client
         .chat(&ChatRequest {
             messages: vec![&system, &ask, &made, &result],
@@ -167,17 +173,7 @@ async fn the_text_mode_sends_no_tool_roles_and_reads_what_comes_back() {
     let Some(url) = llama::url() else { return };
     let client = client(&url, "tool_calls = \"text\"");
     let ask = Message::user("What is the weather in Paris? Then finish.");
-    let call = ToolCall {
-        id: "call_1".into(),
-        kind: "function".into(),
-        function: FunctionCall {
-            name: "get_weather".into(),
-            arguments: json!({"city": "Paris"}).to_string(),
-        },
-    };
-    let mut made = Message::assistant("");
-    made.tool_calls = vec![call.clone()];
-    let result = Message::tool(&call, "Sunny, 21 degrees.");
+    let (made, result) = weather_called();
     let answer = client
         .chat(&ChatRequest {
             messages: vec![&ask, &made, &result],
