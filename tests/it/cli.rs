@@ -476,13 +476,14 @@ async fn record_then_replay(
     name: &str,
     command: &str,
     script: Vec<Reply>,
+    overrides: &[(&str, &str)],
 ) -> (serde_json::Value, Scratch) {
     let server = ScriptedLlm::start().await;
     server.push_all(script);
     let task = "Write hi.txt";
     let dir = Scratch::new(&format!("cli-record-{name}"));
     let cassette = dir.path().join("run.jsonl");
-    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), overrides));
     let args = [
         command,
         task,
@@ -530,7 +531,7 @@ async fn a_recorded_single_agent_run_replays_in_a_later_second() {
         Reply::tool("bash", json!({"command": "echo hi > hi.txt"})),
         done("Wrote hi.txt."),
     ];
-    let (outcome, dir) = record_then_replay("run", "run", script).await;
+    let (outcome, dir) = record_then_replay("run", "run", script, &[]).await;
     assert_eq!(outcome["status"], "completed");
     assert!(dir.workspace().join("hi.txt").exists());
 }
@@ -543,7 +544,7 @@ async fn a_recorded_flow_with_a_text_plan_replays_in_a_later_second() {
         done("Wrote hi.txt."),
         Reply::text("hi.txt is written."),
     ];
-    let (outcome, dir) = record_then_replay("text", "run-flow", script).await;
+    let (outcome, dir) = record_then_replay("text", "run-flow", script, &[]).await;
     assert_eq!(outcome["status"], "completed");
     assert!(dir.workspace().join("hi.txt").exists());
 }
@@ -1020,4 +1021,24 @@ async fn without_a_config_the_default_finds_a_model_and_says_which() {
     );
     assert!(out.contains("write config/config.toml"), "{out}");
     serving.abort();
+}
+
+/// A run whose calls travelled as constrained JSON replays offline the same: the cassette
+/// notes the mode, and the replay reads the calls from the answers as the run did.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_recorded_with_constrained_calls_replays_offline() {
+    let call = |name: &str, args: serde_json::Value| {
+        Reply::text(&json!({"name": name, "arguments": args}).to_string())
+    };
+    let script = vec![
+        call("bash", json!({"command": "printf 'hi\\n' > hi.txt"})),
+        call("terminate", json!({"status": "success"})),
+    ];
+    let overrides = [("llm.tool_calls", "\"constrained\"")];
+    let (outcome, dir) = record_then_replay("constrained", "run", script, &overrides).await;
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("hi.txt")).unwrap(),
+        "hi\n"
+    );
 }

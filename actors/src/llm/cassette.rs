@@ -27,6 +27,18 @@ pub struct Exchange {
     /// A streamed answer's event stream, as received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
+    /// How tool calls travelled (`text`, `constrained`; absent: natively), so a replay
+    /// reads them from the answer as the run did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<String>,
+}
+
+/// A recorded answer, as a replay serves it.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub response: Value,
+    /// The exchange's `tool_calls` mode.
+    pub tool_calls: Option<String>,
 }
 
 /// A loaded cassette.
@@ -109,7 +121,7 @@ impl Cassette {
         ReplayCursor { tx }
     }
 
-    fn serve(&self, index: usize, first_user: Option<&str>) -> Result<Value, LlmError> {
+    fn serve(&self, index: usize, first_user: Option<&str>) -> Result<Replayed, LlmError> {
         let Some(ex) = self.exchanges.get(index) else {
             return Err(LlmError::new(
                 LlmErrorKind::Replay,
@@ -135,7 +147,10 @@ impl Cassette {
                 ),
             ));
         }
-        Ok(ex.response.clone())
+        Ok(Replayed {
+            response: ex.response.clone(),
+            tool_calls: ex.tool_calls.clone(),
+        })
     }
 }
 
@@ -169,7 +184,7 @@ pub enum ReplayFrom {
 }
 
 /// A request's first user message, and where its recorded answer goes.
-type ReplayRequest = (Option<String>, oneshot::Sender<Result<Value, LlmError>>);
+type ReplayRequest = (Option<String>, oneshot::Sender<Result<Replayed, LlmError>>);
 
 /// A flow's position in a cassette.
 #[derive(Clone)]
@@ -179,7 +194,7 @@ pub struct ReplayCursor {
 
 impl ReplayCursor {
     /// The next recorded answer, if `request` is the one the recording expects.
-    pub async fn next(&self, first_user: Option<String>) -> Result<Value, LlmError> {
+    pub async fn next(&self, first_user: Option<String>) -> Result<Replayed, LlmError> {
         let gone = || LlmError::new(LlmErrorKind::Replay, "the replay cursor has stopped");
         let (tx, rx) = oneshot::channel();
         self.tx.send((first_user, tx)).map_err(|_| gone())?;
@@ -222,8 +237,8 @@ impl Recorder {
     }
 
     /// Append one exchange; returns once it is on disk. `request` is the body as sent
-    /// (JSON text); `answer` the answer as received.
-    pub async fn record(&self, request: &[u8], answer: Answered<'_>) {
+    /// (JSON text); `answer` the answer as received; `tool_calls` the mode, if not native.
+    pub async fn record(&self, request: &[u8], answer: Answered<'_>, tool_calls: Option<&str>) {
         let one_line = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace(['\n', '\r'], " ");
         let line = match answer {
             Answered::Whole(bytes) => format!(
@@ -236,6 +251,15 @@ impl Recorder {
                 one_line(request),
                 Value::String(String::from_utf8_lossy(raw).into_owned())
             ),
+        };
+        let line = match tool_calls {
+            // Closed by the object's own brace.
+            Some(mode) => format!(
+                "{},\"tool_calls\":{}}}",
+                &line[..line.len() - 1],
+                Value::from(mode)
+            ),
+            None => line,
         };
         let (tx, rx) = oneshot::channel();
         if self.tx.send((line, tx)).is_ok() {
@@ -263,10 +287,10 @@ mod tests {
         let c = Arc::new(Cassette::parse("t", &text).unwrap());
         assert_eq!(c.task(), Some("a"));
         let cur = c.cursor(ReplayFrom::Start);
-        assert_eq!(cur.next(Some("a".into())).await.unwrap()["n"], 1);
+        assert_eq!(cur.next(Some("a".into())).await.unwrap().response["n"], 1);
         let err = cur.next(Some("zzz".into())).await.unwrap_err();
         assert_eq!(err.kind, LlmErrorKind::Replay);
-        assert_eq!(cur.next(Some("b".into())).await.unwrap()["n"], 2);
+        assert_eq!(cur.next(Some("b".into())).await.unwrap().response["n"], 2);
         assert!(
             cur.next(Some("c".into()))
                 .await
@@ -279,12 +303,13 @@ mod tests {
             c.cursor(ReplayFrom::Start)
                 .next(Some("a".into()))
                 .await
-                .unwrap()["n"],
+                .unwrap()
+                .response["n"],
             1
         );
         // A resumed run's cursor starts where its first request was recorded.
         let cur = c.cursor(ReplayFrom::FirstMatch);
-        assert_eq!(cur.next(Some("b".into())).await.unwrap()["n"], 2);
+        assert_eq!(cur.next(Some("b".into())).await.unwrap().response["n"], 2);
         assert!(cur.next(Some("b".into())).await.is_err(), "strict after");
     }
 
@@ -302,7 +327,7 @@ mod tests {
         let rec = Recorder::create(&path).unwrap();
         // Numbers a parse and print would change, and line breaks between tokens.
         let whole = b"{\"choices\": [{\"message\": {\"content\": \"a\\nb\"}}],\n \"score\": 0.10, \"big\": 1e2}";
-        rec.record(br#"{"model":"m"}"#, Answered::Whole(whole))
+        rec.record(br#"{"model":"m"}"#, Answered::Whole(whole), None)
             .await;
         let raw = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\r\n\r\ndata: [DONE]\n\n";
         let completion = json!({"choices": [{"message": {"content": "hi"}}]});
@@ -312,6 +337,7 @@ mod tests {
                 completion: &completion,
                 raw,
             },
+            Some("text"),
         )
         .await;
         let text = std::fs::read_to_string(&path).unwrap();
@@ -330,6 +356,8 @@ mod tests {
             Some(&raw[..])
         );
         assert_eq!(c.exchanges[1].response, completion);
+        assert_eq!(c.exchanges[1].tool_calls.as_deref(), Some("text"));
+        assert_eq!(c.exchanges[0].tool_calls, None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

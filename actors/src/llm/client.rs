@@ -233,12 +233,12 @@ impl LlmClient {
         on_text: Listener<'_>,
     ) -> Result<ChatResponse, LlmError> {
         if req.tools.is_empty() || req.tool_choice == ToolChoice::None {
-            return self.exchange(req, None, on_text).await;
+            return self.exchange(req, CallMode::Native, None, on_text).await;
         }
         let auto = self.settings.tool_calls == CallMode::Auto;
         match self.call_mode() {
             CallMode::Native | CallMode::Auto => {
-                let answer = self.exchange(req, None, on_text).await;
+                let answer = self.exchange(req, CallMode::Native, None, on_text).await;
                 if !auto {
                     return answer;
                 }
@@ -271,7 +271,7 @@ impl LlmClient {
                     tool_choice: req.tool_choice.clone(),
                 };
                 let answer = self
-                    .exchange(&plain, shaped.response_format.as_ref(), on_text)
+                    .exchange(&plain, mode, shaped.response_format.as_ref(), on_text)
                     .await;
                 let mut resp = match answer {
                     Err(e)
@@ -286,9 +286,7 @@ impl LlmClient {
                     }
                     other => other?,
                 };
-                let (rest, found) = calls::read_calls(resp.message.text());
-                resp.message.content = (!rest.is_empty()).then_some(Content::Text(rest));
-                resp.message.tool_calls = found;
+                calls_from_text(&mut resp);
                 Ok(resp)
             }
         }
@@ -299,6 +297,7 @@ impl LlmClient {
     async fn exchange(
         &self,
         req: &ChatRequest<'_>,
+        mode: CallMode,
         response_format: Option<&serde_json::Value>,
         on_text: Listener<'_>,
     ) -> Result<ChatResponse, LlmError> {
@@ -311,8 +310,13 @@ impl LlmClient {
                     .iter()
                     .find(|m| m.role == Role::User)
                     .map(|m| m.text().to_string());
-                let raw = cursor.next(first_user).await?;
-                read_tree(&raw)?
+                let replayed = cursor.next(first_user).await?;
+                let mut resp = read_tree(&replayed.response)?;
+                if replayed.tool_calls.is_some() {
+                    // Recorded in the text or constrained mode: read as the run read it.
+                    calls_from_text(&mut resp);
+                }
+                resp
             }
             (ApiType::Replay, None) => {
                 return Err(LlmError::new(
@@ -330,13 +334,14 @@ impl LlmClient {
                             completion: &completion,
                             raw: &raw,
                         };
-                        rec.record(&body, answered).await;
+                        rec.record(&body, answered, recorded_mode(mode)).await;
                         read_tree(&completion)?
                     }
                     (Got::Streamed { completion, .. }, None) => read_tree(&completion)?,
                     (Got::Whole(answer), Some(rec)) => {
                         let resp = read_bytes(&answer)?;
-                        rec.record(&body, Answered::Whole(&answer)).await;
+                        rec.record(&body, Answered::Whole(&answer), recorded_mode(mode))
+                            .await;
                         on_text(resp.message.text());
                         resp
                     }
@@ -526,6 +531,18 @@ fn refuses_images(message: &str) -> bool {
         && (m.contains("not supported")
             || m.contains("does not support")
             || m.contains("unsupported"))
+}
+
+/// The calls a text or constrained answer holds, taken out of its text.
+fn calls_from_text(resp: &mut ChatResponse) {
+    let (rest, found) = calls::read_calls(resp.message.text());
+    resp.message.content = (!rest.is_empty()).then_some(Content::Text(rest));
+    resp.message.tool_calls = found;
+}
+
+/// The mode a cassette notes beside an exchange: none for native calls.
+fn recorded_mode(mode: CallMode) -> Option<&'static str> {
+    (mode != CallMode::Native).then(|| mode.name())
 }
 
 /// Where a profile's chat completions are posted.
