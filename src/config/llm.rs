@@ -200,6 +200,7 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
             None if local => CallMode::Auto,
             None => CallMode::Native,
         },
+        auto_state: Default::default(),
         model,
     };
     Ok(LlmDraft::Http {

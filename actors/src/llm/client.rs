@@ -3,7 +3,7 @@
 //! retries what is worth retrying and nothing else, and reports usage per call.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tracing::Instrument;
@@ -32,8 +32,6 @@ pub struct LlmClient {
     endpoint: Arc<(String, Route)>,
     replay: Option<ReplayCursor>,
     recorder: Option<Recorder>,
-    /// With `tool_calls = "auto"`, the mode reached so far, shared by every clone.
-    auto: Arc<AtomicU8>,
 }
 
 impl std::fmt::Debug for LlmClient {
@@ -79,7 +77,6 @@ impl LlmClient {
             endpoint: Arc::new((url, route)),
             replay: None,
             recorder,
-            auto: Arc::default(),
         }
     }
 
@@ -198,7 +195,7 @@ impl LlmClient {
     /// The tool-call mode this client uses now (`auto` resolved).
     pub fn call_mode(&self) -> CallMode {
         match self.settings.tool_calls {
-            CallMode::Auto => match self.auto.load(Ordering::Relaxed) {
+            CallMode::Auto => match self.settings.auto_state.0.load(Ordering::Relaxed) {
                 AUTO_NATIVE => CallMode::Native,
                 AUTO_CONSTRAINED => CallMode::Constrained,
                 _ => CallMode::Text,
@@ -207,11 +204,13 @@ impl LlmClient {
         }
     }
 
-    /// `auto` moves on from `from` to `to` (once, for every clone), saying why and what to
-    /// set to start there.
+    /// `auto` moves on from `from` to `to` (once, for every client of the profile), saying why
+    /// and what to set to start there.
     fn switch(&self, from: u8, to: u8, why: &str) {
         if self
-            .auto
+            .settings
+            .auto_state
+            .0
             .compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {

@@ -23,5 +23,5 @@ pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor, ReplayFrom};
 pub use client::{Listener, LlmClient, rewind};
 pub use http::LazyHttp;
 pub use retry::RetryPolicy;
-pub use settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};
+pub use settings::{ApiType, AutoState, LlmError, LlmErrorKind, LlmSettings};
 pub use types::*;

@@ -56,7 +56,14 @@ pub struct LlmSettings {
     pub vision: bool,
     /// How tool calls are asked for and read.
     pub tool_calls: CallMode,
+    /// Where `auto` stands, shared by every client of the profile (the planner's and each
+    /// agent's, in every flow): the server and model are the same for all of them.
+    pub auto_state: AutoState,
 }
+
+/// The mode `tool_calls = "auto"` has reached: native, then constrained, then text.
+#[derive(Debug, Clone, Default)]
+pub struct AutoState(pub(super) Arc<std::sync::atomic::AtomicU8>);
 
 impl LlmSettings {
     /// Settings for a profile that replays a cassette.
@@ -81,6 +88,7 @@ impl LlmSettings {
             cassette: Some(cassette),
             vision: false,
             tool_calls: CallMode::Native,
+            auto_state: AutoState::default(),
         }
     }
 }
@@ -148,6 +156,7 @@ impl LlmSettings {
             cassette: None,
             vision: false,
             tool_calls: CallMode::Native,
+            auto_state: AutoState::default(),
         }
     }
 }
