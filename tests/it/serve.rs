@@ -195,6 +195,19 @@ async fn a_flow_is_submitted_streamed_and_read_back() {
     assert_eq!(ids, (1..=events.len() as u64).collect::<Vec<_>>());
     let outcome = &events.last().unwrap().2["outcome"];
     assert_eq!(outcome["status"], "completed");
+    // The service asks for live text: each thought's words came first as text_deltas.
+    let (mut live, mut thoughts) = (String::new(), 0);
+    for (_, kind, event) in &events {
+        match kind.as_str() {
+            "text_delta" => live.push_str(event["text"].as_str().unwrap()),
+            "thought" => {
+                assert_eq!(std::mem::take(&mut live), event["text"].as_str().unwrap());
+                thoughts += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(thoughts > 0 && live.is_empty(), "{kinds:?}");
 
     // Resuming after event 3 replays from 4 to the end.
     let resumed = svc.events(&id, Some(3), |_, _| false).await;
