@@ -22,6 +22,11 @@ use tracing::Instrument;
 use super::{BrowserSettings, driver, keys};
 use crate::protocol::{BrowserAction, BrowserOwnerMsg, BrowserReply, BrowserRequest, BrowserState};
 
+/// How long a click on a link or button waits for the page load it may have started: up to
+/// `NAVIGATION_POLLS` looks, `NAVIGATION_POLL` apart.
+const NAVIGATION_POLLS: u32 = 20;
+const NAVIGATION_POLL: Duration = Duration::from_millis(50);
+
 /// The element-menu script (see its opening comment).
 const MENU_JS: &str = include_str!("menu.js");
 /// Elements listed in the menu; the rest are counted.
@@ -372,7 +377,23 @@ impl Session {
                         self.current
                     );
                 }
-                let now = c.current_url().await?;
+                let mut now = c.current_url().await?;
+                // A link or a form's button may start a page load that commits only after
+                // the click returns (later on a busy machine): give it a moment to.
+                let label = self.label(index);
+                if now == from
+                    && (label.contains("<a")
+                        || label.contains("<button")
+                        || label.contains("submit"))
+                {
+                    for _ in 0..NAVIGATION_POLLS {
+                        tokio::time::sleep(NAVIGATION_POLL).await;
+                        now = c.current_url().await?;
+                        if now != from {
+                            break;
+                        }
+                    }
+                }
                 if now != from {
                     out += &format!("; the page is now {now}");
                 }
