@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use manus_actors::llm::Usage;
-use manus_actors::plan::StepStatus;
+use manus_actors::plan::{PlanStep, StepStatus};
 use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
 
 use crate::view::FlowView;
@@ -124,7 +124,7 @@ impl<W: Write> Board<W> {
                 if let Some(s) = self.step_started.get_mut(*step) {
                     *s = Some(Instant::now());
                 }
-                self.activity = format!("{agent} is thinking");
+                self.activity = format!("[{step}] {agent} is thinking");
                 let again = if *attempt > 1 {
                     format!(" (attempt {attempt})")
                 } else {
@@ -132,20 +132,21 @@ impl<W: Write> Board<W> {
                 };
                 Some(format!("[step {step}] {agent} started{again}"))
             }
-            FlowEvent::TextDelta { agent, text, .. } => {
+            FlowEvent::TextDelta { step, agent, text } => {
                 // The text grows on the activity line; the whole of it comes as `Thought`.
-                if !self.activity.starts_with(&format!("{agent}: ")) {
-                    self.activity = format!("{agent}: ");
+                let who = format!("[{step}] {agent}: ");
+                if !self.activity.starts_with(&who) {
+                    self.activity.clone_from(&who);
                 }
                 self.activity.push_str(&one_line(text));
                 let keep = self.activity.char_indices().rev().nth(LIVE_CHARS);
                 if let Some((cut, _)) = keep {
-                    self.activity = format!("{agent}: …{}", &self.activity[cut..]);
+                    self.activity = format!("{who}…{}", &self.activity[cut..]);
                 }
                 None
             }
             FlowEvent::Thought { step, agent, text } => {
-                self.activity = format!("{agent}: {}", one_line(text));
+                self.activity = format!("[{step}] {agent}: {}", one_line(text));
                 Some(format!("[step {step}] {agent}: {}", one_line(text)))
             }
             FlowEvent::LlmCalled { .. } | FlowEvent::StepMemory { .. } => None,
@@ -155,7 +156,7 @@ impl<W: Write> Board<W> {
                 tool,
                 arguments,
             } => {
-                self.activity = format!("{agent} → {tool} {}", one_line(arguments));
+                self.activity = format!("[{step}] {agent} → {tool} {}", one_line(arguments));
                 Some(format!(
                     "[step {step}] {agent} → {tool} {}",
                     one_line(arguments)
@@ -174,9 +175,46 @@ impl<W: Write> Board<W> {
                     one_line(output)
                 ))
             }
-            FlowEvent::Question { id, agent, inquire } => Some(format!(
-                "\n[question {id}] {agent} asks: {inquire}\nyour answer> "
-            )),
+            FlowEvent::Question {
+                id,
+                agent,
+                step,
+                inquire,
+            } => {
+                let at = step.map(|s| format!(" (step {s})")).unwrap_or_default();
+                Some(format!(
+                    "\n[question {id}] {agent}{at} asks: {inquire}\nyour answer> "
+                ))
+            }
+            FlowEvent::PlanRevised { plan, reason, .. } => {
+                self.step_started.resize(plan.steps.len(), None);
+                let added: Vec<String> = plan
+                    .steps
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| {
+                        s.is_live() && s.status == StepStatus::NotStarted && s.attempts == 0
+                    })
+                    .map(|(i, s)| format!("  {i}. {}{}", s.text, needs(s)))
+                    .collect();
+                let replaced: Vec<String> = plan
+                    .steps
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.replaced_in == Some(plan.revision))
+                    .map(|(i, _)| i.to_string())
+                    .collect();
+                Some(format!(
+                    "[plan] revision {} after: {}\n  replaces step(s) {} with:\n{}",
+                    plan.revision,
+                    one_line(reason),
+                    replaced.join(", "),
+                    added.join("\n")
+                ))
+            }
+            FlowEvent::StepBlocked { step, notes, .. } => {
+                Some(format!("[step {step}] blocked: {notes}"))
+            }
             FlowEvent::StepFinished {
                 step,
                 agent,
@@ -208,8 +246,19 @@ impl<W: Write> Board<W> {
             cost(&self.view.usage)
         )];
         if let Some(plan) = &self.view.plan {
-            lines.push(format!("Plan: {}", plan.title));
-            for (i, s) in plan.steps.iter().enumerate() {
+            let revised = match plan.revision {
+                0 => String::new(),
+                n => format!(" (revision {n})"),
+            };
+            let running = plan.count(StepStatus::InProgress);
+            let at_once = if running > 1 {
+                format!(" · {running} steps running")
+            } else {
+                String::new()
+            };
+            lines.push(format!("Plan: {}{revised}{at_once}", plan.title));
+            for (i, depth) in plan.outline() {
+                let s = &plan.steps[i];
                 let elapsed = match (s.status, self.step_started.get(i)) {
                     (StepStatus::InProgress, Some(Some(t))) => t.elapsed().as_millis() as u64,
                     _ => s.elapsed_ms,
@@ -226,10 +275,25 @@ impl<W: Write> Board<W> {
                 };
                 let agent = s.agent.clone().unwrap_or_default();
                 // Fixed columns first, so a narrow terminal cuts the step text, not the figures.
+                let indent = "  ".repeat(depth);
                 lines.push(format!(
-                    "  {} {i}. {agent:<14} {time:>6} {tokens:<12} {}",
+                    "  {} {i:>2}. {agent:<14} {time:>6} {tokens:<12} {indent}{}{}",
                     s.status.mark(),
-                    s.text
+                    s.text,
+                    needs(s)
+                ));
+            }
+            let replaced: Vec<String> = plan
+                .steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.is_live())
+                .map(|(i, _)| i.to_string())
+                .collect();
+            if !replaced.is_empty() {
+                lines.push(format!(
+                    "  replaced by revisions: step(s) {}",
+                    replaced.join(", ")
                 ));
             }
         } else {
@@ -279,13 +343,49 @@ pub fn final_report(o: &FlowOutcome) -> String {
             .collect();
         s.push_str(&format!("  tokens by agent: {}\n", parts.join(" · ")));
     }
-    for (i, st) in o.plan.steps.iter().enumerate() {
-        s.push_str(&format!("  {} {i}. {}\n", st.status.mark(), st.text));
+    for (i, depth) in o.plan.outline() {
+        let st = &o.plan.steps[i];
+        let indent = "  ".repeat(depth);
+        s.push_str(&format!(
+            "  {} {indent}{i}. {}{}\n",
+            st.status.mark(),
+            st.text,
+            needs(st)
+        ));
+    }
+    for (i, st) in o
+        .plan
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.is_live())
+    {
+        s.push_str(&format!(
+            "  {} {i}. {} (replaced in revision {})\n",
+            st.status.mark(),
+            st.text,
+            st.replaced_in.unwrap_or_default()
+        ));
     }
     if !o.summary.is_empty() {
         s.push_str(&format!("\n{}\n", o.summary));
     }
     s
+}
+
+/// ` (after 1, 2)` for a step that needs more than one other step: the outline shows it
+/// under one of them only.
+fn needs(s: &PlanStep) -> String {
+    match s.depends_on.as_deref() {
+        Some(d) if d.len() > 1 => format!(
+            " (after {})",
+            d.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => String::new(),
+    }
 }
 
 /// `, cost 0.0123` when a price table gave the usage a cost.

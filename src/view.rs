@@ -1,5 +1,5 @@
-//! A flow's state folded from its events: the plan with each step's status, agent and
-//! tokens, the flow's tokens, the questions waiting for an answer, and the outcome once it
+//! A flow's state folded from its events: the plan (as last revised) with each step's
+//! status, agent and tokens, the flow's tokens, the questions waiting for an answer, and the outcome once it
 //! ends. The terminal board and the HTTP service read flows through it.
 
 use std::collections::BTreeMap;
@@ -24,6 +24,8 @@ pub struct FlowView {
 #[derive(Debug, Clone, Serialize)]
 pub struct Question {
     pub agent: String,
+    /// The step whose agent asks.
+    pub step: Option<usize>,
     pub inquire: String,
 }
 
@@ -35,7 +37,15 @@ impl FlowView {
                 self.flow_id = flow_id.clone();
                 self.task = task.clone();
             }
-            FlowEvent::PlanCreated { plan } => self.plan = Some(plan.clone()),
+            FlowEvent::PlanCreated { plan } | FlowEvent::PlanRevised { plan, .. } => {
+                self.plan = Some(plan.clone())
+            }
+            FlowEvent::StepBlocked { step, notes, .. } => {
+                if let Some(p) = self.step_mut(*step) {
+                    p.status = StepStatus::Blocked;
+                    p.notes = notes.clone();
+                }
+            }
             FlowEvent::Resumed { plan, usage, .. } => {
                 self.plan = plan.clone();
                 self.usage = *usage;
@@ -53,11 +63,17 @@ impl FlowView {
                 }
             }
             FlowEvent::LlmCalled { usage, .. } => self.usage.add(*usage),
-            FlowEvent::Question { id, agent, inquire } => {
+            FlowEvent::Question {
+                id,
+                agent,
+                step,
+                inquire,
+            } => {
                 self.questions.insert(
                     *id,
                     Question {
                         agent: agent.clone(),
+                        step: *step,
                         inquire: inquire.clone(),
                     },
                 );

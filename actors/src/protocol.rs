@@ -109,11 +109,21 @@ pub enum FlowMsg {
         plan: Result<Plan, String>,
         usage: Usage,
     },
+    /// The revision call came back: the steps that replace what has not completed (text,
+    /// and the numbers of the steps each needs), or `None` if the model gave none; and why
+    /// the plan was revised.
+    PlanRevised {
+        steps: Option<Vec<(String, crate::plan::Needs)>>,
+        usage: Usage,
+        why: String,
+    },
     /// An agent's model call spent these tokens; counted even if its step is later stopped.
     /// With `go_on`, the planner answers whether the flow's budget allows another call, so
     /// nothing is asked of the model once the budget is spent.
     Spent {
         agent: String,
+        /// The agent actor that spent them: the planner knows which step it runs.
+        from: ractor::ActorId,
         usage: Usage,
         go_on: Option<RpcReplyPort<bool>>,
     },
@@ -135,6 +145,8 @@ pub enum FlowMsg {
     /// An agent's `ask_human` call: the reply is the human's answer, or why there is none.
     Ask {
         agent: String,
+        /// The agent actor that asks: the planner knows which step it runs.
+        from: ractor::ActorId,
         inquire: String,
         reply: RpcReplyPort<Result<String, String>>,
     },
@@ -204,6 +216,7 @@ impl Drop for StepReport {
 pub struct FlowLink {
     flow: ActorRef<FlowMsg>,
     agent: String,
+    from: ractor::ActorId,
 }
 
 /// Why a question got no answer.
@@ -218,20 +231,23 @@ pub enum Unanswered {
 }
 
 impl FlowLink {
-    pub fn new(flow: ActorRef<FlowMsg>, agent: impl Into<String>) -> Self {
+    /// The link of agent actor `from`, of kind `agent`.
+    pub fn new(flow: ActorRef<FlowMsg>, agent: impl Into<String>, from: ractor::ActorId) -> Self {
         FlowLink {
             flow,
             agent: agent.into(),
+            from,
         }
     }
 
     /// Put `inquire` to the human behind the flow and wait up to `wait` for the answer.
     pub async fn ask(&self, inquire: String, wait: Duration) -> Result<String, Unanswered> {
-        let agent = self.agent.clone();
+        let (agent, from) = (self.agent.clone(), self.from);
         let answer = ractor::call_t!(
             self.flow,
             |reply| FlowMsg::Ask {
                 agent,
+                from,
                 inquire,
                 reply
             },
@@ -251,6 +267,7 @@ impl FlowLink {
         // A planner that is gone keeps no tally.
         let _ = self.flow.send_message(FlowMsg::Spent {
             agent: self.agent.clone(),
+            from: self.from,
             usage,
             go_on: None,
         });
@@ -269,6 +286,8 @@ pub struct StepRequest {
     pub task: String,
     /// The plan with current statuses, as text.
     pub plan_view: String,
+    /// The steps this one builds on, each with its notes (a graph plan's dependencies).
+    pub builds_on: Vec<(usize, String)>,
     pub flow: ActorRef<FlowMsg>,
     /// Whether the flow has a token or cost budget. Only then does the agent wait for the
     /// planner's word after each model call; otherwise it reports what it spent and goes on.
@@ -643,6 +662,21 @@ pub enum FlowEvent {
     PlanCreated {
         plan: Plan,
     },
+    /// The plan was revised (`plan.revision` says which time): the steps that had not
+    /// completed and were not running are replaced by new ones. `previous` is the plan just
+    /// before; the run store keeps every version.
+    PlanRevised {
+        previous: Plan,
+        plan: Plan,
+        /// Why it was revised (the step that failed, and how).
+        reason: String,
+    },
+    /// A step will not run: a step it needs (`needs`) ended without completing.
+    StepBlocked {
+        step: usize,
+        needs: usize,
+        notes: String,
+    },
     /// An agent began the step, once a replica of its kind was free.
     StepStarted {
         step: usize,
@@ -666,6 +700,9 @@ pub enum FlowEvent {
     },
     LlmCalled {
         agent: String,
+        /// The step the call was for; `None` for the planner's own calls.
+        #[serde(default)]
+        step: Option<usize>,
         model: String,
         usage: Usage,
         elapsed_ms: u64,
@@ -686,6 +723,9 @@ pub enum FlowEvent {
     Question {
         id: u64,
         agent: String,
+        /// The step whose agent asks.
+        #[serde(default)]
+        step: Option<usize>,
         inquire: String,
     },
     StepFinished {

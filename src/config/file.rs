@@ -317,6 +317,8 @@ pub(super) struct FlowToml {
     pub(super) planner_replicas: Option<Spanned<i64>>,
     pub(super) max_step_retries: Option<Spanned<i64>>,
     pub(super) on_step_failure: Option<OnStepFailure>,
+    pub(super) max_replans: Option<Spanned<i64>>,
+    pub(super) max_parallel_steps: Option<Spanned<i64>>,
     pub(super) max_tokens: Option<Spanned<i64>>,
     pub(super) max_cost: Option<Spanned<f64>>,
 }

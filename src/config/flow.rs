@@ -1,5 +1,6 @@
 //! `[flow]`: the primary agent, the planner's LLM profile and replicas, timeouts, retries,
-//! what a failed step does, and the budgets; checked against the pool.
+//! what a failed step does (and how often the plan may be revised), how many steps run at
+//! once, and the budgets; checked against the pool.
 
 use std::time::Duration;
 
@@ -55,6 +56,12 @@ pub(super) fn build(
             .number(&f.max_step_retries, "max_step_retries", RETRIES)?
             .map_or(1, |n| n as u32),
         on_step_failure: f.on_step_failure.unwrap_or(OnStepFailure::Continue),
+        max_replans: table
+            .number(&f.max_replans, "max_replans", REPLANS)?
+            .map_or(2, |n| n as u32),
+        max_parallel_steps: table
+            .number(&f.max_parallel_steps, "max_parallel_steps", PARALLEL)?
+            .map_or(4, |n| n as u32),
         max_tokens: table
             .number(&f.max_tokens, "max_tokens", TOKENS)?
             .map(|n| n as u64),
@@ -71,6 +78,10 @@ const FLOW: Duration = Duration::from_secs(3600);
 const REPLICAS: Bounds<i64> = Bounds::new(1, 10_000, " planner calls at once");
 /// Further attempts of a failed step.
 const RETRIES: Bounds<i64> = Bounds::new(0, 100, " further attempts");
+/// Revisions of one flow's plan.
+const REPLANS: Bounds<i64> = Bounds::new(0, 100, " revisions");
+/// A flow's steps running at once.
+const PARALLEL: Bounds<i64> = Bounds::new(1, 1_000, " steps at once");
 /// A flow's token budget.
 const TOKENS: Bounds<i64> = Bounds::new(1, 1_000_000_000_000, " tokens");
 /// A flow's cost budget, in the unit of the `[llm]` prices.

@@ -454,6 +454,8 @@ const KEYS: &[(&str, &str, Accepts)] = {
         ("flow", "flow_timeout_secs", WEEK),
         ("flow", "planner_replicas", Int(1, 10_000)),
         ("flow", "max_step_retries", Int(0, 100)),
+        ("flow", "max_replans", Int(0, 100)),
+        ("flow", "max_parallel_steps", Int(1, 1_000)),
         ("flow", "max_tokens", Int(1, 1_000_000_000_000)),
         ("flow", "max_cost", Float(0.0, 1e6)),
         ("flow", "primary_agent", Named("no such agent")),

@@ -808,7 +808,10 @@ async fn ask_human_is_answered_through_the_flow_handle() {
     let mut questions = vec![];
     let outcome = tokio::time::timeout(GUARD, async {
         while let Some(e) = flow.next_event().await {
-            if let FlowEvent::Question { id, agent, inquire } = e {
+            if let FlowEvent::Question {
+                id, agent, inquire, ..
+            } = e
+            {
                 questions.push((agent, inquire));
                 flow.answer(id, "blue");
             }

@@ -120,9 +120,14 @@ async fn spawn_worker(
         settings: spec.tool_settings.clone(),
         ctx: ToolCtx {
             flow_id: req.flow_id.clone(),
-            agent: spec.name.clone(),
+            // Several agents of a kind may work for one flow at once: each its own shell.
+            agent: format!("{}-{}", spec.name, myself.get_id()),
             workspace: spec.workspace.clone(),
-            flow: Some(FlowLink::new(req.flow.clone(), spec.name.clone())),
+            flow: Some(FlowLink::new(
+                req.flow.clone(),
+                spec.name.clone(),
+                myself.get_id(),
+            )),
             sandbox: spec.sandbox.clone(),
             browser: spec.browser.clone(),
             llm: Some(spec.llm.clone()),
@@ -355,9 +360,11 @@ impl<'a> StepRun<'a> {
     /// message still goes ahead of the step's outcome, so the tally is whole when it ends.
     async fn spent(&self, usage: Usage) -> bool {
         let agent = self.state.spec.name.clone();
+        let from = self.myself.get_id();
         if !self.req.budgeted {
             let _ = self.req.flow.send_message(FlowMsg::Spent {
                 agent,
+                from,
                 usage,
                 go_on: None,
             });
@@ -369,6 +376,7 @@ impl<'a> StepRun<'a> {
             .call(
                 |reply| FlowMsg::Spent {
                     agent,
+                    from,
                     usage,
                     go_on: Some(reply),
                 },
@@ -452,6 +460,7 @@ impl<'a> StepRun<'a> {
             let go_on = self.spent(resp.usage).await;
             self.emit(FlowEvent::LlmCalled {
                 agent: self.state.spec.name.clone(),
+                step: Some(self.req.step_index),
                 model: self.state.spec.llm.model().to_string(),
                 usage: resp.usage,
                 elapsed_ms: started.elapsed().as_millis() as u64,
@@ -743,10 +752,21 @@ fn browser_state_text(s: &crate::protocol::BrowserState) -> String {
     out
 }
 
-/// The opening user message of a step: the task, the plan, and the one step to do now.
+/// The opening user message of a step: the task, the plan, what the steps it builds on
+/// found, and the one step to do now.
 fn step_prompt(req: &StepRequest) -> String {
+    let mut found = String::new();
+    for (step, notes) in &req.builds_on {
+        if found.is_empty() {
+            found.push_str("This step builds on what these steps found:\n");
+        }
+        found.push_str(&format!("- step {step}: {}\n", notes.replace('\n', "\n  ")));
+    }
+    if !found.is_empty() {
+        found.push('\n');
+    }
     format!(
-        "The overall task: {}\n\n{}\nYour job now is step {} only: {}\n\n\
+        "The overall task: {}\n\n{}\n{found}Your job now is step {} only: {}\n\n\
          Do this step and nothing beyond it; later steps belong to other agents or later turns. \
          When it is done, summarise what you did and call `terminate`.",
         req.task, req.plan_view, req.step_index, req.step
@@ -815,6 +835,7 @@ mod tests {
             step: step.into(),
             task: "t".into(),
             plan_view: Plan::new("p", "t", vec![step.into()]).view(),
+            builds_on: vec![],
             flow: flow.clone(),
             budgeted: false,
             events: crate::protocol::EventSink::new(events, None, false),

@@ -100,20 +100,27 @@ impl Cassette {
         let (tx, mut rx) = mpsc::unbounded_channel::<ReplayRequest>();
         let cassette = Arc::clone(self);
         tokio::spawn(async move {
-            let mut next = 0usize;
+            // Answers go out in recorded order, except that a request takes the first
+            // answer not yet served that was recorded for its conversation (the same first
+            // user message): steps that ran at once may ask in another order than they did.
+            let mut served = vec![false; cassette.exchanges.len()];
+            let mut start = 0usize;
             let mut seeking = from == ReplayFrom::FirstMatch;
             while let Some((request, reply)) = rx.recv().await {
+                let wanted = request.as_deref();
+                let matches = |ex: &Exchange| first_user_text(&ex.request) == wanted;
                 if std::mem::take(&mut seeking) {
-                    let wanted = request.as_deref();
-                    next = cassette
-                        .exchanges
-                        .iter()
-                        .position(|ex| first_user_text(&ex.request) == wanted)
-                        .unwrap_or(0);
+                    start = cassette.exchanges.iter().position(matches).unwrap_or(0);
                 }
-                let answer = cassette.serve(next, request.as_deref());
+                let unserved = (start..served.len()).filter(|&i| !served[i]);
+                let next = unserved
+                    .clone()
+                    .find(|&i| matches(&cassette.exchanges[i]))
+                    .or_else(|| unserved.clone().next())
+                    .unwrap_or(served.len());
+                let answer = cassette.serve(next, wanted);
                 if answer.is_ok() {
-                    next += 1;
+                    served[next] = true;
                 }
                 let _ = reply.send(answer);
             }

@@ -9,6 +9,12 @@ pub fn planner_system(agents: &[(String, String)]) -> String {
          concrete steps (usually two to six), each one a piece of work a single agent can finish and \
          check on its own. Order them so each step has what it needs from the ones before. Do not add \
          steps for reporting or summarising at the end: that happens anyway.\n\n\
+         Steps are numbered from 0. When some steps need nothing from each other (say, three \
+         sources to research before one comparison), give each step as an object \
+         {\"text\": \"...\", \"depends_on\": [numbers of the steps it needs finished first]}: steps \
+         whose needs are met run at the same time, each by its own agent. Use [] for a step that \
+         needs no other. A step that reads files, results or notes of another step depends on it. \
+         When every step needs the one before, plain strings are enough: they run in order.\n\n\
          Create the plan by calling the `planning` tool with command \"create\", a short title and the steps.\n\n",
     );
     if agents.len() > 1 {
@@ -24,6 +30,24 @@ pub fn planner_system(agents: &[(String, String)]) -> String {
 
 pub fn planner_user(task: &str) -> String {
     format!("Task: {task}")
+}
+
+/// The revision call's request: what was done, what went wrong, and how to answer.
+pub fn revise_user(task: &str, plan: &Plan, why: &str) -> String {
+    let first = plan.steps.len();
+    format!(
+        "Task: {task}\n\nThe plan is being carried out, and it has run into trouble: {why}\n\n{}\n\
+         Revise the plan. Completed steps stand as they are, with their notes, and running \
+         steps go on. Every other step that is not completed (failed, blocked or not started) \
+         is replaced by the steps you give now. Plan a different way to reach the goal: do not \
+         simply repeat a step that failed for a reason that still holds.\n\n\
+         Call the `planning` tool with command \"update\", plan_id \"{}\" and `steps`: only the \
+         new steps. They are numbered from {first}, in the order you give them. A step's \
+         `depends_on` may name completed or running steps by their numbers above, and new \
+         steps by their new numbers.",
+        plan.view(),
+        plan.id,
+    )
 }
 
 pub const SUMMARY_SYSTEM: &str = "You report on finished work. Given a task and the plan that was \

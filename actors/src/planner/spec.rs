@@ -22,8 +22,11 @@ use crate::protocol::{BrowserMsg, EventSink, FlowMode, SandboxMsg};
 pub enum OnStepFailure {
     /// Go on with the next step; the flow ends as failed.
     Continue,
-    /// End the flow at once, as failed.
+    /// End the flow at once, as failed; steps running then are stopped.
     Stop,
+    /// Ask the model to revise the steps that have not completed (up to `max_replans`
+    /// times), then go on as `continue`.
+    Replan,
 }
 
 /// How the planner runs every flow of a runtime: routing, timeouts, retries, budgets.
@@ -39,6 +42,10 @@ pub struct FlowSettings {
     /// Further attempts after a step fails or is blocked.
     pub max_step_retries: u32,
     pub on_step_failure: OnStepFailure,
+    /// How many revisions `on_step_failure = "replan"` may make in one flow.
+    pub max_replans: u32,
+    /// How many of a flow's steps may run at once (a graph plan's independent steps).
+    pub max_parallel_steps: u32,
     /// Stop the flow once its model calls have used more tokens than this.
     pub max_tokens: Option<u64>,
     /// Stop the flow once its model calls have cost more than this.

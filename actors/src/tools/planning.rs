@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::args::{self, Named, Names};
 use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput};
 use crate::llm::ToolSpec;
-use crate::plan::{Plan, PlanStep, StepStatus};
+use crate::plan::{Needs, Plan, PlanStep, StepStatus};
 
 const NAME: &str = "planning";
 
@@ -28,14 +28,15 @@ pub enum Command {
         plan_id: String,
         /// The plan's title (create; optional for update).
         title: String,
-        /// The steps, in order (create; optional for update). Steps whose text is unchanged
-        /// keep their status.
-        steps: Vec<String>,
+        /// The steps, in order (create; optional for update): each a string, or an object
+        /// with the step's `text` and `depends_on`, the numbers of the steps it needs
+        /// finished first (counting from 0). Steps whose text is unchanged keep their status.
+        steps: Vec<StepArg>,
     },
     Update {
         plan_id: String,
         title: Option<String>,
-        steps: Option<Vec<String>>,
+        steps: Option<Vec<StepArg>>,
     },
     List,
     Get {
@@ -56,6 +57,71 @@ pub enum Command {
     Delete {
         plan_id: String,
     },
+}
+
+/// One step as given: its text, or its text and the steps it needs.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum StepArg {
+    Text(String),
+    Detailed {
+        text: String,
+        /// The numbers of the steps this one needs finished first; [] for none.
+        depends_on: Option<Vec<StepRef>>,
+    },
+}
+
+/// A step named by its number: 2, or "2", "s2", "step 2".
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum StepRef {
+    Number(u64),
+    Name(String),
+}
+
+impl StepArg {
+    /// The step's text and the numbers of the steps it needs, if it names them.
+    pub fn into_parts(self) -> Result<(String, Needs), ToolError> {
+        match self {
+            StepArg::Text(text) => Ok((text, None)),
+            StepArg::Detailed { text, depends_on } => {
+                let deps = depends_on
+                    .map(|refs| refs.into_iter().map(StepRef::number).collect())
+                    .transpose()?;
+                Ok((text, deps))
+            }
+        }
+    }
+
+    fn text_mut(&mut self) -> &mut String {
+        match self {
+            StepArg::Text(text) | StepArg::Detailed { text, .. } => text,
+        }
+    }
+}
+
+impl StepRef {
+    fn number(self) -> Result<usize, ToolError> {
+        let n = match &self {
+            StepRef::Number(n) => usize::try_from(*n).ok(),
+            StepRef::Name(name) => {
+                let t = name.trim().to_ascii_lowercase();
+                let t = t.strip_prefix("step").unwrap_or(&t).trim_start();
+                let t = t.strip_prefix('s').unwrap_or(t).trim_start_matches('#');
+                t.trim().parse().ok()
+            }
+        };
+        n.ok_or_else(|| {
+            ToolError::new(format!(
+                "planning: `depends_on` lists step numbers (0, 1, …), got {self:?}"
+            ))
+        })
+    }
+}
+
+/// Each step's text and the steps it needs.
+pub fn split_steps(steps: Vec<StepArg>) -> Result<Vec<(String, Needs)>, ToolError> {
+    steps.into_iter().map(StepArg::into_parts).collect()
 }
 
 impl Names for StepStatus {
@@ -79,24 +145,28 @@ pub fn planning_spec() -> ToolSpec {
         name: NAME.into(),
         description: "Create and keep track of a plan for a task. A plan is a title and an ordered list of \
             steps; each step has a status (not_started, in_progress, completed, blocked, failed) and notes. \
-            Prefix a step with [AGENT_NAME] to say which agent should carry it out."
+            Prefix a step with [AGENT_NAME] to say which agent should carry it out. A step given as \
+            {\"text\": …, \"depends_on\": [numbers]} names the steps it needs finished first; steps that \
+            need nothing from each other can run at the same time."
             .into(),
         parameters: args::schema::<Command>(),
     }
 }
 
-/// The steps as given, each trimmed; none may be blank.
-fn checked_steps(steps: Vec<String>) -> Result<Vec<String>, ToolError> {
-    steps
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| match s.trim() {
-            "" => Err(ToolError::new(format!(
-                "planning: steps[{i}] must be a non-empty string"
-            ))),
-            text => Ok(text.to_string()),
-        })
-        .collect()
+/// The steps as given, each text trimmed; none may be blank.
+fn checked_steps(mut steps: Vec<StepArg>) -> Result<Vec<StepArg>, ToolError> {
+    for (i, step) in steps.iter_mut().enumerate() {
+        let text = step.text_mut();
+        match text.trim() {
+            "" => {
+                return Err(ToolError::new(format!(
+                    "planning: steps[{i}] must be a non-empty string"
+                )));
+            }
+            t => *text = t.to_string(),
+        }
+    }
+    Ok(steps)
 }
 
 /// Read a `planning` call (the tool's, or the planner's own): its arguments typed, its steps
@@ -141,7 +211,10 @@ impl PlanBook {
                         "planning: a plan `{id}` exists already; use update"
                     ));
                 }
-                let plan = Plan::new(&id, title, steps);
+                let (texts, deps) = split_steps(steps).map_err(|e| e.0)?.into_iter().unzip();
+                let mut plan = Plan::new(&id, title, texts);
+                plan.depend(deps)
+                    .map_err(|why| format!("planning: {why}"))?;
                 let view = plan.view();
                 self.plans.insert(id.clone(), plan);
                 self.active = Some(id.clone());
@@ -157,16 +230,21 @@ impl PlanBook {
                     plan.title = title;
                 }
                 if let Some(steps) = steps {
-                    let old = std::mem::take(&mut plan.steps);
-                    plan.steps = steps
+                    let (texts, deps): (Vec<String>, _) =
+                        split_steps(steps).map_err(|e| e.0)?.into_iter().unzip();
+                    let mut next = plan.clone();
+                    next.steps = texts
                         .into_iter()
                         .map(|text| {
-                            old.iter()
-                                .find(|s| s.text == text)
-                                .cloned()
-                                .unwrap_or_else(|| PlanStep::new(text))
+                            let old = plan.steps.iter().find(|s| s.text == text);
+                            let mut step = old.cloned().unwrap_or_else(|| PlanStep::new(text));
+                            step.depends_on = None;
+                            step
                         })
                         .collect();
+                    next.depend(deps)
+                        .map_err(|why| format!("planning: {why}"))?;
+                    *plan = next;
                 }
                 Ok(format!("Updated plan `{id}`.\n\n{}", plan.view()))
             }
@@ -312,12 +390,46 @@ mod tests {
             json!({"command": "create", "plan_id": "q", "title": "T", "steps": "x"}),
         )
         .unwrap_err();
-        assert!(e.contains("array of strings"), "{e}");
+        assert!(e.contains("must be an array"), "{e}");
         assert!(
             apply(&mut book, json!({"command": "fly"}))
                 .unwrap_err()
                 .contains("unknown command")
         );
         assert_eq!(book.plans["p"].steps.len(), 2);
+    }
+
+    #[test]
+    fn steps_may_name_what_they_need_and_a_cycle_is_refused() {
+        let mut book = PlanBook::default();
+        let out = apply(
+            &mut book,
+            json!({"command": "create", "plan_id": "g", "title": "T", "steps": [
+                "fetch",
+                {"text": "chart", "depends_on": [0]},
+                {"text": "table", "depends_on": ["s0"]},
+                {"text": "report", "depends_on": ["step 1", 2]},
+            ]}),
+        )
+        .unwrap();
+        assert!(out.contains("3. [ ] report (after steps 1, 2)"), "{out}");
+        assert_eq!(book.plans["g"].steps[0].depends_on, Some(vec![]));
+        let e = apply(
+            &mut book,
+            json!({"command": "update", "plan_id": "g", "steps": [
+                {"text": "a", "depends_on": [1]}, {"text": "b", "depends_on": [0]}
+            ]}),
+        )
+        .unwrap_err();
+        assert!(e.contains("cycle"), "{e}");
+        assert_eq!(book.plans["g"].steps.len(), 4, "a refused update changes nothing");
+        let e = apply(
+            &mut book,
+            json!({"command": "create", "plan_id": "h", "title": "T", "steps": [
+                {"text": "a", "depends_on": ["first"]}
+            ]}),
+        )
+        .unwrap_err();
+        assert!(e.contains("step numbers"), "{e}");
     }
 }

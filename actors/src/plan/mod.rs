@@ -1,5 +1,17 @@
-//! A plan as data: steps, their `[AGENT]` tags, statuses and notes, and its text view. The
-//! planner keeps its flow's plan with this; the `planning` tool keeps its book of them.
+//! A plan as data: steps, their `[AGENT]` tags, statuses, notes and dependencies, its
+//! revisions, and its text view. The planner keeps its flow's plan with this; the `planning`
+//! tool keeps its book of them. Which steps may run when is `graph`'s.
+//!
+//! A step's number (its index) is its identity: it never changes. A revision appends the
+//! new steps and marks the ones they replace, so every event, memory and note that names a
+//! step by number keeps naming the same step.
+
+mod graph;
+
+pub use graph::{Revised, check_dependencies};
+
+/// The numbers of the steps a step needs; `None`: it names none.
+pub type Needs = Option<Vec<usize>>;
 
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +86,14 @@ pub struct PlanStep {
     pub usage: Usage,
     #[serde(default)]
     pub elapsed_ms: u64,
+    /// The steps this one needs completed before it may start, by number. `None`: it names
+    /// none, and a plan none of whose live steps names any runs one step at a time, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<Vec<usize>>,
+    /// The revision that replaced this step before it completed. A replaced step is history:
+    /// it never runs again and does not count toward how the flow ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_in: Option<u32>,
 }
 
 impl PlanStep {
@@ -86,7 +106,14 @@ impl PlanStep {
             attempts: 0,
             usage: Usage::default(),
             elapsed_ms: 0,
+            depends_on: None,
+            replaced_in: None,
         }
+    }
+
+    /// Whether the step is part of the plan as it stands (not replaced by a revision).
+    pub fn is_live(&self) -> bool {
+        self.replaced_in.is_none()
     }
 
     /// The `[AGENT]` tag, lower-cased, if the step carries one.
@@ -127,6 +154,13 @@ pub struct Plan {
     pub id: String,
     pub title: String,
     pub steps: Vec<PlanStep>,
+    /// How many times the plan was revised (0: as first made).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub revision: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Plan {
@@ -135,17 +169,24 @@ impl Plan {
             id: id.into(),
             title: title.into(),
             steps: steps.into_iter().map(PlanStep::new).collect(),
+            revision: 0,
         }
     }
 
+    /// How many live steps have `status`.
     pub fn count(&self, status: StepStatus) -> usize {
-        self.steps.iter().filter(|s| s.status == status).count()
+        self.live().filter(|(_, s)| s.status == status).count()
+    }
+
+    /// The live steps with their numbers.
+    pub fn live(&self) -> impl Iterator<Item = (usize, &PlanStep)> {
+        self.steps.iter().enumerate().filter(|(_, s)| s.is_live())
     }
 
     /// The plan as the models read it: title, progress, and each step with its mark.
     pub fn view(&self) -> String {
         use std::fmt::Write;
-        let total = self.steps.len();
+        let total = self.live().count();
         let done = self.count(StepStatus::Completed);
         let pct = (done * 100).checked_div(total).unwrap_or(0);
         // One buffer, written in place: this runs for every step's prompt.
@@ -156,11 +197,11 @@ impl Plan {
                 .map(|s| s.text.len() + s.notes.len() + 16)
                 .sum::<usize>(),
         );
-        let _ = write!(
-            out,
-            "Plan: {} (id {})\nProgress: {done}/{total} steps completed ({pct}%)",
-            self.title, self.id
-        );
+        let _ = write!(out, "Plan: {} (id {}", self.title, self.id);
+        if self.revision > 0 {
+            let _ = write!(out, ", revision {}", self.revision);
+        }
+        let _ = write!(out, ")\nProgress: {done}/{total} steps completed ({pct}%)");
         let others = [
             StepStatus::InProgress,
             StepStatus::Blocked,
@@ -180,7 +221,25 @@ impl Plan {
         }
         out.push_str("\n\nSteps:\n");
         for (i, s) in self.steps.iter().enumerate() {
-            let _ = writeln!(out, "{i}. {} {}", s.status.mark(), s.text);
+            let _ = write!(out, "{i}. {} {}", s.status.mark(), s.text);
+            match (&s.depends_on, s.replaced_in) {
+                (_, Some(r)) => {
+                    let _ = write!(out, " (replaced in revision {r})");
+                }
+                (Some(d), None) if d.is_empty() => out.push_str(" (needs no other step)"),
+                (Some(d), None) => {
+                    out.push_str(" (after step");
+                    if d.len() > 1 {
+                        out.push('s');
+                    }
+                    for (k, n) in d.iter().enumerate() {
+                        let _ = write!(out, "{}{n}", if k == 0 { " " } else { ", " });
+                    }
+                    out.push(')');
+                }
+                (None, None) => {}
+            }
+            out.push('\n');
             if !s.notes.is_empty() {
                 let _ = writeln!(out, "   Notes: {}", s.notes.replace('\n', "\n   "));
             }

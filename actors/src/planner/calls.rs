@@ -1,0 +1,308 @@
+//! The planner's own model calls: making the plan, revising it, and summarising the run.
+//! Each runs off the planner's mailbox on the runtime's planning thread, holding one of the
+//! runtime's `planner_replicas` permits, and comes back to the planner as a message; knows
+//! nothing of how steps are dispatched.
+//!
+//! A plan or revision whose dependencies do not form a graph goes back to the model once,
+//! with the reason, as the `planning` call's result; if the second answer is no better, its
+//! steps are kept without dependencies (in order), and the log says so.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+
+use super::prompts;
+use crate::llm::{
+    ChatRequest, ChatResponse, LlmClient, LlmError, Message, ToolCall, ToolChoice, ToolSet, Usage,
+};
+use crate::plan::{Needs, Plan};
+use crate::protocol::{EventSink, FlowEvent};
+use crate::tools::planning::{Command, planning_spec, read_call, split_steps};
+
+/// One model call of the planner's own, made once one of the runtime's `planner_replicas`
+/// permits is free, counted and published.
+async fn planner_chat(
+    llm: &LlmClient,
+    slots: &Semaphore,
+    events: &EventSink,
+    request: &ChatRequest<'_>,
+) -> Result<ChatResponse, LlmError> {
+    // The semaphore is never closed, so this waits for a permit and never fails.
+    let _permit = slots.acquire().await.ok();
+    let started = Instant::now();
+    let resp = llm.chat(request).await?;
+    events.send(FlowEvent::LlmCalled {
+        agent: "planner".into(),
+        step: None,
+        model: llm.model().to_string(),
+        usage: resp.usage,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    });
+    Ok(resp)
+}
+
+/// The planning call's system message for a runtime whose pool is `pool`: made and frozen
+/// once per runtime, so every flow's planning call sends the same JSON without making it.
+pub fn planning_opening(pool: &[crate::agent::AgentSpec]) -> Arc<Message> {
+    let agents: Vec<(String, String)> = pool
+        .iter()
+        .map(|s| (s.name.to_ascii_uppercase(), s.description.clone()))
+        .collect();
+    let mut system = Message::system(prompts::planner_system(&agents));
+    system.freeze();
+    Arc::new(system)
+}
+
+/// The summary call's system message, made and frozen once.
+static SUMMARY_OPENING: LazyLock<Message> = LazyLock::new(|| {
+    let mut system = Message::system(prompts::SUMMARY_SYSTEM);
+    system.freeze();
+    system
+});
+
+/// What the planning and revision calls offer the model: the planning tool, made once.
+static PLANNER_TOOLS: LazyLock<ToolSet> = LazyLock::new(|| ToolSet::new(vec![planning_spec()]));
+
+/// What every planner call needs, cloned out of the planner so the call runs outside it.
+#[derive(Clone)]
+pub(super) struct Caller {
+    pub id: String,
+    pub task: String,
+    pub system: Arc<Message>,
+    pub llm: LlmClient,
+    pub slots: Arc<Semaphore>,
+    pub events: EventSink,
+    pub span: tracing::Span,
+}
+
+/// Steps as the model gave them: text, and the numbers of the steps each needs.
+pub(super) type Proposed = Vec<(String, Needs)>;
+
+/// How an exchange about the plan ended.
+enum Answer {
+    /// Steps `check` accepted.
+    Accepted(Proposed),
+    /// Steps refused twice: the last ones (if readable), and why.
+    Refused(Option<Proposed>, String),
+    /// The model gave no steps at all.
+    NoSteps(String),
+    /// The model call failed.
+    CallFailed(String),
+}
+
+/// What one answer held.
+enum Read {
+    Steps(Proposed, Option<ToolCall>),
+    /// A planning call whose arguments do not fit, and why.
+    Unfit(ToolCall, String),
+    Nothing(String),
+}
+
+/// One exchange about the plan: the model's answer, read and then checked by `check`; an
+/// answer refused goes back to the model once, with the reason, as the call's result.
+async fn converse(
+    caller: &Caller,
+    user: Message,
+    replan: bool,
+    check: impl Fn(&Proposed) -> Result<(), String>,
+) -> (Answer, Usage) {
+    let mut usage = Usage::default();
+    let mut messages: Vec<Message> = vec![user];
+    let mut refused: Option<(Option<Proposed>, String)> = None;
+    for attempt in 0..2u32 {
+        let mut all: Vec<&Message> = vec![&caller.system];
+        all.extend(messages.iter());
+        let request = ChatRequest {
+            messages: all,
+            tools: PLANNER_TOOLS.clone(),
+            tool_choice: ToolChoice::Auto,
+        };
+        let span = if replan {
+            tracing::info_span!(parent: &caller.span, "replan", manus.attempt = attempt)
+        } else {
+            tracing::info_span!(parent: &caller.span, "plan", manus.attempt = attempt)
+        };
+        let resp = match planner_chat(&caller.llm, &caller.slots, &caller.events, &request)
+            .instrument(span)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("the planner's model call failed: {e}");
+                return match refused {
+                    Some((steps, _)) => (Answer::Refused(steps, why), usage),
+                    None => (Answer::CallFailed(why), usage),
+                };
+            }
+        };
+        usage.add(resp.usage);
+        let (call, why, steps) = match read_steps(caller, &resp) {
+            Read::Steps(steps, call) => match check(&steps) {
+                Ok(()) => return (Answer::Accepted(steps), usage),
+                Err(why) => (call, why, Some(steps)),
+            },
+            Read::Unfit(call, why) => (Some(call), why, None),
+            Read::Nothing(why) => {
+                return match refused {
+                    Some((steps, first)) => (Answer::Refused(steps, first), usage),
+                    None => (Answer::NoSteps(why), usage),
+                };
+            }
+        };
+        tracing::info!(flow = %caller.id, attempt, "the model's plan was refused: {why}");
+        refused = Some((steps.or_else(|| refused.and_then(|r| r.0)), why.clone()));
+        let Some(call) = call else { break };
+        messages.push(resp.message);
+        messages.push(Message::tool(
+            &call,
+            format!("planning: refused: {why}. Call `planning` again with corrected steps."),
+        ));
+    }
+    let (steps, why) = refused.unwrap_or((None, "no steps".into()));
+    (Answer::Refused(steps, why), usage)
+}
+
+/// The steps of the model's first `planning` call that has any, and that call; or, with no
+/// such call, the steps listed in its text (a model without function calling).
+fn read_steps(caller: &Caller, resp: &ChatResponse) -> Read {
+    let mut unfit = None;
+    for call in resp
+        .message
+        .tool_calls
+        .iter()
+        .filter(|c| c.function.name == "planning")
+    {
+        let mut args: Value = match serde_json::from_str(&call.function.arguments) {
+            Ok(v) => v,
+            Err(e) => {
+                let why = format!("the arguments are not JSON ({e})");
+                unfit.get_or_insert((call.clone(), why));
+                continue;
+            }
+        };
+        // Ids must not depend on the flow id: a replayed run has to send the same prompts.
+        for (key, value) in [
+            ("command", Value::from("create")),
+            ("plan_id", Value::from(DEFAULT_ID)),
+            ("title", Value::from(prompts::title_from(&caller.task))),
+        ] {
+            if args.get(key).is_none() {
+                args[key] = value;
+            }
+        }
+        let read = read_call(&args).and_then(|command| match command {
+            Command::Create { steps, .. }
+            | Command::Update {
+                steps: Some(steps), ..
+            } => split_steps(steps),
+            _ => Err(crate::tools::ToolError::new(
+                "planning: give the plan with command \"create\" (or \"update\") and `steps`",
+            )),
+        });
+        match read {
+            Ok(steps) => return Read::Steps(steps, Some(call.clone())),
+            Err(e) => {
+                tracing::warn!(flow = %caller.id, "the planner's planning call was unusable: {e}");
+                unfit.get_or_insert((call.clone(), e.0));
+            }
+        }
+    }
+    let listed = prompts::steps_from_text(resp.message.text());
+    match unfit {
+        _ if !listed.is_empty() => {
+            Read::Steps(listed.into_iter().map(|t| (t, None)).collect(), None)
+        }
+        Some((call, why)) => Read::Unfit(call, why),
+        None => Read::Nothing("the model made no planning call and listed no steps".into()),
+    }
+}
+
+/// The id every flow's plan gets.
+const DEFAULT_ID: &str = "plan";
+
+/// Ask the model for a plan. A plan whose dependencies do not form a graph is refused once;
+/// then its steps run in order. A model that makes no plan gets the task as its one step.
+pub(super) async fn make_plan(caller: Caller) -> (Result<Plan, String>, Usage) {
+    let user = Message::user(prompts::planner_user(&caller.task));
+    let title = prompts::title_from(&caller.task);
+    let in_order = |texts: Vec<String>| Plan::new(DEFAULT_ID, title.clone(), texts);
+    let graph = |steps: &Proposed| -> Result<Plan, String> {
+        if steps.is_empty() {
+            return Err("the plan needs at least one step".into());
+        }
+        let mut plan = in_order(steps.iter().map(|(t, _)| t.clone()).collect());
+        plan.depend(steps.iter().map(|(_, d)| d.clone()).collect())?;
+        Ok(plan)
+    };
+    let (answer, usage) = converse(&caller, user, false, |steps| graph(steps).map(drop)).await;
+    let plan = match answer {
+        Answer::Accepted(steps) => graph(&steps),
+        Answer::Refused(Some(steps), why) => {
+            tracing::warn!(flow = %caller.id, "the plan's dependencies were refused twice ({why}); its steps run one at a time, in order");
+            Ok(in_order(steps.into_iter().map(|(t, _)| t).collect()))
+        }
+        Answer::CallFailed(why) => Err(why),
+        Answer::Refused(None, why) | Answer::NoSteps(why) => {
+            tracing::info!(flow = %caller.id, "no usable plan ({why}); the task is the plan's one step");
+            Ok(in_order(vec![caller.task.clone()]))
+        }
+    };
+    (plan, usage)
+}
+
+/// Ask the model to revise what has not completed of `plan`, for `why`. The steps come
+/// back checked against `plan` as it was; `None` when the model gave none.
+pub(super) async fn revise_plan(
+    caller: Caller,
+    plan: Plan,
+    why: String,
+) -> (Option<Proposed>, Usage) {
+    let user = Message::user(prompts::revise_user(&caller.task, &plan, &why));
+    let check = |steps: &Proposed| plan.clone().revise(steps.clone()).map(drop);
+    let (answer, usage) = converse(&caller, user, true, check).await;
+    let steps = match answer {
+        Answer::Accepted(steps) => Some(steps),
+        Answer::Refused(Some(steps), why) => {
+            tracing::warn!(flow = %caller.id, "the revised plan was refused twice ({why}); its steps run in order");
+            Some(steps.into_iter().map(|(t, _)| (t, None)).collect())
+        }
+        Answer::Refused(None, why) | Answer::NoSteps(why) | Answer::CallFailed(why) => {
+            tracing::warn!(flow = %caller.id, "no revised plan: {why}");
+            None
+        }
+    };
+    (steps, usage)
+}
+
+/// The model's account of the run; empty if the call fails (the outcome stands anyway).
+pub(super) async fn summarise(caller: Caller, plan: Plan) -> (String, Usage) {
+    let report = Message::user(prompts::summary_user(&caller.task, &plan));
+    let request = ChatRequest {
+        messages: vec![&SUMMARY_OPENING, &report],
+        tools: ToolSet::default(),
+        tool_choice: ToolChoice::None,
+    };
+    let span = tracing::info_span!(parent: &caller.span, "summarise");
+    match planner_chat(&caller.llm, &caller.slots, &caller.events, &request)
+        .instrument(span)
+        .await
+    {
+        Ok(resp) => {
+            let summary = resp.message.text().trim().to_string();
+            let summary = if resp.finish_reason.as_deref() == Some("length") {
+                // Never passed off as whole.
+                format!("{summary} […] (the summary was cut off at the profile's max_tokens)")
+            } else {
+                summary
+            };
+            (summary, resp.usage)
+        }
+        Err(e) => {
+            tracing::warn!(flow = %caller.id, "could not summarise the run: {e}");
+            (String::new(), Usage::default())
+        }
+    }
+}

@@ -1,0 +1,477 @@
+//! How the planner runs its plan's steps: starting every ready step on an agent of its kind
+//! (within `max_parallel_steps`), starting each step's timeout when its agent begins it,
+//! settling how each ended (retry, block what needs it, revise the plan, stop, or go on),
+//! picking an interrupted flow up again, and ending the flow. Which steps are ready is the
+//! plan's (`plan::graph`); the model calls are `calls`'.
+
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorRef};
+
+use super::calls::{self, Proposed};
+use super::{OnStepFailure, PlannerState};
+use crate::agent::ExecutorAgent;
+use crate::plan::{Plan, StepStatus};
+use crate::protocol::{
+    AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, StepOutcome, StepReport,
+    StepRequest,
+};
+
+/// A timeout message on its way to this planner: dropping it cancels it. Its timer task
+/// holds the planner's actor until it fires, so one left asleep for `flow_timeout` after
+/// its flow ended would keep the planner's memory that long.
+pub(super) struct Deadline(
+    pub(super) tokio::task::JoinHandle<Result<(), ractor::MessagingErr<FlowMsg>>>,
+);
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A step sent to an agent and not yet ended.
+pub(super) struct Running {
+    pub(super) step: usize,
+    /// The agent's kind.
+    pub(super) agent: String,
+    pub(super) agent_ref: ActorRef<AgentMsg>,
+    /// When the step was sent, then when its agent began it.
+    started: Instant,
+    /// The step's timeout, from when its agent began it.
+    deadline: Option<Deadline>,
+    span: tracing::Span,
+}
+
+/// Move the flow on: block the steps that can no longer run, then revise the plan, stop,
+/// or start every ready step there is room for; finish once nothing runs and nothing can
+/// start.
+pub(super) async fn advance(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
+    for (step, needs) in st.plan.block_dependents() {
+        let notes = st.plan.steps[step].notes.clone();
+        st.emit(FlowEvent::StepBlocked { step, needs, notes });
+    }
+    if st.revising {
+        // Nothing new starts until the revised plan is back; running steps go on.
+        return;
+    }
+    let unfinished = st.plan.unfinished();
+    if let Some(&first) = unfinished.first() {
+        match st.settings.on_step_failure {
+            OnStepFailure::Stop => {
+                let why = format!(
+                    "step {first} ended {} and on_step_failure = \"stop\"",
+                    st.plan.steps[first].status.as_str()
+                );
+                finish(myself, st, FlowStatus::Failed, why).await;
+                return;
+            }
+            OnStepFailure::Replan if st.replans_tried < st.settings.max_replans => {
+                start_revision(myself, st, &unfinished);
+                return;
+            }
+            OnStepFailure::Replan | OnStepFailure::Continue => {}
+        }
+    }
+    let room = (st.settings.max_parallel_steps as usize).saturating_sub(st.running.len());
+    for step in st.plan.ready().into_iter().take(room) {
+        if let Err(why) = dispatch(myself, st, step).await {
+            finish(myself, st, FlowStatus::Failed, why).await;
+            return;
+        }
+    }
+    if !st.running.is_empty() {
+        return;
+    }
+    let bad: Vec<String> = st
+        .plan
+        .live()
+        .filter(|(_, s)| s.status != StepStatus::Completed)
+        .map(|(i, s)| format!("step {i} {}", s.status.as_str()))
+        .collect();
+    if bad.is_empty() {
+        finish(
+            myself,
+            st,
+            FlowStatus::Completed,
+            "every step completed".into(),
+        )
+        .await;
+    } else {
+        let mut why = format!("not every step completed: {}", bad.join(", "));
+        if st.settings.on_step_failure == OnStepFailure::Replan {
+            why += &format!(
+                " (after {} of {} revisions allowed by [flow] max_replans)",
+                st.replans_tried, st.settings.max_replans
+            );
+        }
+        finish(myself, st, FlowStatus::Failed, why).await;
+    }
+}
+
+/// The agent kind a step goes to: its tag if the pool has that agent, else the primary.
+fn route(st: &PlannerState, step: usize) -> String {
+    st.plan.steps[step]
+        .tag()
+        .and_then(|tag| st.specs.iter().find(|s| s.name.eq_ignore_ascii_case(&tag)))
+        .map(|s| s.name.clone())
+        .unwrap_or_else(|| st.settings.primary_agent.clone())
+}
+
+/// Send `step` to an agent of its kind: one of the flow's idle ones, or a new one.
+async fn dispatch(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    step: usize,
+) -> Result<(), String> {
+    let kind = route(st, step);
+    let agent_ref = match st.idle.get_mut(&kind).and_then(Vec::pop) {
+        Some(agent) => agent,
+        None => {
+            let spec = st
+                .specs
+                .iter()
+                .find(|s| s.name == kind)
+                .ok_or_else(|| format!("no agent `{kind}` in the pool"))?
+                .clone();
+            Actor::spawn_linked(None, ExecutorAgent, spec, myself.get_cell())
+                .await
+                .map_err(|e| format!("cannot start agent `{kind}`: {e}"))?
+                .0
+        }
+    };
+    let builds_on: Vec<(usize, String)> = st.plan.steps[step]
+        .depends_on
+        .iter()
+        .flatten()
+        .map(|&d| (d, st.plan.steps[d].notes.clone()))
+        .collect();
+    let s = &mut st.plan.steps[step];
+    s.status = StepStatus::InProgress;
+    s.attempts += 1;
+    s.agent = Some(kind.clone());
+    let attempt = s.attempts;
+    let body = s.body().to_string();
+    let dispatch = st.next_dispatch;
+    st.next_dispatch += 1;
+    let span = tracing::info_span!(
+        parent: &st.span,
+        "step",
+        otel.name = format!("step {step}"),
+        manus.step.index = step,
+        manus.step.attempt = attempt,
+        manus.step.status = tracing::field::Empty,
+        gen_ai.agent.name = %kind,
+    );
+    let req = StepRequest {
+        flow_id: st.id.clone(),
+        dispatch,
+        step_index: step,
+        step: body,
+        task: st.task.clone(),
+        plan_view: st.plan.view(),
+        builds_on,
+        flow: myself.clone(),
+        budgeted: st.settings.max_tokens.is_some() || st.settings.max_cost.is_some(),
+        events: st.events.clone(),
+        span: span.clone(),
+    };
+    // If the agent is gone, the refused message drops its report, which fails the step.
+    let report = StepReport::new(myself.clone(), dispatch);
+    let _ = agent_ref.send_message(AgentMsg::RunStep(req, report));
+    st.running.insert(
+        dispatch,
+        Running {
+            step,
+            agent: kind,
+            agent_ref,
+            started: Instant::now(),
+            deadline: None,
+            span,
+        },
+    );
+    // The step's timeout starts when the agent begins it (`StepBegan`), not while it waits
+    // for a replica; the flow's timeout covers the wait.
+    Ok(())
+}
+
+/// The agent began the step sent under `dispatch`: publish it and start its timeout.
+pub(super) fn began(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    dispatch: u64,
+    queued: Duration,
+) {
+    let Some(run) = st.running.get_mut(&dispatch) else {
+        return;
+    };
+    run.started = Instant::now();
+    let event = FlowEvent::StepStarted {
+        step: run.step,
+        agent: run.agent.clone(),
+        attempt: st.plan.steps[run.step].attempts,
+        queued_ms: queued.as_millis() as u64,
+    };
+    run.deadline = Some(Deadline(
+        myself.send_after(st.settings.step_timeout, move || FlowMsg::StepTimedOut {
+            dispatch,
+        }),
+    ));
+    st.emit(event);
+}
+
+/// Record how the step sent under `dispatch` ended, then move the flow on.
+/// `stopped`: its agent was already stopped (after a timeout).
+pub(super) async fn ended(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    dispatch: u64,
+    outcome: StepOutcome,
+    stopped: bool,
+) {
+    let Some(mut run) = st.running.remove(&dispatch) else {
+        return;
+    };
+    // End the step's span here: the flow may finish below, and its span closes only after
+    // its children have.
+    run.span
+        .record("manus.step.status", outcome.status.as_str());
+    drop(std::mem::replace(&mut run.span, tracing::Span::none()));
+    // Usage arrived already, call by call, as Spent messages.
+    let elapsed_ms = run.started.elapsed().as_millis() as u64;
+    let s = &mut st.plan.steps[run.step];
+    s.elapsed_ms += elapsed_ms;
+    s.notes = outcome.summary.clone();
+    let retry =
+        outcome.status != StepStatus::Completed && s.attempts <= st.settings.max_step_retries;
+    s.status = if retry {
+        StepStatus::NotStarted
+    } else {
+        outcome.status
+    };
+    st.emit(FlowEvent::StepFinished {
+        step: run.step,
+        agent: run.agent.clone(),
+        status: outcome.status,
+        summary: outcome.summary,
+        usage: outcome.usage,
+        elapsed_ms,
+    });
+    if outcome.status == StepStatus::Completed {
+        st.idle.entry(run.agent).or_default().push(run.agent_ref);
+    } else if !stopped {
+        // The agent may hold broken state (a crashed worker, a wedged shell): the step's
+        // next attempt, or the kind's next step, starts clean.
+        run.agent_ref.kill();
+    }
+    advance(myself, st).await;
+}
+
+/// Ask the model, off the mailbox, to revise the plan because `unfinished` steps ended
+/// without completing; the answer comes back as `PlanRevised`.
+fn start_revision(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, unfinished: &[usize]) {
+    st.revising = true;
+    st.replans_tried += 1;
+    let why = unfinished
+        .iter()
+        .map(|&i| {
+            let s = &st.plan.steps[i];
+            format!("step {i} ended {}: {}", s.status.as_str(), s.notes)
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    tracing::info!(flow = %st.id, "revising the plan ({} of {}): {why}", st.replans_tried, st.settings.max_replans);
+    let (caller, plan, me) = (st.caller(), st.plan.clone(), myself.clone());
+    st.planning.handle().spawn(async move {
+        let (steps, usage) = calls::revise_plan(caller, plan, why.clone()).await;
+        let _ = me.send_message(FlowMsg::PlanRevised { steps, usage, why });
+    });
+}
+
+/// Take the revised steps into the plan (against the plan as it is now, which may have
+/// moved on while the model thought; steps whose dependencies no longer fit are kept in
+/// order), and publish the revision.
+pub(super) fn revised(st: &mut PlannerState, steps: Option<Proposed>, why: String) {
+    let Some(steps) = steps else {
+        tracing::warn!(flow = %st.id, "the plan was not revised: the model gave no usable steps");
+        return;
+    };
+    let previous = st.plan.clone();
+    let applied = st.plan.revise(steps.clone()).or_else(|e| {
+        tracing::warn!(flow = %st.id, "the revised steps no longer fit the plan ({e}); they run in order");
+        st.plan
+            .revise(steps.into_iter().map(|(t, _)| (t, None)).collect())
+    });
+    match applied {
+        Ok(r) => {
+            tracing::info!(flow = %st.id, revision = st.plan.revision, "plan revised: steps {:?} replaced by {:?}", r.replaced, r.added);
+            st.emit(FlowEvent::PlanRevised {
+                previous,
+                plan: st.plan.clone(),
+                reason: why,
+            });
+        }
+        Err(e) => tracing::warn!(flow = %st.id, "the plan was not revised: {e}"),
+    }
+}
+
+/// Continue an interrupted flow from `plan`: completed and finally failed steps stand,
+/// steps that were running (or were to be retried) start over, and the flow moves on.
+pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mut plan: Plan) {
+    let rerun = reopen(&mut plan, st.settings.max_step_retries);
+    st.replans_tried = plan.revision;
+    st.plan = plan;
+    st.emit(FlowEvent::Resumed {
+        plan: Some(st.plan.clone()),
+        usage: st.usage,
+        rerun,
+    });
+    advance(myself, st).await;
+}
+
+/// Put an interrupted plan back as the planner would have left it: a live step in progress
+/// is not started (its interrupted attempt is not counted), and a failed or blocked step
+/// with attempts left is not started either, as after `ended`. Returns the steps that were
+/// in progress.
+pub(super) fn reopen(plan: &mut Plan, max_step_retries: u32) -> Vec<usize> {
+    let mut rerun = vec![];
+    for (i, s) in plan.steps.iter_mut().enumerate() {
+        if !s.is_live() {
+            continue;
+        }
+        match s.status {
+            StepStatus::InProgress => {
+                s.status = StepStatus::NotStarted;
+                s.attempts = s.attempts.saturating_sub(1);
+                rerun.push(i);
+            }
+            StepStatus::Failed | StepStatus::Blocked if s.attempts <= max_step_retries => {
+                s.status = StepStatus::NotStarted;
+            }
+            _ => {}
+        }
+    }
+    rerun
+}
+
+/// End the flow: stop the steps still running, summarise, publish the outcome and stop
+/// the tree.
+pub(super) async fn finish(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    status: FlowStatus,
+    reason: String,
+) {
+    for (_, run) in std::mem::take(&mut st.running) {
+        run.agent_ref.kill();
+        run.span.record("manus.step.status", "failed");
+        let s = &mut st.plan.steps[run.step];
+        s.status = StepStatus::Failed;
+        s.notes = format!("stopped: {reason}");
+    }
+    for (_, port) in st.questions.drain() {
+        let _ = port.send(Err(format!("the flow ended: {reason}")));
+    }
+    let summary = match (st.mode, status) {
+        (FlowMode::Plan, FlowStatus::Completed | FlowStatus::Failed)
+            if !st.plan.steps.is_empty() =>
+        {
+            let call = st
+                .planning
+                .handle()
+                .spawn(calls::summarise(st.caller(), st.plan.clone()));
+            match call.await {
+                Ok((summary, usage)) => {
+                    st.spend("planner", usage);
+                    summary
+                }
+                Err(e) => {
+                    tracing::warn!(flow = %st.id, "could not summarise the run: the planning thread stopped ({e})");
+                    String::new()
+                }
+            }
+        }
+        _ => st
+            .plan
+            .live()
+            .last()
+            .map(|(_, s)| s.notes.clone())
+            .unwrap_or_default(),
+    };
+    st.span.record("manus.flow.status", format!("{status:?}"));
+    st.span.record("manus.flow.reason", reason.as_str());
+    st.span.record("manus.plan.revisions", st.plan.revision);
+    st.span
+        .record("gen_ai.usage.input_tokens", st.usage.prompt_tokens);
+    st.span
+        .record("gen_ai.usage.output_tokens", st.usage.completion_tokens);
+    st.span.record("manus.cost", st.usage.cost);
+    if status != FlowStatus::Completed {
+        st.span.record("otel.status_code", "ERROR");
+    }
+    let outcome = FlowOutcome {
+        flow_id: st.id.clone(),
+        status,
+        reason,
+        plan: st.plan.clone(),
+        summary,
+        usage: st.usage,
+        usage_by_agent: std::mem::take(&mut st.by_agent),
+        elapsed_ms: st.started.elapsed().as_millis() as u64,
+    };
+    if let Some(sandbox) = &st.sandbox {
+        let _ = sandbox.send_message(crate::protocol::SandboxMsg::Release {
+            flow_id: st.id.clone(),
+        });
+    }
+    if let Some(browser) = &st.browser {
+        let _ = browser.send_message(crate::protocol::BrowserMsg::Release {
+            flow_id: st.id.clone(),
+        });
+    }
+    // Close the flow's span now, not whenever the actor is dropped, so it is exported before
+    // anyone who sees FlowFinished flushes the traces and exits.
+    drop(std::mem::replace(&mut st.span, tracing::Span::none()));
+    st.emit(FlowEvent::FlowFinished { outcome });
+    myself.stop(None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reopen_restarts_the_running_step_and_steps_with_retries_left() {
+        let mut plan = Plan::new("p", "T", (0..5).map(|i| format!("s{i}")).collect());
+        let set = |plan: &mut Plan, i: usize, status, attempts| {
+            plan.steps[i].status = status;
+            plan.steps[i].attempts = attempts;
+        };
+        set(&mut plan, 0, StepStatus::Completed, 1);
+        set(&mut plan, 1, StepStatus::Failed, 2); // out of retries: stands
+        set(&mut plan, 2, StepStatus::Blocked, 1); // would have been retried
+        set(&mut plan, 3, StepStatus::InProgress, 2); // the interrupted attempt
+        plan.steps[3].notes = "first attempt failed".into();
+        let rerun = reopen(&mut plan, 1);
+        assert_eq!(rerun, [3]);
+        let statuses: Vec<_> = plan.steps.iter().map(|s| s.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                StepStatus::Completed,
+                StepStatus::Failed,
+                StepStatus::NotStarted,
+                StepStatus::NotStarted,
+                StepStatus::NotStarted
+            ]
+        );
+        assert_eq!(
+            plan.steps[3].attempts, 1,
+            "the interrupted attempt is not counted"
+        );
+        assert_eq!(
+            plan.steps[3].notes, "first attempt failed",
+            "notes stay, so the step's prompt is the one it had"
+        );
+    }
+}
