@@ -9,6 +9,7 @@ mod cli;
 mod data_analysis;
 mod example_cassette;
 mod flow_runtime;
+mod graph;
 mod llama;
 mod llm_server_selftest;
 mod mcp;

@@ -219,6 +219,10 @@ pub struct Recorded {
     pub headers: Vec<(String, String)>,
     /// The JSON body; `Value::String` of the raw text when it was not valid JSON.
     pub body: Value,
+    /// When the request arrived.
+    pub arrived: std::time::Instant,
+    /// When its answer was sent (set once answered).
+    pub answered: Arc<std::sync::OnceLock<std::time::Instant>>,
 }
 
 static NO_MESSAGES: Vec<Value> = Vec::new();
@@ -279,6 +283,18 @@ impl Recorded {
             .filter_map(content_text)
             .collect();
         (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    /// Whether this request and `other` were both with the server at some moment: each
+    /// arrived before the other was answered.
+    pub fn overlaps(&self, other: &Recorded) -> bool {
+        let end = |r: &Recorded| *r.answered.get().expect("the request was answered");
+        self.arrived < end(other) && other.arrived < end(self)
+    }
+
+    /// When the answer was sent.
+    pub fn answered_at(&self) -> std::time::Instant {
+        *self.answered.get().expect("the request was answered")
     }
 
     /// `body.model`, if present.
@@ -419,9 +435,16 @@ impl Reply {
     }
 }
 
-fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value) {
+/// Keep the request; the returned cell is set when it is answered.
+fn record(
+    shared: &Shared,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Value,
+) -> Arc<std::sync::OnceLock<std::time::Instant>> {
+    let answered = Arc::new(std::sync::OnceLock::new());
     if !shared.recording() {
-        return;
+        return answered;
     }
     let headers = headers
         .iter()
@@ -437,7 +460,10 @@ fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value) {
         query: uri.query().map(str::to_owned),
         headers,
         body: body.clone(),
+        arrived: std::time::Instant::now(),
+        answered: answered.clone(),
     });
+    answered
 }
 
 fn error_response(code: u16, message: &str, retry_after: Option<u64>) -> Response {
@@ -476,7 +502,7 @@ async fn unknown_path(
 ) -> Response {
     let body = serde_json::from_slice(&body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-    record(&shared, &uri, &headers, &body);
+    let _ = record(&shared, &uri, &headers, &body).set(std::time::Instant::now());
     error_response(
         404,
         &format!("scripted LLM server: no route for {}", uri.path()),
@@ -494,16 +520,18 @@ async fn chat_completions(
     let head: Result<Head, _> = serde_json::from_slice(&body);
     let Ok(head) = head else {
         let raw = String::from_utf8_lossy(&body).into_owned();
-        record(&shared, &uri, &headers, &Value::String(raw));
+        let _ = record(&shared, &uri, &headers, &Value::String(raw)).set(std::time::Instant::now());
         return error_response(400, "request body is not valid JSON", None);
     };
     let body = Request {
         raw: &body,
         tree: Default::default(),
     };
-    if shared.recording() {
-        record(&shared, &uri, &headers, body.json());
-    }
+    let answered = if shared.recording() {
+        Some(record(&shared, &uri, &headers, body.json()))
+    } else {
+        None
+    };
     let keyed = {
         let mut keyed = shared.keyed.lock().unwrap();
         if keyed.is_empty() {
@@ -530,7 +558,12 @@ async fn chat_completions(
         .or_else(|| shared.fallback.lock().unwrap().clone())
     {
         Some(reply) => reply,
-        None => return error_response(500, "script exhausted", None),
+        None => {
+            if let Some(a) = answered {
+                let _ = a.set(std::time::Instant::now());
+            }
+            return error_response(500, "script exhausted", None);
+        }
     };
     // The answer is made before the delay, so the time it takes is the model's and the
     // answer leaves as soon as it is due, as a model's finished answer would.
@@ -543,6 +576,9 @@ async fn chat_completions(
     let observer = shared.observer.lock().unwrap().clone();
     if let Some(observe) = observer {
         observe(&body, arrived.elapsed());
+    }
+    if let Some(a) = answered {
+        let _ = a.set(std::time::Instant::now());
     }
     response
 }

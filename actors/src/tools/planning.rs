@@ -422,7 +422,11 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("cycle"), "{e}");
-        assert_eq!(book.plans["g"].steps.len(), 4, "a refused update changes nothing");
+        assert_eq!(
+            book.plans["g"].steps.len(),
+            4,
+            "a refused update changes nothing"
+        );
         let e = apply(
             &mut book,
             json!({"command": "create", "plan_id": "h", "title": "T", "steps": [
