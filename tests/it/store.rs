@@ -13,6 +13,7 @@ use std::process::{Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use manus_rt::engine::plan::StepStatus;
 use manus_rt::store::{RunStore, StoreUrl, StoredRun};
 use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, RuntimeError, SubmitOptions};
 use serde_json::{Value, json};
@@ -293,6 +294,106 @@ async fn sigkill_after_step_two_then_resume_on_sqlite() {
     let dir = Scratch::new("store-sqlite");
     let db = dir.path().join("kill.db");
     kill_and_resume(&format!("sqlite://{}", db.display())).await;
+}
+
+/// A graph plan killed with two steps in flight: `resume` starts both over, at once, and
+/// never asks for the completed first step again; the join then sees both steps' notes.
+#[tokio::test]
+async fn sigkill_with_two_steps_in_flight_then_resume_runs_both_again() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-kill-graph");
+    let db = dir.path().join("graph.db");
+    let store_url = format!("sqlite://{}", db.display());
+    let config = dir.write_config(&config_with(
+        &server,
+        &dir.workspace(),
+        &[("store.url", &format!("\"{store_url}\""))],
+    ));
+    let job = |i: usize| format!("Your job now is step {i} only");
+    server.push_all([
+        Reply::tool(
+            "planning",
+            json!({"command": "create", "plan_id": "test-plan", "title": "Graph",
+                "steps": ["[MANUS] Write note one",
+                          {"text": "[MANUS] Write note two", "depends_on": [0]},
+                          {"text": "[MANUS] Write note three", "depends_on": [0]},
+                          {"text": "[MANUS] Join the notes", "depends_on": [1, 2]}]}),
+        ),
+        Reply::text("Notes joined."),
+    ]);
+    server.push_for(&job(0), [done("note one written")]);
+    // Before the kill, steps 1 and 2 wait on the model; after it, they answer.
+    for i in [1, 2] {
+        server.push_for(
+            &job(i),
+            [
+                done("never heard").delay(600_000),
+                done(&format!("note {} written", i + 1)).delay(300),
+            ],
+        );
+    }
+    server.push_for(&job(3), [done("notes joined")]);
+    let mut child = manus(&dir, &config, &["run-flow", TASK]).spawn().unwrap();
+    let store = RunStore::open(&StoreUrl::parse(&store_url).unwrap())
+        .await
+        .unwrap();
+    let before = wait_for_run(&store, &mut child, "steps 1 and 2 running", |r| {
+        r.plan.as_ref().is_some_and(|p| {
+            p.steps[0].status == StepStatus::Completed
+                && p.steps[1].status == StepStatus::InProgress
+                && p.steps[2].status == StepStatus::InProgress
+        })
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while server
+        .requests()
+        .iter()
+        .filter(|r| step_of(r).is_some_and(|s| s > 0))
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "steps 1 and 2 never both asked the model"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill_hard(&mut child).await;
+    let pre_kill = server.requests().len();
+
+    let out = finish(manus(&dir, &config, &["resume", &before.id, "--json"])).await;
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "resume failed:\n{stderr}");
+    assert!(
+        stderr.contains("step(s) 1, 2 were running at the interruption and start over"),
+        "{stderr}"
+    );
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["status"], "completed", "{outcome:#}");
+    let after: Vec<Recorded> = server.requests().split_off(pre_kill);
+    let mut steps: Vec<Option<usize>> = after.iter().map(step_of).collect();
+    steps[..2].sort();
+    assert_eq!(
+        steps,
+        [Some(1), Some(2), Some(3), None],
+        "step 0 is not asked again"
+    );
+    assert!(
+        after[0].overlaps(&after[1]),
+        "the two restarted steps ran at once"
+    );
+    let join = first_user(&after[2]);
+    assert!(
+        join.contains("- step 1: note 2 written") && join.contains("- step 2: note 3 written"),
+        "{join}"
+    );
+    let events = store.events(&before.id).await.unwrap();
+    assert!(events.iter().any(|e| matches!(
+        &e.event,
+        FlowEvent::Resumed { rerun, .. } if rerun == &[1, 2]
+    )));
+    store.close().await;
 }
 
 /// A fresh database on the test server (MANUS_TEST_POSTGRES_URL names its maintenance
