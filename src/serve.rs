@@ -523,7 +523,9 @@ fn describe(entry: &Entry, full: bool) -> Value {
         out["questions"] = v
             .questions
             .iter()
-            .map(|(id, q)| json!({"id": id, "agent": q.agent, "inquire": q.inquire}))
+            .map(
+                |(id, q)| json!({"id": id, "agent": q.agent, "step": q.step, "inquire": q.inquire}),
+            )
             .collect();
         if let Some(o) = &v.outcome {
             out["reason"] = json!(o.reason);

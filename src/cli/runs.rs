@@ -4,8 +4,8 @@
 
 use std::process::ExitCode;
 
-use manus_rt::Config;
 use manus_rt::store::{Retention, RunStore, StoreError, StoredRun, now_ms};
+use manus_rt::{Config, FlowEvent};
 
 use super::args::RunsAction;
 use super::exit;
@@ -160,6 +160,39 @@ async fn show_run(store: &RunStore, id: &str, json: bool) -> Result<ExitCode, St
     match &run.plan {
         Some(plan) => println!("{}", plan.view()),
         None => println!("(no plan yet: it was planning)\n"),
+    }
+    let revisions: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            FlowEvent::PlanRevised {
+                previous,
+                plan,
+                reason,
+            } => {
+                let replaced: Vec<String> = (0..previous.steps.len())
+                    .filter(|&i| plan.steps[i].replaced_in == Some(plan.revision))
+                    .map(|i| i.to_string())
+                    .collect();
+                let added: Vec<String> = (previous.steps.len()..plan.steps.len())
+                    .map(|i| i.to_string())
+                    .collect();
+                Some(format!(
+                    "  revision {}: step(s) {} replaced by {} — after: {}",
+                    plan.revision,
+                    replaced.join(", "),
+                    added.join(", "),
+                    reason.replace('\n', " ")
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    if !revisions.is_empty() {
+        println!("Plan revisions (each version is stored with its event):");
+        for r in &revisions {
+            println!("{r}");
+        }
+        println!();
     }
     if !memories.is_empty() {
         println!("Agent memories (each step's working memory when it ended):");

@@ -172,7 +172,7 @@ impl StoredRun {
         self.plan.as_ref().map_or((0, 0), |p| {
             (
                 p.count(manus_actors::plan::StepStatus::Completed),
-                p.steps.len(),
+                p.live().count(),
             )
         })
     }

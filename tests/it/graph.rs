@@ -318,6 +318,27 @@ async fn a_failing_step_leads_to_a_revised_plan_whose_steps_finish_the_flow() {
     assert_eq!(revised.1.steps.len(), 5);
     assert!(revised.2.contains("503"), "{}", revised.2);
     rt.shutdown().await;
+
+    // The run store keeps both versions, and `runs show` lists the revision.
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    let shown = std::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
+        .arg("--config")
+        .arg(&config)
+        .args(["runs", "show", &outcome.flow_id])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("completed · 3/3 steps completed"), "{shown}");
+    assert!(
+        shown.contains("revision 1: step(s) 1, 2 replaced by 3, 4 — after: step 1 ended failed"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "1. [✗] [MANUS] download the table from the primary site (replaced in revision 1)"
+        ),
+        "{shown}"
+    );
 }
 
 /// With no revisions left, a failed step ends the flow `failed`, saying so; a step that

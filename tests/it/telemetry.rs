@@ -187,6 +187,79 @@ async fn a_flow_is_one_trace_with_the_genai_tree() {
     }
 }
 
+/// A graph plan's independent steps are sibling spans under the workflow that overlap in
+/// time, and a revision after a failed step is a `replan` span under the workflow too.
+#[tokio::test(flavor = "multi_thread")]
+async fn parallel_steps_are_overlapping_siblings_and_a_revision_is_a_replan_span() {
+    let server = ScriptedLlm::start().await;
+    let otlp = OtlpReceiver::start().await;
+    server.push_all([
+        support::llm_server::Reply::tool(
+            "planning",
+            serde_json::json!({"command": "create", "plan_id": "p", "title": "Two at once",
+                "steps": [{"text": "[MANUS] left", "depends_on": []},
+                          {"text": "[MANUS] right", "depends_on": []}]}),
+        ),
+        support::llm_server::Reply::tool(
+            "planning",
+            serde_json::json!({"command": "update", "plan_id": "p",
+                "steps": [{"text": "[MANUS] left, another way", "depends_on": []}]}),
+        ),
+        support::llm_server::Reply::text("both sides done"),
+    ]);
+    let job = |i: usize| format!("Your job now is step {i} only");
+    server.push_for(
+        &job(0),
+        [support::scenario::give_up("left is gone").delay(300)],
+    );
+    server.push_for(&job(1), [support::scenario::done("right done").delay(300)]);
+    server.push_for(&job(2), [support::scenario::done("left done")]);
+    let dir = Scratch::new("otel-graph");
+    let mut config = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("flow.on_step_failure", "\"replan\""),
+            ("flow.max_step_retries", "0"),
+        ],
+    );
+    config += &telemetry(&otlp.endpoint(), "");
+    let (out, outcome) = run_cli(&dir, &config, &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(outcome["status"], "completed", "{outcome:#}");
+
+    let spans = otlp.spans();
+    let ids = by_id(&spans);
+    let root = named(&spans, "invoke_workflow planning_flow")[0];
+    assert_eq!(root.int("manus.plan.revisions"), Some(1));
+    let step = |i: usize| {
+        let s = named(&spans, &format!("step {i}"));
+        assert_eq!(s.len(), 1, "step {i}");
+        assert_eq!(
+            parent(s[0], &ids).map(|p| p.span_id.clone()),
+            Some(root.span_id.clone())
+        );
+        s[0]
+    };
+    let (left, right, again) = (step(0), step(1), step(2));
+    assert!(
+        left.overlaps(right),
+        "the independent steps overlap in time"
+    );
+    assert_eq!(left.attr("manus.step.status"), Some("failed"));
+    let replans = named(&spans, "replan");
+    assert_eq!(replans.len(), 1);
+    assert_eq!(
+        parent(replans[0], &ids).map(|p| p.span_id.clone()),
+        Some(root.span_id.clone())
+    );
+    assert!(replans[0].start_ns >= left.end_ns && replans[0].end_ns <= again.start_ns);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn contents_are_captured_only_when_opted_in_and_cut_to_size() {
     let server = ScriptedLlm::start().await;

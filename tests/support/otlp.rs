@@ -25,6 +25,9 @@ pub struct SpanRecord {
     pub kind: i32,
     pub attributes: BTreeMap<String, String>,
     pub service_name: Option<String>,
+    /// When the span started and ended, in nanoseconds since the Unix epoch.
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 impl SpanRecord {
@@ -33,6 +36,10 @@ impl SpanRecord {
     }
     pub fn int(&self, key: &str) -> Option<i64> {
         self.attr(key).and_then(|v| v.parse().ok())
+    }
+    /// Whether this span and `other` were open at some same moment.
+    pub fn overlaps(&self, other: &SpanRecord) -> bool {
+        self.start_ns < other.end_ns && other.start_ns < self.end_ns
     }
 }
 
@@ -82,6 +89,8 @@ async fn receive(
                     parent_span_id: s.parent_span_id,
                     name: s.name,
                     kind: s.kind,
+                    start_ns: s.start_time_unix_nano,
+                    end_ns: s.end_time_unix_nano,
                     attributes: s
                         .attributes
                         .iter()
