@@ -440,6 +440,110 @@ fn group(n: u64) -> String {
 mod tests {
     use super::*;
 
+    use manus_actors::plan::Plan;
+
+    fn graph() -> Plan {
+        let mut plan = Plan::new(
+            "p",
+            "Fan out",
+            ["set up", "left", "right", "join"]
+                .map(String::from)
+                .to_vec(),
+        );
+        plan.depend(vec![
+            Some(vec![]),
+            Some(vec![0]),
+            Some(vec![0]),
+            Some(vec![1, 2]),
+        ])
+        .unwrap();
+        plan
+    }
+
+    fn started(step: usize) -> FlowEvent {
+        FlowEvent::StepStarted {
+            step,
+            agent: "manus".into(),
+            attempt: 1,
+            queued_ms: 0,
+        }
+    }
+
+    /// The last frame a live board drew.
+    fn last_frame(out: &[u8]) -> String {
+        let text = String::from_utf8_lossy(out);
+        text.rsplit("\x1b[J").next().unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn a_graph_is_drawn_indented_with_several_steps_running_and_its_revisions() {
+        let mut board = Board::new(Vec::new(), true);
+        board.width = 200;
+        let mut plan = graph();
+        board.on_event(&FlowEvent::PlanCreated { plan: plan.clone() });
+        plan.steps[0].status = StepStatus::Completed;
+        board.on_event(&FlowEvent::StepStarted {
+            step: 0,
+            agent: "manus".into(),
+            attempt: 1,
+            queued_ms: 0,
+        });
+        board.on_event(&FlowEvent::StepFinished {
+            step: 0,
+            agent: "manus".into(),
+            status: StepStatus::Completed,
+            summary: "ready".into(),
+            usage: Usage::default(),
+            elapsed_ms: 5,
+        });
+        board.on_event(&started(1));
+        board.on_event(&started(2));
+        let frame = last_frame(&board.out);
+        assert!(frame.contains("Plan: Fan out · 2 steps running"), "{frame}");
+        let line = |needle: &str| {
+            frame
+                .lines()
+                .find(|l| l.ends_with(needle))
+                .unwrap_or_else(|| panic!("no line ending `{needle}` in:\n{frame}"))
+                .to_string()
+        };
+        assert!(line(" set up").contains("[✓]"), "{frame}");
+        assert!(line("   left").contains("[→]"), "{frame}");
+        assert!(line("   right").contains("[→]"), "{frame}");
+        assert!(line("     join (after 1, 2)").contains("[ ]"), "{frame}");
+
+        // Step 1 fails; the plan is revised: the board says so and shows the new step.
+        let previous = board.view.plan.clone().unwrap();
+        let mut revised = previous.clone();
+        revised.steps[1].status = StepStatus::Failed;
+        revised
+            .revise(vec![("left again".into(), Some(vec![0]))])
+            .unwrap();
+        let event = FlowEvent::PlanRevised {
+            previous,
+            plan: revised,
+            reason: "step 1 ended failed: gone".into(),
+        };
+        board.on_event(&event);
+        // Without a terminal, the revision is a line of its own.
+        let mut lines = Board::new(Vec::new(), false);
+        lines.on_event(&event);
+        let text = String::from_utf8_lossy(&lines.out).to_string();
+        assert!(
+            text.contains(
+                "[plan] revision 1 after: step 1 ended failed: gone\n  replaces step(s) 1, 3 with:\n  4. left again"
+            ),
+            "{text}"
+        );
+        let frame = last_frame(&board.out);
+        assert!(frame.contains("Plan: Fan out (revision 1)"), "{frame}");
+        assert!(
+            frame.contains("replaced by revisions: step(s) 1, 3"),
+            "{frame}"
+        );
+        assert!(frame.contains("   left again"), "{frame}");
+    }
+
     #[test]
     fn numbers_and_times_read_well() {
         assert_eq!(group(1234567), "1,234,567");
