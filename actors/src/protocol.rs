@@ -116,6 +116,8 @@ pub enum FlowMsg {
         steps: Option<Vec<(String, crate::plan::Needs)>>,
         usage: Usage,
         why: String,
+        /// Asked for by a review after a completed step, not by a failure.
+        review: bool,
     },
     /// An agent's model call spent these tokens; counted even if its step is later stopped.
     /// With `go_on`, the planner answers whether the flow's budget allows another call, so

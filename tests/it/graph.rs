@@ -511,3 +511,54 @@ async fn cancel_stops_every_running_step() {
     }
     rt.shutdown().await;
 }
+
+/// With `review_after_each_step`, the planner shows the model the plan after every
+/// completed step: it may keep it (no call) or replace the steps not yet started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_after_each_step_may_keep_or_change_the_rest() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        graph_plan(json!(["[MANUS] look", "[MANUS] measure", "[MANUS] guess"])),
+        Reply::text("KEEP"),
+        Reply::tool(
+            "planning",
+            json!({"command": "update", "plan_id": "test-plan",
+                   "steps": ["[MANUS] compute from the measurement"]}),
+        ),
+        Reply::text("computed"),
+    ]);
+    server.push_for(&job(0), [done("it is a box")]);
+    server.push_for(&job(1), [done("the box is 3 m wide")]);
+    server.push_for(&job(3), [done("area 9 m²")]);
+    let dir = Scratch::new("graph-review");
+    let rt = start(&server, &dir, &[("flow.review_after_each_step", "true")]).await;
+    let flow = rt.submit("size the box", SubmitOptions::default());
+    let (_, outcome) = drive(flow.await.unwrap()).await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(outcome.plan.revision, 1);
+    assert_eq!(outcome.plan.steps[2].replaced_in, Some(1));
+    assert_eq!(outcome.plan.steps[2].status, StepStatus::NotStarted);
+    assert_eq!(outcome.plan.steps[3].status, StepStatus::Completed);
+    let all = server.requests();
+    let reviews: Vec<String> = all
+        .iter()
+        .map(first_user)
+        .filter(|t| t.contains("answer with the one word KEEP"))
+        .collect();
+    assert_eq!(reviews.len(), 2, "after steps 0 and 1; none after the last");
+    assert!(
+        reviews[0].contains("step 0 completed: it is a box"),
+        "{}",
+        reviews[0]
+    );
+    assert!(
+        reviews[1].contains("step 1 completed: the box is 3 m wide"),
+        "{}",
+        reviews[1]
+    );
+    assert!(
+        requests_of(&all, 2).is_empty(),
+        "the replaced step never ran"
+    );
+    rt.shutdown().await;
+}

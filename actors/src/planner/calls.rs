@@ -253,14 +253,20 @@ pub(super) async fn make_plan(caller: Caller) -> (Result<Plan, String>, Usage) {
     (plan, usage)
 }
 
-/// Ask the model to revise what has not completed of `plan`, for `why`. The steps come
-/// back checked against `plan` as it was; `None` when the model gave none.
+/// Ask the model to revise what has not completed of `plan`, for `why` (after a failure),
+/// or, in a `review` after a completed step, whether to. The steps come back checked
+/// against `plan` as it was; `None` when the model gave none (a review: kept the plan).
 pub(super) async fn revise_plan(
     caller: Caller,
     plan: Plan,
     why: String,
+    review: bool,
 ) -> (Option<Proposed>, Usage) {
-    let user = Message::user(prompts::revise_user(&caller.task, &plan, &why));
+    let user = if review {
+        Message::user(prompts::review_user(&caller.task, &plan, &why))
+    } else {
+        Message::user(prompts::revise_user(&caller.task, &plan, &why))
+    };
     let check = |steps: &Proposed| plan.clone().revise(steps.clone()).map(drop);
     let (answer, usage) = converse(&caller, user, true, check).await;
     let steps = match answer {
@@ -269,6 +275,7 @@ pub(super) async fn revise_plan(
             tracing::warn!(flow = %caller.id, "the revised plan was refused twice ({why}); its steps run in order");
             Some(steps.into_iter().map(|(t, _)| (t, None)).collect())
         }
+        Answer::NoSteps(_) if review => None,
         Answer::Refused(None, why) | Answer::NoSteps(why) | Answer::CallFailed(why) => {
             tracing::warn!(flow = %caller.id, "no revised plan: {why}");
             None

@@ -59,8 +59,8 @@ pub struct PlannerState {
     running: BTreeMap<u64, Running>,
     /// A revision call is out: no new step starts until it is back.
     revising: bool,
-    /// Revisions asked for so far (`[flow] max_replans` bounds them), whether or not the
-    /// model gave one.
+    /// Revisions counted against `[flow] max_replans`: every one asked for after a
+    /// failure, whether or not the model gave one, and every review that revised.
     replans_tried: u32,
     next_dispatch: u64,
     usage: Usage,
@@ -241,14 +241,19 @@ impl Actor for Planner {
                     Err(why) => steps::finish(&myself, st, FlowStatus::Failed, why).await,
                 }
             }
-            FlowMsg::PlanRevised { steps, usage, why } => {
+            FlowMsg::PlanRevised {
+                steps,
+                usage,
+                why,
+                review,
+            } => {
                 st.revising = false;
                 st.spend("planner", usage);
                 if let Some(over) = st.over_budget() {
                     steps::finish(&myself, st, FlowStatus::BudgetExceeded, over).await;
                     return Ok(());
                 }
-                steps::revised(st, steps, why);
+                steps::revised(st, steps, why, review);
                 steps::advance(&myself, st).await;
             }
             FlowMsg::Spent {

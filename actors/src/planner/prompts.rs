@@ -50,6 +50,24 @@ pub fn revise_user(task: &str, plan: &Plan, why: &str) -> String {
     )
 }
 
+/// The review call's request, after a step completed: keep the plan, or revise what has
+/// not started.
+pub fn review_user(task: &str, plan: &Plan, what: &str) -> String {
+    let first = plan.steps.len();
+    format!(
+        "Task: {task}\n\nThe plan is being carried out. Just now {what}\n\n{}\n\
+         Check the steps not yet started against what has been found so far. If they still \
+         lead to the goal, answer with the one word KEEP and call no tool. If they do not \
+         (a step is now pointless, missing, or should be done differently), call the \
+         `planning` tool with command \"update\", plan_id \"{}\" and `steps`: every step \
+         that should still be done, in place of all the steps not yet started. They are \
+         numbered from {first}; `depends_on` may name completed or running steps by their \
+         numbers above, and new steps by their new numbers.",
+        plan.view(),
+        plan.id,
+    )
+}
+
 pub const SUMMARY_SYSTEM: &str = "You report on finished work. Given a task and the plan that was \
 carried out, with each step's status and notes, write a short summary for the person who asked: what was \
 achieved, where the results are, and plainly what failed or is missing. No preamble.";

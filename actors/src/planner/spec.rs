@@ -42,10 +42,14 @@ pub struct FlowSettings {
     /// Further attempts after a step fails or is blocked.
     pub max_step_retries: u32,
     pub on_step_failure: OnStepFailure,
-    /// How many revisions `on_step_failure = "replan"` may make in one flow.
+    /// How many revisions one flow's plan may have: asked for after a failure
+    /// (`on_step_failure = "replan"`), or made by a review (`review_after_each_step`).
     pub max_replans: u32,
     /// How many of a flow's steps may run at once (a graph plan's independent steps).
     pub max_parallel_steps: u32,
+    /// After every completed step, let the model revise the steps not yet started (within
+    /// `max_replans` revisions), as Magentic-One's orchestrator does.
+    pub review_after_each_step: bool,
     /// Stop the flow once its model calls have used more tokens than this.
     pub max_tokens: Option<u64>,
     /// Stop the flow once its model calls have cost more than this.

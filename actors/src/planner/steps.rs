@@ -257,8 +257,19 @@ pub(super) async fn ended(
         usage: outcome.usage,
         elapsed_ms,
     });
+    let step = run.step;
     if outcome.status == StepStatus::Completed {
         st.idle.entry(run.agent).or_default().push(run.agent_ref);
+        if st.settings.review_after_each_step
+            && !st.revising
+            && st.replans_tried < st.settings.max_replans
+            && st
+                .plan
+                .live()
+                .any(|(_, s)| s.status == StepStatus::NotStarted)
+        {
+            start_review(myself, st, step);
+        }
     } else if !stopped {
         // The agent may hold broken state (a crashed worker, a wedged shell): the step's
         // next attempt, or the kind's next step, starts clean.
@@ -281,21 +292,47 @@ fn start_revision(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, unfinished:
         .collect::<Vec<_>>()
         .join("; ");
     tracing::info!(flow = %st.id, "revising the plan ({} of {}): {why}", st.replans_tried, st.settings.max_replans);
+    ask_revision(myself, st, why, false);
+}
+
+/// Let the model look at the plan after `step` completed and revise the steps not yet
+/// started if they no longer fit; it may keep them. Only a review that revises counts
+/// toward `max_replans`.
+fn start_review(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, step: usize) {
+    st.revising = true;
+    let why = format!("step {step} completed: {}", st.plan.steps[step].notes);
+    ask_revision(myself, st, why, true);
+}
+
+/// The revision call, off the mailbox; its answer comes back as `PlanRevised`.
+fn ask_revision(myself: &ActorRef<FlowMsg>, st: &PlannerState, why: String, review: bool) {
     let (caller, plan, me) = (st.caller(), st.plan.clone(), myself.clone());
     st.planning.handle().spawn(async move {
-        let (steps, usage) = calls::revise_plan(caller, plan, why.clone()).await;
-        let _ = me.send_message(FlowMsg::PlanRevised { steps, usage, why });
+        let (steps, usage) = calls::revise_plan(caller, plan, why.clone(), review).await;
+        let _ = me.send_message(FlowMsg::PlanRevised {
+            steps,
+            usage,
+            why,
+            review,
+        });
     });
 }
 
 /// Take the revised steps into the plan (against the plan as it is now, which may have
 /// moved on while the model thought; steps whose dependencies no longer fit are kept in
 /// order), and publish the revision.
-pub(super) fn revised(st: &mut PlannerState, steps: Option<Proposed>, why: String) {
+pub(super) fn revised(st: &mut PlannerState, steps: Option<Proposed>, why: String, review: bool) {
     let Some(steps) = steps else {
-        tracing::warn!(flow = %st.id, "the plan was not revised: the model gave no usable steps");
+        if review {
+            tracing::debug!(flow = %st.id, "review: the model kept the plan");
+        } else {
+            tracing::warn!(flow = %st.id, "the plan was not revised: the model gave no usable steps");
+        }
         return;
     };
+    if review {
+        st.replans_tried += 1;
+    }
     let previous = st.plan.clone();
     let applied = st.plan.revise(steps.clone()).or_else(|e| {
         tracing::warn!(flow = %st.id, "the revised steps no longer fit the plan ({e}); they run in order");
