@@ -78,8 +78,14 @@ pub(super) struct Caller {
     pub span: tracing::Span,
 }
 
-/// Steps as the model gave them: text, and the numbers of the steps each needs.
-pub(super) type Proposed = Vec<(String, Needs)>;
+/// A plan as the model gave it: its id and title, and the steps (text, and the numbers of
+/// the steps each needs).
+#[derive(Clone)]
+pub(super) struct Proposed {
+    id: String,
+    title: String,
+    pub(super) steps: Vec<(String, Needs)>,
+}
 
 /// How an exchange about the plan ended.
 enum Answer {
@@ -203,7 +209,17 @@ fn read_steps(caller: &Caller, resp: &ChatResponse) -> Read {
             )),
         });
         match read {
-            Ok(steps) => return Read::Steps(steps, Some(call.clone())),
+            Ok(steps) => {
+                let text = |key: &str| args[key].as_str().unwrap_or_default().to_string();
+                let (id, title) = (text("plan_id"), text("title"));
+                let title = if title.is_empty() {
+                    prompts::title_from(&caller.task)
+                } else {
+                    title
+                };
+                let proposed = Proposed { id, title, steps };
+                return Read::Steps(proposed, Some(call.clone()));
+            }
             Err(e) => {
                 tracing::warn!(flow = %caller.id, "the planner's planning call was unusable: {e}");
                 unfit.get_or_insert((call.clone(), e.0));
@@ -213,7 +229,9 @@ fn read_steps(caller: &Caller, resp: &ChatResponse) -> Read {
     let listed = prompts::steps_from_text(resp.message.text());
     match unfit {
         _ if !listed.is_empty() => {
-            Read::Steps(listed.into_iter().map(|t| (t, None)).collect(), None)
+            let steps = listed.into_iter().map(|t| (t, None)).collect();
+            let (id, title) = (DEFAULT_ID.into(), prompts::title_from(&caller.task));
+            Read::Steps(Proposed { id, title, steps }, None)
         }
         Some((call, why)) => Read::Unfit(call, why),
         None => Read::Nothing("the model made no planning call and listed no steps".into()),
@@ -227,14 +245,19 @@ const DEFAULT_ID: &str = "plan";
 /// then its steps run in order. A model that makes no plan gets the task as its one step.
 pub(super) async fn make_plan(caller: Caller) -> (Result<Plan, String>, Usage) {
     let user = Message::user(prompts::planner_user(&caller.task));
-    let title = prompts::title_from(&caller.task);
-    let in_order = |texts: Vec<String>| Plan::new(DEFAULT_ID, title.clone(), texts);
-    let graph = |steps: &Proposed| -> Result<Plan, String> {
-        if steps.is_empty() {
+    let in_order = |p: &Proposed| {
+        Plan::new(
+            &p.id,
+            &p.title,
+            p.steps.iter().map(|(t, _)| t.clone()).collect(),
+        )
+    };
+    let graph = |p: &Proposed| -> Result<Plan, String> {
+        if p.steps.is_empty() {
             return Err("the plan needs at least one step".into());
         }
-        let mut plan = in_order(steps.iter().map(|(t, _)| t.clone()).collect());
-        plan.depend(steps.iter().map(|(_, d)| d.clone()).collect())?;
+        let mut plan = in_order(p);
+        plan.depend(p.steps.iter().map(|(_, d)| d.clone()).collect())?;
         Ok(plan)
     };
     let (answer, usage) = converse(&caller, user, false, |steps| graph(steps).map(drop)).await;
@@ -242,12 +265,13 @@ pub(super) async fn make_plan(caller: Caller) -> (Result<Plan, String>, Usage) {
         Answer::Accepted(steps) => graph(&steps),
         Answer::Refused(Some(steps), why) => {
             tracing::warn!(flow = %caller.id, "the plan's dependencies were refused twice ({why}); its steps run one at a time, in order");
-            Ok(in_order(steps.into_iter().map(|(t, _)| t).collect()))
+            Ok(in_order(&steps))
         }
         Answer::CallFailed(why) => Err(why),
         Answer::Refused(None, why) | Answer::NoSteps(why) => {
             tracing::info!(flow = %caller.id, "no usable plan ({why}); the task is the plan's one step");
-            Ok(in_order(vec![caller.task.clone()]))
+            let title = prompts::title_from(&caller.task);
+            Ok(Plan::new(DEFAULT_ID, title, vec![caller.task.clone()]))
         }
     };
     (plan, usage)
@@ -261,19 +285,19 @@ pub(super) async fn revise_plan(
     plan: Plan,
     why: String,
     review: bool,
-) -> (Option<Proposed>, Usage) {
+) -> (Option<Vec<(String, Needs)>>, Usage) {
     let user = if review {
         Message::user(prompts::review_user(&caller.task, &plan, &why))
     } else {
         Message::user(prompts::revise_user(&caller.task, &plan, &why))
     };
-    let check = |steps: &Proposed| plan.clone().revise(steps.clone()).map(drop);
+    let check = |p: &Proposed| plan.clone().revise(p.steps.clone()).map(drop);
     let (answer, usage) = converse(&caller, user, true, check).await;
     let steps = match answer {
-        Answer::Accepted(steps) => Some(steps),
-        Answer::Refused(Some(steps), why) => {
+        Answer::Accepted(p) => Some(p.steps),
+        Answer::Refused(Some(p), why) => {
             tracing::warn!(flow = %caller.id, "the revised plan was refused twice ({why}); its steps run in order");
-            Some(steps.into_iter().map(|(t, _)| (t, None)).collect())
+            Some(p.steps.into_iter().map(|(t, _)| (t, None)).collect())
         }
         Answer::NoSteps(_) if review => None,
         Answer::Refused(None, why) | Answer::NoSteps(why) | Answer::CallFailed(why) => {

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorRef};
 
-use super::calls::{self, Proposed};
+use super::calls;
 use super::{OnStepFailure, PlannerState};
 use crate::agent::ExecutorAgent;
-use crate::plan::{Plan, StepStatus};
+use crate::plan::{Needs, Plan, StepStatus};
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, StepOutcome, StepReport,
     StepRequest,
@@ -321,7 +321,12 @@ fn ask_revision(myself: &ActorRef<FlowMsg>, st: &PlannerState, why: String, revi
 /// Take the revised steps into the plan (against the plan as it is now, which may have
 /// moved on while the model thought; steps whose dependencies no longer fit are kept in
 /// order), and publish the revision.
-pub(super) fn revised(st: &mut PlannerState, steps: Option<Proposed>, why: String, review: bool) {
+pub(super) fn revised(
+    st: &mut PlannerState,
+    steps: Option<Vec<(String, Needs)>>,
+    why: String,
+    review: bool,
+) {
     let Some(steps) = steps else {
         if review {
             tracing::debug!(flow = %st.id, "review: the model kept the plan");
