@@ -47,7 +47,10 @@ impl<W: Write> Board<W> {
     pub fn on_event(&mut self, e: &FlowEvent) {
         let line = self.apply(e);
         if self.live {
-            if let FlowEvent::Question { .. } | FlowEvent::FlowFinished { .. } = e {
+            if let FlowEvent::Question { .. }
+            | FlowEvent::ApprovalRequested { .. }
+            | FlowEvent::FlowFinished { .. } = e
+            {
                 self.redraw();
                 if let Some(l) = line {
                     let _ = writeln!(self.out, "{l}");
@@ -214,6 +217,32 @@ impl<W: Write> Board<W> {
             }
             FlowEvent::StepBlocked { step, notes, .. } => {
                 Some(format!("[step {step}] blocked: {notes}"))
+            }
+            FlowEvent::ApprovalRequested {
+                id,
+                step,
+                agent,
+                tool,
+                arguments,
+                why,
+                ..
+            } => Some(format!(
+                "\n[approval {id}] step {step}: {agent} wants to call {tool} {}\n  (needs approval: {why})",
+                one_line(arguments)
+            )),
+            FlowEvent::ApprovalDecided { id, step, decision } => {
+                let what = match (decision.approve, &decision.arguments) {
+                    (true, None) => "approved".to_string(),
+                    (true, Some(a)) => format!("approved with arguments {}", one_line(a)),
+                    (false, _) => format!(
+                        "rejected: {}",
+                        decision.reason.as_deref().unwrap_or("no reason given")
+                    ),
+                };
+                Some(format!(
+                    "[approval {id}] step {step}: {what} by {}",
+                    decision.by
+                ))
             }
             FlowEvent::StepFinished {
                 step,

@@ -3,6 +3,7 @@
 //! `manus-actors`, re-exported here as `engine`.
 
 pub mod allocator;
+pub mod approvals;
 pub mod board;
 pub mod config;
 #[cfg(test)]

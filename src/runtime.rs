@@ -40,7 +40,7 @@ use manus_actors::llm::{self, LazyHttp, LlmClient, Recorder, ReplayFrom};
 use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::client::McpConnection;
 use manus_actors::mcp::server::ServeSettings;
-use manus_actors::plan::Plan;
+use manus_actors::plan::{Plan, StepStatus};
 use manus_actors::planner::{FlowSpec, Resume};
 use manus_actors::protocol::{BrowserMsg, EventObserver, EventSink, SandboxMsg};
 use manus_actors::protocol::{FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, RootMsg};
@@ -402,6 +402,14 @@ impl Runtime {
             return Err(busy());
         }
         let seq = store.next_seq(&run.id).await?;
+        let paused = match &run.plan {
+            Some(plan) if plan.count(StepStatus::AwaitingApproval) > 0 => {
+                let events = store.events(&run.id).await?;
+                let memories = store.memories(&run.id).await?;
+                crate::approvals::paused_steps(plan, &events, &memories)
+            }
+            _ => vec![],
+        };
         tracing::info!(run = %run.id, "resuming an interrupted run");
         self.start_flow(Run {
             id: run.id,
@@ -412,6 +420,7 @@ impl Runtime {
                 usage: run.usage,
                 usage_by_agent: run.usage_by_agent,
                 elapsed: std::time::Duration::from_millis(run.elapsed_ms),
+                paused,
             }),
             deltas: false,
             seq,
@@ -549,6 +558,16 @@ impl FlowControl {
     pub fn cancel(&self) {
         let _ = self.planner.send_message(FlowMsg::Cancel);
     }
+
+    /// Decide on the tool call of a `FlowEvent::ApprovalRequested`: approve it (with the
+    /// model's arguments, or `decision.arguments`), or reject it (the reason goes back to
+    /// the model as the call's result). The flow answers with `ApprovalDecided`.
+    pub fn decide(&self, approval_id: u64, decision: manus_actors::protocol::Decision) {
+        let _ = self.planner.send_message(FlowMsg::Decide {
+            approval_id,
+            decision,
+        });
+    }
 }
 
 /// A running flow: its events, its questions, and how it ends.
@@ -606,6 +625,11 @@ impl FlowHandle {
     /// Stop the flow; its outcome will say it was cancelled.
     pub fn cancel(&self) {
         self.control().cancel()
+    }
+
+    /// Decide on an approval request (see `FlowControl::decide`).
+    pub fn decide(&self, approval_id: u64, decision: manus_actors::protocol::Decision) {
+        self.control().decide(approval_id, decision)
     }
 
     /// A handle that answers and cancels, for code that does not read the events (the

@@ -18,6 +18,8 @@ pub struct FlowView {
     pub usage: Usage,
     /// Open questions by id: who asks, and what.
     pub questions: BTreeMap<u64, Question>,
+    /// Tool calls waiting for a person's approval, by id.
+    pub approvals: BTreeMap<u64, Approval>,
     pub outcome: Option<FlowOutcome>,
 }
 
@@ -27,6 +29,15 @@ pub struct Question {
     /// The step whose agent asks.
     pub step: Option<usize>,
     pub inquire: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Approval {
+    pub step: usize,
+    pub agent: String,
+    pub tool: String,
+    pub arguments: String,
+    pub why: String,
 }
 
 impl FlowView {
@@ -39,6 +50,32 @@ impl FlowView {
             }
             FlowEvent::PlanCreated { plan } | FlowEvent::PlanRevised { plan, .. } => {
                 self.plan = Some(plan.clone())
+            }
+            FlowEvent::ApprovalRequested {
+                id,
+                step,
+                agent,
+                tool,
+                arguments,
+                why,
+                ..
+            } => {
+                if let Some(p) = self.step_mut(*step) {
+                    p.status = StepStatus::AwaitingApproval;
+                }
+                self.approvals.insert(
+                    *id,
+                    Approval {
+                        step: *step,
+                        agent: agent.clone(),
+                        tool: tool.clone(),
+                        arguments: arguments.clone(),
+                        why: why.clone(),
+                    },
+                );
+            }
+            FlowEvent::ApprovalDecided { id, .. } => {
+                self.approvals.remove(id);
             }
             FlowEvent::StepBlocked { step, notes, .. } => {
                 if let Some(p) = self.step_mut(*step) {
@@ -97,6 +134,7 @@ impl FlowView {
                 self.plan = Some(outcome.plan.clone());
                 self.usage = outcome.usage;
                 self.questions.clear();
+                self.approvals.clear();
                 self.outcome = Some(outcome.clone());
             }
             FlowEvent::Thought { .. }

@@ -8,6 +8,7 @@
 //! config onto the typed arguments here.
 
 pub mod agent;
+pub mod approvals;
 pub mod background;
 pub mod browser;
 #[cfg(test)]

@@ -154,6 +154,11 @@ pub enum FlowMsg {
     },
     /// The answer to a `FlowEvent::Question`.
     Answer { question_id: u64, text: String },
+    /// A person's decision on a `FlowEvent::ApprovalRequested`.
+    Decide {
+        approval_id: u64,
+        decision: Decision,
+    },
     /// Stop the flow now; the outcome says it was cancelled.
     Cancel,
 }
@@ -207,6 +212,7 @@ impl Drop for StepReport {
                 summary: "the agent stopped before finishing the step".into(),
                 usage: Usage::default(),
                 rounds: 0,
+                pause: None,
             });
         }
     }
@@ -290,6 +296,8 @@ pub struct StepRequest {
     pub plan_view: String,
     /// The steps this one builds on, each with its notes (a graph plan's dependencies).
     pub builds_on: Vec<(usize, String)>,
+    /// Set when a step paused for approval goes on from where it stopped.
+    pub continued: Option<Continued>,
     pub flow: ActorRef<FlowMsg>,
     /// Whether the flow has a token or cost budget. Only then does the agent wait for the
     /// planner's word after each model call; otherwise it reports what it spent and goes on.
@@ -308,6 +316,46 @@ pub struct StepOutcome {
     pub usage: Usage,
     /// Think/act rounds used.
     pub rounds: u32,
+    /// Set with `StepStatus::AwaitingApproval`: the call that waits, and where the step was.
+    #[serde(default)]
+    pub pause: Option<Pause>,
+}
+
+/// A step stopped before a tool call that needs approval: the call, why it needs it, and
+/// the agent's working memory then (its last message asks for the call), from which the
+/// step goes on once a person has decided.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pause {
+    pub call: ToolCall,
+    pub why: String,
+    pub memory: Vec<Message>,
+}
+
+/// A person's decision on a tool call that waited for approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub approve: bool,
+    /// Run the call with these arguments (JSON text) instead of the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+    /// Why it was rejected; the model reads it as the call's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who decided: a service token's name, `$USER` on the command line.
+    pub by: String,
+    /// When, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub at_ms: i64,
+}
+
+/// A paused step going on: the memory it stopped with, the rounds it had used, and the
+/// decision on the call it stopped before.
+#[derive(Debug, Clone)]
+pub struct Continued {
+    pub memory: Vec<Message>,
+    pub rounds: u32,
+    pub call_id: String,
+    pub decision: Decision,
 }
 
 // ─── Tool worker ───────────────────────────────────────────────────────────────────────
@@ -729,6 +777,26 @@ pub enum FlowEvent {
         #[serde(default)]
         step: Option<usize>,
         inquire: String,
+    },
+    /// A step stopped before a tool call that needs a person's approval (`why`); the flow
+    /// waits for `ApprovalDecided` while its other steps go on.
+    ApprovalRequested {
+        id: u64,
+        step: usize,
+        agent: String,
+        tool: String,
+        arguments: String,
+        why: String,
+        /// The call's id in the agent's memory, and the round it was asked for in: where
+        /// the step goes on from.
+        call_id: String,
+        round: u32,
+    },
+    /// A person decided on approval request `id`.
+    ApprovalDecided {
+        id: u64,
+        step: usize,
+        decision: Decision,
     },
     StepFinished {
         step: usize,

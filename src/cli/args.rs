@@ -84,6 +84,47 @@ GET /openapi.json. With [server] api_tokens (or MANUS_API_TOKENS) set, /v1 and /
     /// Continue an interrupted run from its last completed step
     #[command(after_help = RESUME_HELP)]
     Resume(ResumeArgs),
+    /// Tool calls waiting for a person's approval ([approvals]): list them, approve or reject
+    #[command(after_help = APPROVALS_HELP)]
+    Approvals {
+        #[command(subcommand)]
+        action: ApprovalsAction,
+    },
+}
+
+const APPROVALS_HELP: &str = "These commands read and write the run store, so they work from \
+any terminal on runs whose process has stopped: a run started with --json or without a \
+terminal stops (exit code 3) when it waits for an approval; a run whose process died waits \
+too. After a decision, `manus-rt resume ID` goes on: an approved call runs once (with the \
+edited arguments, if given), a rejection's reason is what the model reads as the call's \
+result. A run still running in a process is answered there (its terminal, or the service).";
+
+#[derive(Subcommand)]
+pub enum ApprovalsAction {
+    /// The approval requests no one has decided: of one run, or of every unfinished run
+    List {
+        /// Only this run's
+        run: Option<String>,
+        /// Print them as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve request N of run ID, as asked or with other arguments
+    Approve {
+        run: String,
+        id: u64,
+        /// Run the call with these arguments instead (JSON, as the tool takes them)
+        #[arg(long, value_name = "JSON")]
+        arguments: Option<String>,
+    },
+    /// Reject request N of run ID; the model reads the reason as the call's result
+    Reject {
+        run: String,
+        id: u64,
+        /// Why (for the model, which goes on without the call)
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 const RESUME_HELP: &str = "A run is interrupted when the process running it died or stopped mid-flow (`manus-rt runs list` marks it). Completed steps are not run again; a step that was running starts over; the plan, the notes later steps read and the tokens spent so far are kept. With a replay profile ([llm] api_type = \"replay\"), the cassette is picked up at the step the run resumes from.";
@@ -134,6 +175,8 @@ pub struct ResumeArgs {
     /// Write the resumed part's model exchanges to this cassette file
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    #[command(flatten)]
+    pub approvals: ApprovalArgs,
 }
 
 const RUN_MCP_HELP: &str = "The server is one of config/mcp.json (--server ID), a command \
@@ -200,6 +243,24 @@ pub struct RunArgs {
     /// Write every model exchange to this cassette file (replay it with api_type = "replay")
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    #[command(flatten)]
+    pub approvals: ApprovalArgs,
+}
+
+/// What a run that no one can answer does with a tool call that needs approval.
+#[derive(clap::Args)]
+pub struct ApprovalArgs {
+    /// When no one can answer at the terminal (--json, or stdin not a terminal) and a tool
+    /// call needs approval: `stop` the run (exit 3) once nothing else runs, to be decided
+    /// with `manus-rt approvals` and continued with `manus-rt resume`; or `reject` it
+    #[arg(long, value_enum, default_value_t = OnApproval::Stop, value_name = "stop|reject")]
+    pub on_approval: OnApproval,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnApproval {
+    Stop,
+    Reject,
 }
 
 #[derive(Subcommand)]

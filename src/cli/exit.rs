@@ -29,6 +29,23 @@ pub fn not_started_because(why: impl Display) -> ExitCode {
     not_started()
 }
 
+/// How a followed flow ended: as `of_flow`, or 3 if it stopped to wait for approvals no
+/// one at this terminal could give (saying how to go on).
+pub fn of_followed(followed: Option<&super::flow::Followed>) -> ExitCode {
+    match followed {
+        Some(super::flow::Followed::Paused { run_id, waiting }) => {
+            eprintln!(
+                "manus-rt: run {run_id} waits for approval of {waiting} tool call(s) and was \
+                 stopped. `manus-rt approvals list {run_id}` shows them; `manus-rt approvals \
+                 approve {run_id} N` or `reject {run_id} N --reason \"…\"` decides; then \
+                 `manus-rt resume {run_id}` goes on."
+            );
+            ExitCode::from(3)
+        }
+        other => of_flow(other.and_then(|f| f.outcome())),
+    }
+}
+
 /// 0 if the flow completed, 1 if it ended otherwise, 2 if it never started.
 pub fn of_flow(outcome: Option<&FlowOutcome>) -> ExitCode {
     match outcome {

@@ -1,15 +1,19 @@
 //! Running flows in the terminal, for `run-flow`, `run`, `resume` and `run-mcp`: start the
 //! runtime and say where answers come from and where tools run, submit a task, and follow a
-//! flow (the board on stderr, questions answered from stdin, Ctrl-C cancels, the result on
-//! stdout).
+//! flow (the board on stderr, questions and approvals answered from stdin, Ctrl-C cancels,
+//! the result on stdout; a run no one can approve for stops, to be resumed).
 
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
 use manus_rt::board::{Board, final_report};
+use manus_rt::engine::plan::StepStatus;
+use manus_rt::engine::protocol::Decision;
+use manus_rt::view::FlowView;
 use manus_rt::{Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, Runtime, SubmitOptions};
 
+use super::args::OnApproval;
 use super::terminal::read_answer;
 
 /// Start the runtime and say where the model's answers come from and where tools run.
@@ -59,21 +63,38 @@ pub async fn start(config: Config, record: Option<&Path>) -> Option<Runtime> {
     Some(runtime)
 }
 
-/// Run one task to its end, showing its progress; the outcome, or `None` if it could not
+/// How following a flow ended: the flow ended, or it waits for approvals no one here can
+/// give, and was left for `manus-rt approvals` and `resume`.
+pub enum Followed {
+    Ended(FlowOutcome),
+    Paused { run_id: String, waiting: usize },
+}
+
+impl Followed {
+    pub fn outcome(&self) -> Option<&FlowOutcome> {
+        match self {
+            Followed::Ended(o) => Some(o),
+            Followed::Paused { .. } => None,
+        }
+    }
+}
+
+/// Run one task to its end, showing its progress; how it ended, or `None` if it could not
 /// start.
 pub async fn drive(
     runtime: &Runtime,
     task: &str,
     json: bool,
     mode: FlowMode,
-) -> Option<FlowOutcome> {
+    on_approval: OnApproval,
+) -> Option<Followed> {
     // The board shows the model's text as it comes; `--json` prints only the outcome.
     let options = SubmitOptions {
         mode,
         deltas: !json,
     };
     match runtime.submit(task, options).await {
-        Ok(flow) => Some(follow(flow, json).await),
+        Ok(flow) => Some(follow(flow, json, on_approval).await),
         Err(e) => {
             eprintln!("manus-rt: {e}");
             None
@@ -81,10 +102,61 @@ pub async fn drive(
     }
 }
 
-/// Show a flow's progress, answer its questions from stdin, and return how it ended.
-pub async fn follow(mut flow: FlowHandle, json: bool) -> FlowOutcome {
+/// Who decides at this terminal: `$USER`, or `cli`.
+fn who() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "cli".into())
+}
+
+/// Ask at the terminal about approval request `id`: `y` approves, `n REASON` rejects,
+/// `e ARGUMENTS` approves with other arguments (JSON).
+async fn ask_approval() -> Decision {
+    loop {
+        eprint!("approve? y = yes, n REASON = no, e {{JSON}} = yes with these arguments> ");
+        let line = read_answer().await;
+        let (word, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+        let rest = rest.trim();
+        let decision =
+            |approve: bool, arguments: Option<String>, reason: Option<String>| Decision {
+                approve,
+                arguments,
+                reason,
+                by: who(),
+                at_ms: manus_rt::store::now_ms(),
+            };
+        match word {
+            "y" | "yes" => return decision(true, None, None),
+            "n" | "no" => {
+                let reason = (!rest.is_empty()).then(|| rest.to_string());
+                return decision(false, None, reason);
+            }
+            "e" | "edit" if serde_json::from_str::<serde_json::Value>(rest).is_ok() => {
+                return decision(true, Some(rest.to_string()), None);
+            }
+            "e" | "edit" => {
+                eprintln!("the arguments must be JSON, such as {{\"command\": \"ls\"}}")
+            }
+            _ if line.starts_with("(no answer") => {
+                return decision(
+                    false,
+                    None,
+                    Some("no one answered: standard input closed".into()),
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Show a flow's progress, answer its questions and approvals from stdin (or, when no one
+/// can, do what `on_approval` says), and return how it ended.
+pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -> Followed {
     let live = std::io::stderr().is_terminal();
+    let someone = !json && std::io::stdin().is_terminal();
     let mut board = Board::new(std::io::stderr(), live);
+    let mut view = FlowView::default();
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     let outcome = loop {
         tokio::select! {
@@ -97,9 +169,29 @@ pub async fn follow(mut flow: FlowHandle, json: bool) -> FlowOutcome {
                 }
                 Some(e) => {
                     board.on_event(&e);
-                    if let FlowEvent::Question { id, .. } = e {
-                        let answer = read_answer().await;
-                        flow.answer(id, answer);
+                    view.apply(&e);
+                    match e {
+                        FlowEvent::Question { id, .. } => {
+                            let answer = read_answer().await;
+                            flow.answer(id, answer);
+                        }
+                        FlowEvent::ApprovalRequested { id, .. } if someone => {
+                            flow.decide(id, ask_approval().await);
+                        }
+                        FlowEvent::ApprovalRequested { id, .. } if on_approval == OnApproval::Reject => {
+                            flow.decide(id, Decision {
+                                approve: false,
+                                arguments: None,
+                                reason: Some("no one could be asked (a run without a terminal, --on-approval reject)".into()),
+                                by: who(),
+                                at_ms: manus_rt::store::now_ms(),
+                            });
+                        }
+                        _ => {}
+                    }
+                    let running = view.plan.as_ref().is_some_and(|p| p.count(StepStatus::InProgress) > 0);
+                    if !someone && !view.approvals.is_empty() && !running {
+                        return Followed::Paused { run_id: flow.id.clone(), waiting: view.approvals.len() };
                     }
                 }
                 None => unreachable!("next_event yields FlowFinished before None"),
@@ -127,5 +219,5 @@ pub async fn follow(mut flow: FlowHandle, json: bool) -> FlowOutcome {
             }
         );
     }
-    outcome
+    Followed::Ended(outcome)
 }

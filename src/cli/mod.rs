@@ -8,6 +8,7 @@
 //! no other command; `flow` is what the flow-running commands share, `terminal` the stdin and
 //! signal helpers.
 
+mod approvals;
 mod args;
 mod config_check;
 mod exit;
@@ -67,6 +68,7 @@ pub async fn main() -> ExitCode {
         Command::RunMcp(args) => run_mcp::run(config, args).await,
         Command::McpServer(args) => mcp_server::run(config, args).await,
         Command::Serve { bind } => serve::run(config, &bind).await,
+        Command::Approvals { action } => approvals::run(&config, action).await,
     };
     // The last spans of a short run are still in the batch: send them before exiting.
     telemetry.shutdown().await;

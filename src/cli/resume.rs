@@ -11,13 +11,13 @@ pub async fn run(config: Config, args: ResumeArgs) -> ExitCode {
     let Some(runtime) = flow::start(config, args.record.as_deref()).await else {
         return exit::not_started();
     };
-    let outcome = match runtime.resume(&args.id).await {
-        Ok(handle) => Some(flow::follow(handle, args.json).await),
+    let followed = match runtime.resume(&args.id).await {
+        Ok(handle) => Some(flow::follow(handle, args.json, args.approvals.on_approval).await),
         Err(e) => {
             eprintln!("manus-rt: {e}");
             None
         }
     };
     runtime.shutdown().await;
-    exit::of_flow(outcome.as_ref())
+    exit::of_followed(followed.as_ref())
 }

@@ -12,7 +12,14 @@ pub async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
     let Some(runtime) = flow::start(config, args.record.as_deref()).await else {
         return exit::not_started();
     };
-    let outcome = flow::drive(&runtime, &args.task, args.json, mode).await;
+    let followed = flow::drive(
+        &runtime,
+        &args.task,
+        args.json,
+        mode,
+        args.approvals.on_approval,
+    )
+    .await;
     runtime.shutdown().await;
-    exit::of_flow(outcome.as_ref())
+    exit::of_followed(followed.as_ref())
 }

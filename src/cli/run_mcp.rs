@@ -9,6 +9,7 @@ use manus_rt::engine::agent::profile;
 use manus_rt::engine::mcp::{McpServerSpec, McpTransport};
 use manus_rt::{Config, FlowMode};
 
+use super::args::OnApproval;
 use super::args::RunMcpArgs;
 use super::terminal::read_answer;
 use super::{exit, flow};
@@ -35,7 +36,14 @@ pub async fn run(mut config: Config, args: RunMcpArgs) -> ExitCode {
     };
     let mut last = None;
     if let Some(prompt) = &args.prompt {
-        last = flow::drive(&runtime, prompt, args.json, FlowMode::Single).await;
+        last = flow::drive(
+            &runtime,
+            prompt,
+            args.json,
+            FlowMode::Single,
+            OnApproval::Reject,
+        )
+        .await;
     } else if args.interactive {
         loop {
             eprint!("mcp> ");
@@ -43,7 +51,14 @@ pub async fn run(mut config: Config, args: RunMcpArgs) -> ExitCode {
             if line.is_empty() || line.starts_with("(no answer") {
                 break;
             }
-            last = flow::drive(&runtime, &line, args.json, FlowMode::Single).await;
+            last = flow::drive(
+                &runtime,
+                &line,
+                args.json,
+                FlowMode::Single,
+                OnApproval::Reject,
+            )
+            .await;
         }
     } else {
         eprintln!("manus-rt: give a request with -p \"...\", or -i to type requests");
@@ -53,7 +68,7 @@ pub async fn run(mut config: Config, args: RunMcpArgs) -> ExitCode {
     runtime.shutdown().await;
     match last {
         None if args.interactive => ExitCode::SUCCESS,
-        last => exit::of_flow(last.as_ref()),
+        last => exit::of_followed(last.as_ref()),
     }
 }
 

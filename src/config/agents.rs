@@ -35,6 +35,7 @@ pub(super) struct Listed {
 pub(super) fn pool(
     agents: &BTreeMap<String, Spanned<AgentToml>>,
     llm: &[(String, LlmDraft)],
+    approvals: &manus_actors::approvals::Approvals,
     lines: Lines,
 ) -> Result<Vec<AgentDraft>, Problem> {
     if agents.is_empty() {
@@ -44,7 +45,7 @@ pub(super) fn pool(
     }
     agents
         .iter()
-        .map(|(name, spanned)| agent(name, spanned, llm, lines))
+        .map(|(name, spanned)| agent(name, spanned, llm, approvals, lines))
         .collect()
 }
 
@@ -63,6 +64,7 @@ fn agent(
     name: &str,
     spanned: &Spanned<AgentToml>,
     llm: &[(String, LlmDraft)],
+    approvals: &manus_actors::approvals::Approvals,
     lines: Lines,
 ) -> Result<AgentDraft, Problem> {
     let a = spanned.get_ref();
@@ -140,6 +142,12 @@ fn agent(
             profile: prof,
             replicas,
             mcp_servers: vec![],
+            approvals: std::sync::Arc::new(super::approvals::rules(
+                &a.approvals,
+                &format!("[agents.{name}.approvals]"),
+                approvals,
+                lines,
+            )?),
         },
         llm,
         mcp_servers,

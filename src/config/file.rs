@@ -42,6 +42,18 @@ pub(super) struct ConfigFile {
     pub(super) store: StoreToml,
     #[serde(default)]
     pub(super) server: ServerToml,
+    #[serde(default)]
+    pub(super) approvals: ApprovalsToml,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ApprovalsToml {
+    pub(super) timeout_secs: Option<Spanned<i64>>,
+    pub(super) on_timeout: Option<Spanned<String>>,
+    /// Rules by tool name: `"always"`, `"never"` or a table (`approvals.rs`).
+    #[serde(default)]
+    pub(super) tools: BTreeMap<String, Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -305,6 +317,9 @@ pub(super) struct AgentToml {
     pub(super) system_prompt: Option<Spanned<String>>,
     pub(super) next_step_prompt: Option<Spanned<String>>,
     pub(super) mcp_servers: Option<Spanned<Vec<String>>>,
+    /// This agent's approval rules, over `[approvals.tools]`.
+    #[serde(default)]
+    pub(super) approvals: BTreeMap<String, Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

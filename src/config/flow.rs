@@ -63,6 +63,7 @@ pub(super) fn build(
             .number(&f.max_parallel_steps, "max_parallel_steps", PARALLEL)?
             .map_or(4, |n| n as u32),
         review_after_each_step: f.review_after_each_step.unwrap_or(false),
+        approval_timeout: None,
         max_tokens: table
             .number(&f.max_tokens, "max_tokens", TOKENS)?
             .map(|n| n as u64),

@@ -9,6 +9,7 @@
 //! the binary, so `manus-rt run-flow` works anywhere.
 
 mod agents;
+mod approvals;
 mod browser;
 mod discover;
 mod error;
@@ -101,6 +102,8 @@ pub struct AgentTemplate {
     pub replicas: u32,
     /// Ids of the MCP servers whose tools this agent gets.
     pub mcp_servers: Vec<String>,
+    /// Which of its tool calls wait for approval.
+    pub approvals: Arc<manus_actors::approvals::Approvals>,
 }
 
 impl AgentTemplate {
@@ -126,6 +129,7 @@ impl AgentTemplate {
             sandbox,
             browser,
             mcp,
+            approvals: self.approvals.clone(),
             system: AgentSpec::opening(&self.profile, workspace, &self.name),
         }
     }

@@ -17,6 +17,7 @@ use crate::store::{Retention, StoreUrl};
 use crate::telemetry::TelemetrySettings;
 
 use super::agents::{self, AgentDraft};
+use super::approvals;
 use super::error::{ConfigError, Lines, Problem};
 use super::file::ConfigFile;
 use super::llm::{self, LlmDraft};
@@ -80,8 +81,15 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
     let llm = llm::profiles(&file.llm, lines)?;
     let (mcp_servers_file, mcp_serve_tools) = mcp::build(&file.mcp, lines)?;
     let mcp_http = mcp::http(&file.mcp, lines)?;
-    let agents = agents::pool(&file.agents, &llm, lines)?;
-    let (flow, planner_llm) = flow::build(&file.flow, &agents, &llm, lines)?;
+    let shared = approvals::rules(
+        &file.approvals.tools,
+        "[approvals.tools]",
+        &Default::default(),
+        lines,
+    )?;
+    let agents = agents::pool(&file.agents, &llm, &shared, lines)?;
+    let (mut flow, planner_llm) = flow::build(&file.flow, &agents, &llm, lines)?;
+    flow.approval_timeout = approvals::timeout(&file.approvals, lines)?;
     let (tools, brave_key_env) =
         tools::build(&file.tools, &file.search, telemetry.capture_content, lines)?;
     let (browser, proxy_password_env) = browser::build(&file.browser, lines)?;

@@ -224,6 +224,19 @@ impl RunStore {
         self.read(move |db, _| sql::next_seq(db, &id)).await
     }
 
+    /// Add `event` to the end of run `id`'s log, now, and commit it: for a decision made
+    /// while no process runs the run (`manus-rt approvals`); the run's next process reads
+    /// it. Returns its number.
+    pub async fn append(&self, id: &str, event: FlowEvent) -> Result<u64, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| {
+            let seq = sql::next_seq(db, &id)?;
+            db.transaction(&[sql::insert_event(&id, seq, now_ms(), &event)])?;
+            Ok(seq)
+        })
+        .await
+    }
+
     /// A run's agent memories, by step and attempt.
     pub async fn memories(&self, id: &str) -> Result<Vec<StoredMemory>, StoreError> {
         let id = id.to_string();

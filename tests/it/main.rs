@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod approvals;
 mod browser;
 mod cli;
 mod data_analysis;

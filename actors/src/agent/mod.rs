@@ -18,7 +18,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::llm::{
-    ChatRequest, LlmClient, LlmErrorKind, Message, ToolCall, ToolChoice, ToolSet, Usage,
+    ChatRequest, LlmClient, LlmErrorKind, Message, Role, ToolCall, ToolChoice, ToolSet, Usage,
 };
 use crate::mcp::{McpHandle, McpToolset};
 use crate::plan::StepStatus;
@@ -56,6 +56,8 @@ pub struct AgentSpec {
     pub browser: Option<crate::browser::BrowserHandle>,
     /// MCP servers whose tools join this agent's (`[agents.NAME] mcp_servers`).
     pub mcp: Vec<McpHandle>,
+    /// Which tool calls wait for a person's approval (`[approvals]`).
+    pub approvals: Arc<crate::approvals::Approvals>,
     /// The system message every step opens with, made once (`AgentSpec::opening`).
     pub system: Message,
 }
@@ -334,7 +336,16 @@ impl<'a> StepRun<'a> {
         let p = &state.spec.profile;
         let mut memory = Memory::new(state.spec.llm.model(), p.memory_messages, p.memory_tokens);
         memory.pin(state.spec.system.clone());
-        memory.pin(Message::user(step_prompt(req)));
+        match &req.continued {
+            // A paused step goes on with the memory it stopped with, its step prompt as it was.
+            Some(c) if c.memory.len() >= 2 => {
+                memory.pin(c.memory[1].clone());
+                for m in &c.memory[2..] {
+                    memory.push(m.clone());
+                }
+            }
+            _ => memory.pin(Message::user(step_prompt(req))),
+        }
         let tools = state.spec.tool_specs.clone();
         StepRun {
             state,
@@ -392,12 +403,22 @@ impl<'a> StepRun<'a> {
             summary,
             usage: self.usage,
             rounds,
+            pause: None,
         }
     }
 
     async fn run(&mut self) -> StepOutcome {
         let max = self.state.spec.profile.max_steps;
-        for round in 1..=max {
+        let mut first = 1;
+        if let Some(c) = self.req.continued.clone() {
+            // Stopped before a call for approval: the rest of that round's calls first.
+            let (calls, text) = self.unanswered();
+            if let Some(outcome) = self.act(&calls, text, c.rounds, Some(&c)).await {
+                return outcome;
+            }
+            first = c.rounds + 1;
+        }
+        for round in first..=max {
             let prompt = match self.nudge.take() {
                 Some(n) => format!("{n}\n\n{}", self.state.spec.profile.next_step_prompt),
                 None => self.state.spec.profile.next_step_prompt.clone(),
@@ -519,55 +540,8 @@ impl<'a> StepRun<'a> {
                 continue;
             }
             self.nudged_for_text = false;
-            self.browsed = calls
-                .iter()
-                .any(|c| tools::builtin(&c.function.name).is_some_and(|b| b.browser));
-            // Images tools returned; they follow the tool messages, which must stay together.
-            let mut images: Vec<(String, ImageData)> = vec![];
-            for call in &calls {
-                let result = self.call_tool(call).await;
-                if self.state.spec.llm.settings().vision && !self.state.text_only {
-                    let tool = &call.function.name;
-                    images.extend(result.images.iter().map(|i| (tool.clone(), i.clone())));
-                }
-                let observation = if result.ok {
-                    clip(&result.output, self.state.spec.profile.max_observe)
-                } else {
-                    format!(
-                        "Error: {}",
-                        clip(&result.output, self.state.spec.profile.max_observe)
-                    )
-                };
-                self.emit(FlowEvent::ToolFinished {
-                    step: self.req.step_index,
-                    agent: self.state.spec.name.clone(),
-                    tool: call.function.name.clone(),
-                    ok: result.ok,
-                    output: clip(&result.output, 2_000),
-                });
-                self.memory.push(Message::tool(call, observation));
-                if let Some(status) = result.terminate {
-                    let summary = if text.is_empty() {
-                        self.last_words()
-                    } else {
-                        text
-                    };
-                    let status = match status {
-                        TerminateStatus::Success => StepStatus::Completed,
-                        TerminateStatus::Failure => StepStatus::Failed,
-                    };
-                    return self.outcome(status, summary, round);
-                }
-            }
-            if !images.is_empty() {
-                let tools: Vec<&str> = images.iter().map(|(t, _)| t.as_str()).collect();
-                let urls = images
-                    .iter()
-                    .map(|(_, i)| format!("data:{};base64,{}", i.mime_type, i.base64));
-                self.memory.push(Message::user_with_images(
-                    format!("The image(s) returned by {}:", tools.join(", ")),
-                    urls,
-                ));
+            if let Some(outcome) = self.act(&calls, text, round, None).await {
+                return outcome;
             }
         }
         let last = self.last_words();
@@ -576,6 +550,144 @@ impl<'a> StepRun<'a> {
             format!("ran out of rounds (max_steps = {max}) before finishing the step; last words: {last}"),
             max,
         )
+    }
+
+    /// Run a round's tool calls in order, each after its approval check; the step's
+    /// outcome if one of them ended it (`terminate`) or stopped it for approval.
+    /// `continued`: the decision on the call a paused step stopped before.
+    async fn act(
+        &mut self,
+        calls: &[ToolCall],
+        text: String,
+        round: u32,
+        continued: Option<&crate::protocol::Continued>,
+    ) -> Option<StepOutcome> {
+        self.browsed = calls
+            .iter()
+            .any(|c| tools::builtin(&c.function.name).is_some_and(|b| b.browser));
+        // Images tools returned; they follow the tool messages, which must stay together.
+        let mut images: Vec<(String, ImageData)> = vec![];
+        for asked in calls {
+            let mut call = asked.clone();
+            let mut edited = String::new();
+            match continued
+                .filter(|c| c.call_id == call.id)
+                .map(|c| &c.decision)
+            {
+                Some(d) if !d.approve => {
+                    let reason = d.reason.as_deref().unwrap_or("no reason given");
+                    let output = format!(
+                        "Not run: {} rejected this call. Their reason: {reason}",
+                        d.by
+                    );
+                    self.emit(FlowEvent::ToolFinished {
+                        step: self.req.step_index,
+                        agent: self.state.spec.name.clone(),
+                        tool: call.function.name.clone(),
+                        ok: false,
+                        output: output.clone(),
+                    });
+                    self.memory.push(Message::tool(&call, output));
+                    continue;
+                }
+                Some(d) => {
+                    if let Some(args) = d
+                        .arguments
+                        .as_ref()
+                        .filter(|a| **a != call.function.arguments)
+                    {
+                        edited = format!(
+                            "{} approved this call with its arguments changed to {args}.\n",
+                            d.by
+                        );
+                        call.function.arguments = args.clone();
+                    }
+                }
+                None => {
+                    if let Some(why) = self.needs_approval(&call) {
+                        let summary =
+                            format!("waiting for approval of `{}`: {why}", call.function.name);
+                        let memory = self.memory.request(None).into_iter().cloned().collect();
+                        let mut outcome =
+                            self.outcome(StepStatus::AwaitingApproval, summary, round);
+                        outcome.pause = Some(crate::protocol::Pause { call, why, memory });
+                        return Some(outcome);
+                    }
+                }
+            }
+            let call = &call;
+            let result = self.call_tool(call).await;
+            if self.state.spec.llm.settings().vision && !self.state.text_only {
+                let tool = &call.function.name;
+                images.extend(result.images.iter().map(|i| (tool.clone(), i.clone())));
+            }
+            let observation = if result.ok {
+                clip(&result.output, self.state.spec.profile.max_observe)
+            } else {
+                format!(
+                    "Error: {}",
+                    clip(&result.output, self.state.spec.profile.max_observe)
+                )
+            };
+            self.emit(FlowEvent::ToolFinished {
+                step: self.req.step_index,
+                agent: self.state.spec.name.clone(),
+                tool: call.function.name.clone(),
+                ok: result.ok,
+                output: clip(&result.output, 2_000),
+            });
+            self.memory
+                .push(Message::tool(call, format!("{edited}{observation}")));
+            if let Some(status) = result.terminate {
+                let summary = if text.is_empty() {
+                    self.last_words()
+                } else {
+                    text
+                };
+                let status = match status {
+                    TerminateStatus::Success => StepStatus::Completed,
+                    TerminateStatus::Failure => StepStatus::Failed,
+                };
+                return Some(self.outcome(status, summary, round));
+            }
+        }
+        if !images.is_empty() {
+            let tools: Vec<&str> = images.iter().map(|(t, _)| t.as_str()).collect();
+            let urls = images
+                .iter()
+                .map(|(_, i)| format!("data:{};base64,{}", i.mime_type, i.base64));
+            self.memory.push(Message::user_with_images(
+                format!("The image(s) returned by {}:", tools.join(", ")),
+                urls,
+            ));
+        }
+        None
+    }
+
+    /// The calls of the newest assistant message that have no result yet, and its text.
+    fn unanswered(&self) -> (Vec<ToolCall>, String) {
+        let messages = self.memory.request(None);
+        let Some(at) = messages.iter().rposition(|m| m.role == Role::Assistant) else {
+            return (vec![], String::new());
+        };
+        let answered: Vec<&str> = messages[at + 1..]
+            .iter()
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
+        let calls = messages[at]
+            .tool_calls
+            .iter()
+            .filter(|c| !answered.contains(&c.id.as_str()))
+            .cloned()
+            .collect();
+        (calls, messages[at].text().trim().to_string())
+    }
+
+    /// Why `call` must wait for a person, if it must. Arguments that are not JSON need no
+    /// approval: the call fails on them before any tool runs.
+    fn needs_approval(&self, call: &ToolCall) -> Option<String> {
+        let args: Value = serde_json::from_str(&call.function.arguments).ok()?;
+        self.state.spec.approvals.check(&call.function.name, &args)
     }
 
     /// The round's closing user message: the next-step prompt, and after a round that used
@@ -836,6 +948,7 @@ mod tests {
             task: "t".into(),
             plan_view: Plan::new("p", "t", vec![step.into()]).view(),
             builds_on: vec![],
+            continued: None,
             flow: flow.clone(),
             budgeted: false,
             events: crate::protocol::EventSink::new(events, None, false),
@@ -880,6 +993,7 @@ mod tests {
             sandbox: None,
             browser: None,
             mcp: vec![],
+            approvals: Default::default(),
             system: AgentSpec::opening(&profile, workspace, "manus"),
             profile,
         }

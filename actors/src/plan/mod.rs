@@ -25,15 +25,18 @@ pub enum StepStatus {
     Completed,
     Blocked,
     Failed,
+    /// Stopped before a tool call that needs a person's approval; it goes on once answered.
+    AwaitingApproval,
 }
 
 impl StepStatus {
-    pub const ALL: [StepStatus; 5] = [
+    pub const ALL: [StepStatus; 6] = [
         StepStatus::NotStarted,
         StepStatus::InProgress,
         StepStatus::Completed,
         StepStatus::Blocked,
         StepStatus::Failed,
+        StepStatus::AwaitingApproval,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -43,6 +46,7 @@ impl StepStatus {
             StepStatus::Completed => "completed",
             StepStatus::Blocked => "blocked",
             StepStatus::Failed => "failed",
+            StepStatus::AwaitingApproval => "awaiting_approval",
         }
     }
 
@@ -58,6 +62,7 @@ impl StepStatus {
             StepStatus::Completed => "[✓]",
             StepStatus::Blocked => "[!]",
             StepStatus::Failed => "[✗]",
+            StepStatus::AwaitingApproval => "[?]",
         }
     }
 
@@ -204,6 +209,7 @@ impl Plan {
         let _ = write!(out, ")\nProgress: {done}/{total} steps completed ({pct}%)");
         let others = [
             StepStatus::InProgress,
+            StepStatus::AwaitingApproval,
             StepStatus::Blocked,
             StepStatus::Failed,
             StepStatus::NotStarted,

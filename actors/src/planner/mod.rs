@@ -19,7 +19,7 @@ mod spec;
 mod steps;
 
 pub use calls::planning_opening;
-pub use spec::{FlowSettings, FlowSpec, OnStepFailure, Resume};
+pub use spec::{FlowSettings, FlowSpec, OnStepFailure, PausedStep, Resume};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -66,6 +66,11 @@ pub struct PlannerState {
     usage: Usage,
     by_agent: BTreeMap<String, Usage>,
     questions: HashMap<u64, RpcReplyPort<Result<String, String>>>,
+    /// Steps stopped before a tool call that needs approval, by approval number.
+    pending: BTreeMap<u64, PausedStep>,
+    /// `[approvals] timeout_secs` of each pending request, which then decides it.
+    approval_deadlines: HashMap<u64, Deadline>,
+    next_approval: u64,
     sandbox: Option<ActorRef<crate::protocol::SandboxMsg>>,
     browser: Option<ActorRef<crate::protocol::BrowserMsg>>,
     next_question: u64,
@@ -74,6 +79,8 @@ pub struct PlannerState {
     deadline: Option<Deadline>,
     /// An interrupted flow's state, taken on `Begin`.
     resume: Option<Resume>,
+    /// The resumed flow's paused steps, taken when it picks its plan up.
+    resume_paused: Vec<PausedStep>,
     span: tracing::Span,
 }
 
@@ -181,11 +188,15 @@ impl Actor for Planner {
             sandbox: spec.sandbox,
             browser: spec.browser,
             questions: HashMap::new(),
+            pending: BTreeMap::new(),
+            approval_deadlines: HashMap::new(),
+            next_approval: 1,
             next_question: 1,
             started: Instant::now()
                 .checked_sub(before.elapsed)
                 .unwrap_or_else(Instant::now),
             deadline: None,
+            resume_paused: before.paused,
             resume: spec.resume,
             span,
         })
@@ -300,6 +311,7 @@ impl Actor for Planner {
                         ),
                         usage: Usage::default(),
                         rounds: 0,
+                        pause: None,
                     };
                     steps::ended(&myself, st, dispatch, outcome, true).await;
                 }
@@ -340,6 +352,18 @@ impl Actor for Planner {
                     inquire,
                 });
             }
+            FlowMsg::Decide {
+                approval_id,
+                decision,
+            } => match st.pending.remove(&approval_id) {
+                Some(paused) => {
+                    st.approval_deadlines.remove(&approval_id);
+                    steps::decided(&myself, st, paused, decision).await
+                }
+                None => {
+                    tracing::warn!(flow = %st.id, "decision on unknown or already decided approval {approval_id}")
+                }
+            },
             FlowMsg::Answer { question_id, text } => match st.questions.remove(&question_id) {
                 Some(port) => {
                     let _ = port.send(Ok(text));

@@ -50,6 +50,8 @@ pub struct FlowSettings {
     /// After every completed step, let the model revise the steps not yet started (within
     /// `max_replans` revisions), as Magentic-One's orchestrator does.
     pub review_after_each_step: bool,
+    /// How long an approval request waits, and whether it is then approved (else rejected).
+    pub approval_timeout: Option<(Duration, bool)>,
     /// Stop the flow once its model calls have used more tokens than this.
     pub max_tokens: Option<u64>,
     /// Stop the flow once its model calls have cost more than this.
@@ -92,4 +94,19 @@ pub struct Resume {
     pub usage_by_agent: BTreeMap<String, Usage>,
     /// How long the flow had run; it counts toward `flow_timeout` and the outcome's time.
     pub elapsed: Duration,
+    /// Steps that were waiting for approval, with the decision if one was given since.
+    pub paused: Vec<PausedStep>,
+}
+
+/// A step stopped before a tool call that needs approval, as the planner keeps it until a
+/// person decides (and as the run store gives it back to a resumed flow).
+#[derive(Debug, Clone)]
+pub struct PausedStep {
+    /// The approval request's number in its flow.
+    pub id: u64,
+    pub step: usize,
+    pub agent: String,
+    pub rounds: u32,
+    pub pause: crate::protocol::Pause,
+    pub decision: Option<crate::protocol::Decision>,
 }

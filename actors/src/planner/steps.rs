@@ -80,7 +80,8 @@ pub(super) async fn advance(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
             return;
         }
     }
-    if !st.running.is_empty() {
+    if !st.running.is_empty() || !st.pending.is_empty() {
+        // Running steps end, and paused ones go on once a person decides.
         return;
     }
     let bad: Vec<String> = st
@@ -118,11 +119,22 @@ fn route(st: &PlannerState, step: usize) -> String {
         .unwrap_or_else(|| st.settings.primary_agent.clone())
 }
 
-/// Send `step` to an agent of its kind: one of the flow's idle ones, or a new one.
+/// Start `step` on an agent of its kind.
 async fn dispatch(
     myself: &ActorRef<FlowMsg>,
     st: &mut PlannerState,
     step: usize,
+) -> Result<(), String> {
+    send_step(myself, st, step, None).await
+}
+
+/// Send `step` to an agent of its kind: one of the flow's idle ones, or a new one. A new
+/// attempt, or (`continued`) a paused one going on.
+async fn send_step(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    step: usize,
+    continued: Option<crate::protocol::Continued>,
 ) -> Result<(), String> {
     let kind = route(st, step);
     let agent_ref = match st.idle.get_mut(&kind).and_then(Vec::pop) {
@@ -148,7 +160,9 @@ async fn dispatch(
         .collect();
     let s = &mut st.plan.steps[step];
     s.status = StepStatus::InProgress;
-    s.attempts += 1;
+    if continued.is_none() {
+        s.attempts += 1;
+    }
     s.agent = Some(kind.clone());
     let attempt = s.attempts;
     let body = s.body().to_string();
@@ -171,6 +185,7 @@ async fn dispatch(
         task: st.task.clone(),
         plan_view: st.plan.view(),
         builds_on,
+        continued,
         flow: myself.clone(),
         budgeted: st.settings.max_tokens.is_some() || st.settings.max_cost.is_some(),
         events: st.events.clone(),
@@ -232,6 +247,10 @@ pub(super) async fn ended(
     let Some(mut run) = st.running.remove(&dispatch) else {
         return;
     };
+    if let Some(pause) = outcome.pause.clone() {
+        paused(myself, st, run, outcome, pause).await;
+        return;
+    }
     // End the step's span here: the flow may finish below, and its span closes only after
     // its children have.
     run.span
@@ -276,6 +295,100 @@ pub(super) async fn ended(
         run.agent_ref.kill();
     }
     advance(myself, st).await;
+}
+
+/// The step of `run` stopped before a tool call that needs approval: keep where it stood,
+/// ask for a decision, and move the flow on (other steps go on meanwhile).
+async fn paused(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    mut run: Running,
+    outcome: StepOutcome,
+    pause: crate::protocol::Pause,
+) {
+    run.span
+        .record("manus.step.status", outcome.status.as_str());
+    drop(std::mem::replace(&mut run.span, tracing::Span::none()));
+    let s = &mut st.plan.steps[run.step];
+    s.elapsed_ms += run.started.elapsed().as_millis() as u64;
+    s.status = StepStatus::AwaitingApproval;
+    s.notes = outcome.summary;
+    let id = st.next_approval;
+    st.next_approval += 1;
+    st.emit(FlowEvent::ApprovalRequested {
+        id,
+        step: run.step,
+        agent: run.agent.clone(),
+        tool: pause.call.function.name.clone(),
+        arguments: pause.call.function.arguments.clone(),
+        why: pause.why.clone(),
+        call_id: pause.call.id.clone(),
+        round: outcome.rounds,
+    });
+    wait_for_decision(myself, st, id);
+    st.pending.insert(
+        id,
+        super::PausedStep {
+            id,
+            step: run.step,
+            agent: run.agent.clone(),
+            rounds: outcome.rounds,
+            pause,
+            decision: None,
+        },
+    );
+    st.idle.entry(run.agent).or_default().push(run.agent_ref);
+    advance(myself, st).await;
+}
+
+/// Start request `id`'s `[approvals] timeout_secs`, if there is one: then it is decided as
+/// `on_timeout` says.
+fn wait_for_decision(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64) {
+    let Some((wait, approve)) = st.settings.approval_timeout else {
+        return;
+    };
+    let secs = wait.as_secs();
+    let timer = myself.send_after(wait, move || FlowMsg::Decide {
+        approval_id: id,
+        decision: crate::protocol::Decision {
+            approve,
+            arguments: None,
+            reason: (!approve).then(|| {
+                format!(
+                    "no one decided within {secs}s ([approvals] timeout_secs), so it was rejected"
+                )
+            }),
+            by: "timeout".into(),
+            at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        },
+    });
+    st.approval_deadlines.insert(id, Deadline(timer));
+}
+
+/// A person decided on `paused`'s call: publish it, and send the step on from where it
+/// stopped, to an agent of its kind.
+pub(super) async fn decided(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    paused: super::PausedStep,
+    decision: crate::protocol::Decision,
+) {
+    st.emit(FlowEvent::ApprovalDecided {
+        id: paused.id,
+        step: paused.step,
+        decision: decision.clone(),
+    });
+    let continued = crate::protocol::Continued {
+        memory: paused.pause.memory,
+        rounds: paused.rounds,
+        call_id: paused.pause.call.id,
+        decision,
+    };
+    if let Err(why) = send_step(myself, st, paused.step, Some(continued)).await {
+        finish(myself, st, FlowStatus::Failed, why).await;
+    }
 }
 
 /// Ask the model, off the mailbox, to revise the plan because `unfinished` steps ended
@@ -360,7 +473,15 @@ pub(super) fn revised(
 /// Continue an interrupted flow from `plan`: completed and finally failed steps stand,
 /// steps that were running (or were to be retried) start over, and the flow moves on.
 pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mut plan: Plan) {
-    let rerun = reopen(&mut plan, st.settings.max_step_retries);
+    let paused = std::mem::take(&mut st.resume_paused);
+    let mut rerun = reopen(&mut plan, st.settings.max_step_retries);
+    // A step that waited for approval waits on, unless where it stood was not kept.
+    for (i, s) in plan.steps.iter_mut().enumerate() {
+        if s.status == StepStatus::AwaitingApproval && !paused.iter().any(|p| p.step == i) {
+            s.status = StepStatus::NotStarted;
+            rerun.push(i);
+        }
+    }
     st.replans_tried = plan.revision;
     st.plan = plan;
     st.emit(FlowEvent::Resumed {
@@ -368,6 +489,26 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
         usage: st.usage,
         rerun,
     });
+    for p in paused {
+        st.next_approval = st.next_approval.max(p.id + 1);
+        match p.decision.clone() {
+            Some(decision) => decided(myself, st, p, decision).await,
+            None => {
+                st.emit(FlowEvent::ApprovalRequested {
+                    id: p.id,
+                    step: p.step,
+                    agent: p.agent.clone(),
+                    tool: p.pause.call.function.name.clone(),
+                    arguments: p.pause.call.function.arguments.clone(),
+                    why: p.pause.why.clone(),
+                    call_id: p.pause.call.id.clone(),
+                    round: p.rounds,
+                });
+                wait_for_decision(myself, st, p.id);
+                st.pending.insert(p.id, p);
+            }
+        }
+    }
     advance(myself, st).await;
 }
 
@@ -410,6 +551,11 @@ pub(super) async fn finish(
         let s = &mut st.plan.steps[run.step];
         s.status = StepStatus::Failed;
         s.notes = format!("stopped: {reason}");
+    }
+    for (_, p) in std::mem::take(&mut st.pending) {
+        let s = &mut st.plan.steps[p.step];
+        s.status = StepStatus::Failed;
+        s.notes = format!("stopped while waiting for approval: {reason}");
     }
     for (_, port) in st.questions.drain() {
         let _ = port.send(Err(format!("the flow ended: {reason}")));

@@ -1,0 +1,126 @@
+//! Approval requests as the run store holds them: which of a run's requests still wait for
+//! a decision (for `manus-rt approvals list` and the service), and the steps a resumed run
+//! must pick up where they paused. A request is an `ApprovalRequested` event; a decision
+//! is an `ApprovalDecided` event, made by the flow's own process or, for a run whose
+//! process is gone, appended to its log by `manus-rt approvals`. Knows nothing of the CLI
+//! or the service.
+
+use std::collections::BTreeMap;
+
+use manus_actors::plan::{Plan, StepStatus};
+use manus_actors::planner::PausedStep;
+use manus_actors::protocol::{Decision, FlowEvent, Pause};
+use serde::Serialize;
+
+use crate::store::{StoredEvent, StoredMemory};
+
+/// One tool call waiting for a person.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingApproval {
+    /// Its number in its run.
+    pub id: u64,
+    pub step: usize,
+    pub agent: String,
+    pub tool: String,
+    /// The arguments as the model gave them (JSON text).
+    pub arguments: String,
+    /// Which rule asked for approval.
+    pub why: String,
+    /// When it was asked, in milliseconds since the Unix epoch.
+    pub requested_at: i64,
+    #[serde(skip)]
+    call_id: String,
+    #[serde(skip)]
+    round: u32,
+}
+
+/// Every request of a run, in order, with its decision if there is one.
+pub fn requests(events: &[StoredEvent]) -> Vec<(PendingApproval, Option<Decision>)> {
+    let mut all: BTreeMap<u64, (PendingApproval, Option<Decision>)> = BTreeMap::new();
+    for e in events {
+        match &e.event {
+            FlowEvent::ApprovalRequested {
+                id,
+                step,
+                agent,
+                tool,
+                arguments,
+                why,
+                call_id,
+                round,
+            } => {
+                // A resumed run asks again for what was pending: the first ask stands.
+                all.entry(*id).or_insert_with(|| {
+                    let request = PendingApproval {
+                        id: *id,
+                        step: *step,
+                        agent: agent.clone(),
+                        tool: tool.clone(),
+                        arguments: arguments.clone(),
+                        why: why.clone(),
+                        requested_at: e.at,
+                        call_id: call_id.clone(),
+                        round: *round,
+                    };
+                    (request, None)
+                });
+            }
+            FlowEvent::ApprovalDecided { id, decision, .. } => {
+                if let Some(entry) = all.get_mut(id) {
+                    entry.1.get_or_insert_with(|| decision.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    all.into_values().collect()
+}
+
+/// The requests of a run that no one has decided.
+pub fn pending(events: &[StoredEvent]) -> Vec<PendingApproval> {
+    requests(events)
+        .into_iter()
+        .filter(|(_, d)| d.is_none())
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// The steps of `plan` that wait for approval, each with the memory it stopped with and
+/// the decision made since, if any: what a resumed flow goes on from. A waiting step whose
+/// memory was not kept is left out (it starts over).
+pub fn paused_steps(
+    plan: &Plan,
+    events: &[StoredEvent],
+    memories: &[StoredMemory],
+) -> Vec<PausedStep> {
+    let all = requests(events);
+    plan.live()
+        .filter(|(_, s)| s.status == StepStatus::AwaitingApproval)
+        .filter_map(|(i, s)| {
+            let (request, decision) = all.iter().rev().find(|(r, _)| r.step == i)?;
+            let memory = memories
+                .iter()
+                .find(|m| m.step == i && m.attempt == s.attempts)?
+                .messages
+                .clone();
+            let call = memory
+                .iter()
+                .rev()
+                .flat_map(|m| m.tool_calls.iter())
+                .find(|c| c.id == request.call_id)?
+                .clone();
+            Some(PausedStep {
+                id: request.id,
+                step: i,
+                agent: request.agent.clone(),
+                rounds: request.round,
+                pause: Pause {
+                    call,
+                    why: request.why.clone(),
+                    memory,
+                },
+                decision: decision.clone(),
+            })
+        })
+        .collect()
+}

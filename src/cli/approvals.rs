@@ -1,0 +1,157 @@
+//! `approvals list [RUN]`, `approvals approve RUN N`, `approvals reject RUN N --reason …`:
+//! the tool calls waiting for a person, read and decided in the run store, for runs whose
+//! process has stopped (a run still running is answered in its own terminal or service).
+//! A decision is an `ApprovalDecided` event at the end of the run's log; `resume` reads it.
+
+use std::process::ExitCode;
+
+use manus_rt::approvals::{PendingApproval, pending};
+use manus_rt::engine::protocol::Decision;
+use manus_rt::store::{RunStore, StoreError, now_ms};
+use manus_rt::{Config, FlowEvent};
+
+use super::args::ApprovalsAction;
+use super::exit;
+
+pub async fn run(config: &Config, action: ApprovalsAction) -> ExitCode {
+    let Some(url) = &config.store else {
+        return exit::not_started_because(format!(
+            "approvals are kept in the run store, and runs are not stored ([store] enabled = false in {})",
+            config.source
+        ));
+    };
+    let store = match RunStore::open(url).await {
+        Ok(s) => s,
+        Err(e) => return exit::not_started_because(e),
+    };
+    let done = match action {
+        ApprovalsAction::List { run, json } => list(&store, run.as_deref(), json).await,
+        ApprovalsAction::Approve { run, id, arguments } => {
+            if let Some(a) = &arguments
+                && let Err(e) = serde_json::from_str::<serde_json::Value>(a)
+            {
+                store.close().await;
+                return exit::not_started_because(format!("--arguments is not JSON: {e}"));
+            }
+            decide(&store, &run, id, true, arguments, None).await
+        }
+        ApprovalsAction::Reject { run, id, reason } => {
+            decide(&store, &run, id, false, None, Some(reason)).await
+        }
+    };
+    store.close().await;
+    match done {
+        Ok(code) => code,
+        Err(e) => exit::not_started_because(e),
+    }
+}
+
+async fn list(store: &RunStore, run: Option<&str>, json: bool) -> Result<ExitCode, StoreError> {
+    let runs: Vec<String> = match run {
+        Some(id) => vec![id.to_string()],
+        None => store
+            .list(1000)
+            .await?
+            .into_iter()
+            .filter(|r| r.status == "running")
+            .map(|r| r.id)
+            .collect(),
+    };
+    let mut rows: Vec<(String, PendingApproval)> = vec![];
+    for id in runs {
+        for p in pending(&store.events(&id).await?) {
+            rows.push((id.clone(), p));
+        }
+    }
+    if json {
+        let all: Vec<_> = rows
+            .iter()
+            .map(|(run, p)| serde_json::json!({"run": run, "approval": p}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!("no tool call waits for approval");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<28} {:>3} {:>4} {:<14} {:<18} CALL · WHY",
+        "RUN", "N", "STEP", "AGENT", "TOOL"
+    );
+    for (run, p) in &rows {
+        println!(
+            "{:<28} {:>3} {:>4} {:<14} {:<18} {} · {}",
+            run,
+            p.id,
+            p.step,
+            p.agent,
+            p.tool,
+            p.arguments.replace('\n', " "),
+            p.why
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn decide(
+    store: &RunStore,
+    run: &str,
+    id: u64,
+    approve: bool,
+    arguments: Option<String>,
+    reason: Option<String>,
+) -> Result<ExitCode, StoreError> {
+    let Some(stored) = store.get(run).await? else {
+        return Ok(exit::not_started_because(format!(
+            "no run `{run}` in {} (`manus-rt approvals list` shows what waits)",
+            store.url()
+        )));
+    };
+    let Some(request) = pending(&store.events(run).await?)
+        .into_iter()
+        .find(|p| p.id == id)
+    else {
+        return Ok(exit::not_started_because(format!(
+            "run {run} has no undecided approval request {id} (`manus-rt approvals list {run}` shows its requests)"
+        )));
+    };
+    let stopped = store.interrupted().await?.iter().any(|(r, _)| r == run);
+    if stored.status != "running" || !stopped {
+        let why = if stored.status != "running" {
+            format!("run {run} has ended ({})", stored.status)
+        } else {
+            format!(
+                "run {run} is running in another process: answer it there (its terminal, or the service's POST /v1/flows/{run}/approvals/{id})"
+            )
+        };
+        return Ok(exit::not_started_because(why));
+    }
+    let by = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "cli".into());
+    let decision = Decision {
+        approve,
+        arguments,
+        reason,
+        by,
+        at_ms: now_ms(),
+    };
+    store
+        .append(
+            run,
+            FlowEvent::ApprovalDecided {
+                id,
+                step: request.step,
+                decision,
+            },
+        )
+        .await?;
+    let verb = if approve { "approved" } else { "rejected" };
+    println!(
+        "{verb} request {id} of run {run} ({} {}); `manus-rt resume {run}` goes on",
+        request.tool, request.arguments
+    );
+    Ok(ExitCode::SUCCESS)
+}
