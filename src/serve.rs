@@ -294,6 +294,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/flows/{id}", get(show).delete(cancel))
         .route("/v1/flows/{id}/events", get(events))
         .route("/v1/flows/{id}/answers", post(answer))
+        .route("/v1/flows/{id}/approvals/{aid}", post(decide))
+        .route("/v1/approvals", get(approvals))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     Router::new()
@@ -510,10 +512,14 @@ fn describe(entry: &Entry, full: bool) -> Value {
         return json!({"id": entry.id});
     };
     let v = &st.view;
+    let status = match v.outcome {
+        None if !v.approvals.is_empty() => "awaiting_approval".to_string(),
+        _ => v.status(),
+    };
     let mut out = json!({
         "id": entry.id,
         "task": v.task,
-        "status": v.status(),
+        "status": status,
         "created_ms": entry.created_ms,
         "usage": v.usage,
         "events": st.events.len(),
@@ -526,6 +532,11 @@ fn describe(entry: &Entry, full: bool) -> Value {
             .map(
                 |(id, q)| json!({"id": id, "agent": q.agent, "step": q.step, "inquire": q.inquire}),
             )
+            .collect();
+        out["approvals"] = v
+            .approvals
+            .iter()
+            .map(|(id, a)| approval_json(id, a))
             .collect();
         if let Some(o) = &v.outcome {
             out["reason"] = json!(o.reason);
@@ -611,6 +622,122 @@ async fn answer(
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"id": id, "question_id": b.question_id, "status": "answered"})),
+    )
+        .into_response())
+}
+
+fn approval_json(id: &u64, a: &crate::view::Approval) -> Value {
+    json!({"id": id, "step": a.step, "agent": a.agent, "tool": a.tool,
+           "arguments": a.arguments, "why": a.why})
+}
+
+/// Every tool call waiting for approval, in every flow held.
+async fn approvals(State(app): State<Arc<App>>) -> Json<Value> {
+    let entries: Vec<Arc<Entry>> = app
+        .flows
+        .read()
+        .map(|f| f.values().cloned().collect())
+        .unwrap_or_default();
+    let mut all = vec![];
+    for e in entries {
+        if let Ok(st) = e.state.lock() {
+            for (id, a) in &st.view.approvals {
+                let mut one = approval_json(id, a);
+                one["flow"] = json!(e.id);
+                all.push(one);
+            }
+        }
+    }
+    Json(json!({ "approvals": all }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecideBody {
+    approve: bool,
+    /// Run the call with these arguments instead (an object, or its JSON text).
+    #[serde(default)]
+    arguments: Option<Value>,
+    /// Why not: the model reads it as the call's result.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Who decides, as the log and the flow's events name them: the bearer token's last four
+/// characters (never the token), or `loopback` on a service without tokens.
+fn decider(headers: &HeaderMap) -> String {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| {
+            let tail: String = t
+                .chars()
+                .rev()
+                .take(4)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            format!("token …{tail}")
+        })
+        .unwrap_or_else(|| "loopback".into())
+}
+
+async fn decide(
+    State(app): State<Arc<App>>,
+    Path((id, aid)): Path<(String, u64)>,
+    headers: HeaderMap,
+    parsed: Result<Json<DecideBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let entry = app.entry(&id)?;
+    let b = body(parsed)?;
+    let arguments = match b.arguments {
+        None => None,
+        Some(Value::String(text)) => {
+            serde_json::from_str::<Value>(&text).map_err(|e| {
+                ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("`arguments` is not JSON: {e}"),
+                )
+            })?;
+            Some(text)
+        }
+        Some(v @ Value::Object(_)) => Some(v.to_string()),
+        Some(_) => {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "`arguments` must be an object (or its JSON text)".into(),
+            ));
+        }
+    };
+    let open = match entry.state.lock() {
+        Ok(mut st) => st.view.approvals.remove(&aid).is_some(),
+        Err(_) => false,
+    };
+    if !open {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!(
+                "flow `{id}` has no undecided approval request {aid}; GET /v1/flows/{id} lists them"
+            ),
+        ));
+    }
+    let approve = b.approve;
+    entry.control.decide(
+        aid,
+        manus_actors::protocol::Decision {
+            approve,
+            arguments,
+            reason: b.reason,
+            by: decider(&headers),
+            at_ms: now_ms() as i64,
+        },
+    );
+    let status = if approve { "approved" } else { "rejected" };
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "approval_id": aid, "status": status})),
     )
         .into_response())
 }

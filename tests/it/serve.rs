@@ -860,3 +860,111 @@ async fn half_sent_requests_do_not_lock_a_client_out() {
     let (status, _) = svc.get("/healthz").await;
     assert_eq!(status, 200);
 }
+
+/// Issue 27: a `bash` call a rule names pauses its flow; the service is SIGKILLed while it
+/// waits; after the restart the request is listed; approved over HTTP with edited
+/// arguments, the edited command runs exactly once and the flow completes. Requests and
+/// decisions show on the event stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_survives_a_sigkill_and_is_answered_over_http() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] Count into tally.txt"]),
+        Reply::tool("bash", json!({"command": "echo asked >> tally.txt"})),
+    ]);
+    let dir = Scratch::new("serve-approval");
+    let text = config(
+        &server,
+        &dir,
+        &[(
+            "approvals.tools.bash",
+            r#"{ matches = ">>", argument = "command" }"#,
+        )],
+    );
+    let mut svc = Service::start(&dir, &text).await;
+    let id = svc.submit("Count once.").await;
+    let seen = svc
+        .events(&id, None, |kind, _| kind == "approval_requested")
+        .await;
+    let request = &seen.last().unwrap().2;
+    assert_eq!(request["tool"], "bash", "{request}");
+    let (_, listed) = svc.get("/v1/approvals").await;
+    assert_eq!(listed["approvals"][0]["flow"], id.as_str(), "{listed}");
+    let (_, flow) = svc.get(&format!("/v1/flows/{id}")).await;
+    assert_eq!(flow["status"], "awaiting_approval", "{flow}");
+    // Wait until the store holds the paused step, then kill the service hard.
+    let db = dir.workspace().with_file_name("runs.db");
+    let store = RunStore::open(&StoreUrl::Sqlite(db)).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let run = store.get(&id).await.unwrap();
+            let paused = run
+                .as_ref()
+                .and_then(|r| r.plan.as_ref())
+                .is_some_and(|p| p.steps[0].status == StepStatus::AwaitingApproval);
+            if paused && !store.memories(&id).await.unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the store records the paused step");
+    store.close().await;
+    let _ = svc.child.start_kill();
+    let _ = svc.child.wait().await;
+    let before = server.request_count();
+
+    server.push_all([
+        support::scenario::done("counted"),
+        Reply::text("Counted once."),
+    ]);
+    let again = Service::start(&dir, &text).await;
+    let listed = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (_, listed) = again.get("/v1/approvals").await;
+            if listed["approvals"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+            {
+                return listed;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the restarted service lists the pending approval");
+    let aid = listed["approvals"][0]["id"].as_u64().unwrap();
+    assert_eq!(
+        server.request_count(),
+        before,
+        "the model was not asked again"
+    );
+    let r = again
+        .http
+        .post(again.url(&format!("/v1/flows/{id}/approvals/{aid}")))
+        .json(&json!({"approve": true, "arguments": {"command": "echo approved >> tally.txt"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let r = again
+        .http
+        .post(again.url(&format!("/v1/flows/{id}/approvals/{aid}")))
+        .json(&json!({"approve": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "a request is decided once");
+    let events = again.events(&id, None, |_, _| false).await;
+    assert!(
+        events
+            .iter()
+            .any(|(_, kind, v)| kind == "approval_decided" && v["decision"]["by"] == "loopback"),
+        "{events:?}"
+    );
+    let outcome = &events.last().unwrap().2["outcome"];
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    let tally = std::fs::read_to_string(dir.workspace().join("tally.txt")).unwrap();
+    assert_eq!(tally, "approved\n", "the edited command ran exactly once");
+}
