@@ -19,7 +19,8 @@ use crate::store::{StoredEvent, StoredMemory};
 pub struct PendingApproval {
     /// Its number in its run.
     pub id: u64,
-    pub step: usize,
+    /// The step whose call waits; `None`: the plan waits for sign-off.
+    pub step: Option<usize>,
     pub agent: String,
     pub tool: String,
     /// The arguments as the model gave them (JSON text).
@@ -85,6 +86,19 @@ pub fn pending(events: &[StoredEvent]) -> Vec<PendingApproval> {
         .collect()
 }
 
+/// The plan's newest sign-off request, unless it was approved: undecided, or rejected
+/// (with the decision). What a resumed flow waits for, or ends with.
+pub fn plan_signoff(events: &[StoredEvent]) -> Option<(u64, Option<Decision>)> {
+    let (request, decision) = requests(events)
+        .into_iter()
+        .rev()
+        .find(|(r, _)| r.step.is_none())?;
+    match decision {
+        Some(d) if d.approve => None,
+        d => Some((request.id, d)),
+    }
+}
+
 /// The steps of `plan` that wait for approval, each with the memory it stopped with and
 /// the decision made since, if any: what a resumed flow goes on from. A waiting step whose
 /// memory was not kept is left out (it starts over).
@@ -97,7 +111,7 @@ pub fn paused_steps(
     plan.live()
         .filter(|(_, s)| s.status == StepStatus::AwaitingApproval)
         .filter_map(|(i, s)| {
-            let (request, decision) = all.iter().rev().find(|(r, _)| r.step == i)?;
+            let (request, decision) = all.iter().rev().find(|(r, _)| r.step == Some(i))?;
             let memory = memories
                 .iter()
                 .find(|m| m.step == i && m.attempt == s.attempts)?

@@ -226,10 +226,15 @@ impl<W: Write> Board<W> {
                 arguments,
                 why,
                 ..
-            } => Some(format!(
-                "\n[approval {id}] step {step}: {agent} wants to call {tool} {}\n  (needs approval: {why})",
-                one_line(arguments)
-            )),
+            } => Some(match step {
+                Some(step) => format!(
+                    "\n[approval {id}] step {step}: {agent} wants to call {tool} {}\n  (needs approval: {why})",
+                    one_line(arguments)
+                ),
+                None => format!(
+                    "\n[approval {id}] the plan needs sign-off before any step runs ({why})"
+                ),
+            }),
             FlowEvent::ApprovalDecided { id, step, decision } => {
                 let what = match (decision.approve, &decision.arguments) {
                     (true, None) => "approved".to_string(),
@@ -239,10 +244,11 @@ impl<W: Write> Board<W> {
                         decision.reason.as_deref().unwrap_or("no reason given")
                     ),
                 };
-                Some(format!(
-                    "[approval {id}] step {step}: {what} by {}",
-                    decision.by
-                ))
+                let of = match step {
+                    Some(s) => format!("step {s}"),
+                    None => "the plan".into(),
+                };
+                Some(format!("[approval {id}] {of}: {what} by {}", decision.by))
             }
             FlowEvent::StepFinished {
                 step,

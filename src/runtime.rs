@@ -402,14 +402,15 @@ impl Runtime {
             return Err(busy());
         }
         let seq = store.next_seq(&run.id).await?;
+        let events = store.events(&run.id).await?;
         let paused = match &run.plan {
             Some(plan) if plan.count(StepStatus::AwaitingApproval) > 0 => {
-                let events = store.events(&run.id).await?;
                 let memories = store.memories(&run.id).await?;
                 crate::approvals::paused_steps(plan, &events, &memories)
             }
             _ => vec![],
         };
+        let plan_signoff = crate::approvals::plan_signoff(&events);
         tracing::info!(run = %run.id, "resuming an interrupted run");
         self.start_flow(Run {
             id: run.id,
@@ -421,6 +422,7 @@ impl Runtime {
                 usage_by_agent: run.usage_by_agent,
                 elapsed: std::time::Duration::from_millis(run.elapsed_ms),
                 paused,
+                plan_signoff,
             }),
             deltas: false,
             seq,

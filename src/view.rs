@@ -33,7 +33,8 @@ pub struct Question {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Approval {
-    pub step: usize,
+    /// `None`: the plan waits for sign-off.
+    pub step: Option<usize>,
     pub agent: String,
     pub tool: String,
     pub arguments: String,
@@ -60,7 +61,7 @@ impl FlowView {
                 why,
                 ..
             } => {
-                if let Some(p) = self.step_mut(*step) {
+                if let Some(p) = step.and_then(|s| self.step_mut(s)) {
                     p.status = StepStatus::AwaitingApproval;
                 }
                 self.approvals.insert(

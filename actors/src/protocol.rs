@@ -779,10 +779,12 @@ pub enum FlowEvent {
         inquire: String,
     },
     /// A step stopped before a tool call that needs a person's approval (`why`); the flow
-    /// waits for `ApprovalDecided` while its other steps go on.
+    /// waits for `ApprovalDecided` while its other steps go on. With `step: None`, the
+    /// plan itself waits for sign-off (`[flow] plan_approval`; tool `plan`, its steps as the
+    /// arguments) and no step starts until it is approved.
     ApprovalRequested {
         id: u64,
-        step: usize,
+        step: Option<usize>,
         agent: String,
         tool: String,
         arguments: String,
@@ -795,7 +797,7 @@ pub enum FlowEvent {
     /// A person decided on approval request `id`.
     ApprovalDecided {
         id: u64,
-        step: usize,
+        step: Option<usize>,
         decision: Decision,
     },
     StepFinished {

@@ -84,7 +84,7 @@ async fn list(store: &RunStore, run: Option<&str>, json: bool) -> Result<ExitCod
             "{:<28} {:>3} {:>4} {:<14} {:<18} {} · {}",
             run,
             p.id,
-            p.step,
+            p.step.map_or("plan".to_string(), |s| s.to_string()),
             p.agent,
             p.tool,
             p.arguments.replace('\n', " "),

@@ -335,6 +335,7 @@ pub(super) struct FlowToml {
     pub(super) max_replans: Option<Spanned<i64>>,
     pub(super) max_parallel_steps: Option<Spanned<i64>>,
     pub(super) review_after_each_step: Option<bool>,
+    pub(super) plan_approval: Option<bool>,
     pub(super) max_tokens: Option<Spanned<i64>>,
     pub(super) max_cost: Option<Spanned<f64>>,
 }

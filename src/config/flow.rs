@@ -64,6 +64,7 @@ pub(super) fn build(
             .map_or(4, |n| n as u32),
         review_after_each_step: f.review_after_each_step.unwrap_or(false),
         approval_timeout: None,
+        plan_approval: f.plan_approval.unwrap_or(false),
         max_tokens: table
             .number(&f.max_tokens, "max_tokens", TOKENS)?
             .map(|n| n as u64),

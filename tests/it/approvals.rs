@@ -143,7 +143,7 @@ async fn a_matching_call_waits_while_other_steps_finish_then_runs_once_as_edited
         }
     }
     let (id, step, tool, why) = request.unwrap();
-    assert_eq!((step, tool.as_str()), (0, "bash"));
+    assert_eq!((step, tool.as_str()), (Some(0), "bash"));
     assert!(why.contains("command match"), "{why}");
     assert_eq!(
         tally(&dir.workspace()),
@@ -350,4 +350,57 @@ async fn a_run_no_one_can_approve_stops_with_code_3_and_resumes_once_approved() 
         2,
         "the model was not asked again for the paused call"
     );
+}
+
+/// `[flow] plan_approval`: no step starts before a person signs the plan off; signed
+/// off, the steps run; refused, the flow fails saying who refused and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_sign_off_blocks_every_step_until_approved() {
+    for approve in [true, false] {
+        let server = ScriptedLlm::start().await;
+        server.push_all([two_steps(), Reply::text("done")]);
+        server.push_for(&job(0), [done("zero")]);
+        server.push_for(&job(1), [done("one")]);
+        let dir = Scratch::new("approve-plan");
+        let rt = start(&server, &dir, &[("flow.plan_approval", "true")]).await;
+        let mut flow = rt
+            .submit("count and greet", SubmitOptions::default())
+            .await
+            .unwrap();
+        let seen = until(&mut flow, |e| {
+            matches!(e, FlowEvent::ApprovalRequested { .. })
+        })
+        .await;
+        let Some(FlowEvent::ApprovalRequested {
+            id,
+            step,
+            tool,
+            arguments,
+            ..
+        }) = seen.last().cloned()
+        else {
+            unreachable!()
+        };
+        assert_eq!((step, tool.as_str()), (None, "plan"));
+        assert!(arguments.contains("say hello"), "{arguments}");
+        // Nothing runs while the plan waits: the planning call is the only request.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(server.request_count(), 1);
+        assert!(
+            !seen
+                .iter()
+                .any(|e| matches!(e, FlowEvent::StepStarted { .. }))
+        );
+        let reason = (!approve).then_some("too broad");
+        flow.decide(id, decision(approve, None, reason));
+        let o = outcome(flow).await;
+        if approve {
+            assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
+        } else {
+            assert_eq!(o.status, FlowStatus::Failed);
+            assert_eq!(o.reason, "tester did not sign the plan off: too broad");
+            assert_eq!(server.request_count(), 2, "no step ran; only the summary");
+        }
+        rt.shutdown().await;
+    }
 }

@@ -68,6 +68,8 @@ pub struct PlannerState {
     questions: HashMap<u64, RpcReplyPort<Result<String, String>>>,
     /// Steps stopped before a tool call that needs approval, by approval number.
     pending: BTreeMap<u64, PausedStep>,
+    /// The plan's sign-off request, while no step may start (`[flow] plan_approval`).
+    plan_signoff: Option<u64>,
     /// `[approvals] timeout_secs` of each pending request, which then decides it.
     approval_deadlines: HashMap<u64, Deadline>,
     next_approval: u64,
@@ -79,8 +81,11 @@ pub struct PlannerState {
     deadline: Option<Deadline>,
     /// An interrupted flow's state, taken on `Begin`.
     resume: Option<Resume>,
-    /// The resumed flow's paused steps, taken when it picks its plan up.
-    resume_paused: Vec<PausedStep>,
+    /// The resumed flow's paused steps and plan sign-off, taken when it picks its plan up.
+    resume_paused: (
+        Vec<PausedStep>,
+        Option<(u64, Option<crate::protocol::Decision>)>,
+    ),
     span: tracing::Span,
 }
 
@@ -189,6 +194,7 @@ impl Actor for Planner {
             browser: spec.browser,
             questions: HashMap::new(),
             pending: BTreeMap::new(),
+            plan_signoff: None,
             approval_deadlines: HashMap::new(),
             next_approval: 1,
             next_question: 1,
@@ -196,7 +202,7 @@ impl Actor for Planner {
                 .checked_sub(before.elapsed)
                 .unwrap_or_else(Instant::now),
             deadline: None,
-            resume_paused: before.paused,
+            resume_paused: (before.paused, before.plan_signoff),
             resume: spec.resume,
             span,
         })
@@ -247,6 +253,13 @@ impl Actor for Planner {
                         st.emit(FlowEvent::PlanCreated {
                             plan: st.plan.clone(),
                         });
+                        if st.settings.plan_approval && st.mode == FlowMode::Plan {
+                            steps::ask_signoff(
+                                &myself,
+                                st,
+                                "the plan needs sign-off before any step runs",
+                            );
+                        }
                         steps::advance(&myself, st).await;
                     }
                     Err(why) => steps::finish(&myself, st, FlowStatus::Failed, why).await,
@@ -264,7 +277,7 @@ impl Actor for Planner {
                     steps::finish(&myself, st, FlowStatus::BudgetExceeded, over).await;
                     return Ok(());
                 }
-                steps::revised(st, steps, why, review);
+                steps::revised(&myself, st, steps, why, review);
                 steps::advance(&myself, st).await;
             }
             FlowMsg::Spent {
@@ -351,6 +364,13 @@ impl Actor for Planner {
                     step,
                     inquire,
                 });
+            }
+            FlowMsg::Decide {
+                approval_id,
+                decision,
+            } if st.plan_signoff == Some(approval_id) => {
+                st.approval_deadlines.remove(&approval_id);
+                steps::signed_off(&myself, st, approval_id, decision).await
             }
             FlowMsg::Decide {
                 approval_id,

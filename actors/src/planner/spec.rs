@@ -52,6 +52,8 @@ pub struct FlowSettings {
     pub review_after_each_step: bool,
     /// How long an approval request waits, and whether it is then approved (else rejected).
     pub approval_timeout: Option<(Duration, bool)>,
+    /// A person signs off the plan, and every revision of it, before any of its steps run.
+    pub plan_approval: bool,
     /// Stop the flow once its model calls have used more tokens than this.
     pub max_tokens: Option<u64>,
     /// Stop the flow once its model calls have cost more than this.
@@ -96,6 +98,9 @@ pub struct Resume {
     pub elapsed: Duration,
     /// Steps that were waiting for approval, with the decision if one was given since.
     pub paused: Vec<PausedStep>,
+    /// The plan's sign-off request that was waiting, with the decision if one was given
+    /// since (`[flow] plan_approval`).
+    pub plan_signoff: Option<(u64, Option<crate::protocol::Decision>)>,
 }
 
 /// A step stopped before a tool call that needs approval, as the planner keeps it until a

@@ -51,8 +51,9 @@ pub(super) async fn advance(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
         let notes = st.plan.steps[step].notes.clone();
         st.emit(FlowEvent::StepBlocked { step, needs, notes });
     }
-    if st.revising {
-        // Nothing new starts until the revised plan is back; running steps go on.
+    if st.revising || st.plan_signoff.is_some() {
+        // Nothing new starts until the revised plan is back, or the plan is signed off;
+        // running steps go on.
         return;
     }
     let unfinished = st.plan.unfinished();
@@ -317,7 +318,7 @@ async fn paused(
     st.next_approval += 1;
     st.emit(FlowEvent::ApprovalRequested {
         id,
-        step: run.step,
+        step: Some(run.step),
         agent: run.agent.clone(),
         tool: pause.call.function.name.clone(),
         arguments: pause.call.function.arguments.clone(),
@@ -339,6 +340,60 @@ async fn paused(
     );
     st.idle.entry(run.agent).or_default().push(run.agent_ref);
     advance(myself, st).await;
+}
+
+/// Ask a person to sign the plan off (`[flow] plan_approval`): no step starts until then.
+/// The request's arguments are the steps not yet done, as a `planning` call gives them.
+pub(super) fn ask_signoff(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, why: &str) {
+    let id = st.next_approval;
+    st.next_approval += 1;
+    request_signoff(myself, st, id, why.to_string());
+}
+
+fn request_signoff(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64, why: String) {
+    let steps: Vec<serde_json::Value> = st
+        .plan
+        .live()
+        .filter(|(_, s)| s.status != StepStatus::Completed)
+        .map(|(i, s)| serde_json::json!({"step": i, "text": s.text, "depends_on": s.depends_on}))
+        .collect();
+    st.emit(FlowEvent::ApprovalRequested {
+        id,
+        step: None,
+        agent: "planner".into(),
+        tool: "plan".into(),
+        arguments: serde_json::json!({ "steps": steps }).to_string(),
+        why,
+        call_id: String::new(),
+        round: 0,
+    });
+    st.plan_signoff = Some(id);
+    wait_for_decision(myself, st, id);
+}
+
+/// A person decided on the plan's sign-off: its steps may start, or the flow ends.
+pub(super) async fn signed_off(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    id: u64,
+    decision: crate::protocol::Decision,
+) {
+    st.plan_signoff = None;
+    st.emit(FlowEvent::ApprovalDecided {
+        id,
+        step: None,
+        decision: decision.clone(),
+    });
+    if decision.approve {
+        advance(myself, st).await;
+    } else {
+        let why = format!(
+            "{} did not sign the plan off: {}",
+            decision.by,
+            decision.reason.as_deref().unwrap_or("no reason given")
+        );
+        finish(myself, st, FlowStatus::Failed, why).await;
+    }
 }
 
 /// Start request `id`'s `[approvals] timeout_secs`, if there is one: then it is decided as
@@ -377,7 +432,7 @@ pub(super) async fn decided(
 ) {
     st.emit(FlowEvent::ApprovalDecided {
         id: paused.id,
-        step: paused.step,
+        step: Some(paused.step),
         decision: decision.clone(),
     });
     let continued = crate::protocol::Continued {
@@ -435,6 +490,7 @@ fn ask_revision(myself: &ActorRef<FlowMsg>, st: &PlannerState, why: String, revi
 /// moved on while the model thought; steps whose dependencies no longer fit are kept in
 /// order), and publish the revision.
 pub(super) fn revised(
+    myself: &ActorRef<FlowMsg>,
     st: &mut PlannerState,
     steps: Option<Vec<(String, Needs)>>,
     why: String,
@@ -465,6 +521,10 @@ pub(super) fn revised(
                 plan: st.plan.clone(),
                 reason: why,
             });
+            if st.settings.plan_approval {
+                let why = format!("revision {} of the plan needs sign-off", st.plan.revision);
+                ask_signoff(myself, st, &why);
+            }
         }
         Err(e) => tracing::warn!(flow = %st.id, "the plan was not revised: {e}"),
     }
@@ -473,7 +533,7 @@ pub(super) fn revised(
 /// Continue an interrupted flow from `plan`: completed and finally failed steps stand,
 /// steps that were running (or were to be retried) start over, and the flow moves on.
 pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mut plan: Plan) {
-    let paused = std::mem::take(&mut st.resume_paused);
+    let (paused, signoff) = std::mem::take(&mut st.resume_paused);
     let mut rerun = reopen(&mut plan, st.settings.max_step_retries);
     // A step that waited for approval waits on, unless where it stood was not kept.
     for (i, s) in plan.steps.iter_mut().enumerate() {
@@ -489,6 +549,24 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
         usage: st.usage,
         rerun,
     });
+    if let Some((id, decision)) = signoff {
+        st.next_approval = st.next_approval.max(id + 1);
+        match decision {
+            Some(decision) if !decision.approve => {
+                signed_off(myself, st, id, decision).await;
+                return;
+            }
+            Some(decision) => st.emit(FlowEvent::ApprovalDecided {
+                id,
+                step: None,
+                decision,
+            }),
+            None => {
+                let why = "the plan needs sign-off before any step runs".to_string();
+                request_signoff(myself, st, id, why);
+            }
+        }
+    }
     for p in paused {
         st.next_approval = st.next_approval.max(p.id + 1);
         match p.decision.clone() {
@@ -496,7 +574,7 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
             None => {
                 st.emit(FlowEvent::ApprovalRequested {
                     id: p.id,
-                    step: p.step,
+                    step: Some(p.step),
                     agent: p.agent.clone(),
                     tool: p.pause.call.function.name.clone(),
                     arguments: p.pause.call.function.arguments.clone(),
