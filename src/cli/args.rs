@@ -65,7 +65,7 @@ pub enum Command {
     /// Serve the runtime over HTTP: submit flows, stream their events, answer, cancel
     #[command(
         after_help = "Routes: POST/GET /v1/flows, GET/DELETE /v1/flows/{id}, GET /v1/flows/{id}/events \
-(Server-Sent Events, resumable with Last-Event-ID), POST /v1/flows/{id}/answers, GET /healthz, GET /metrics, \
+(Server-Sent Events, resumable with Last-Event-ID), POST /v1/flows/{id}/answers, POST /v1/flows/{id}/approvals/{n}, GET /v1/approvals, GET /healthz, GET /metrics, \
 GET /openapi.json. With [server] api_tokens (or MANUS_API_TOKENS) set, /v1 and /metrics need a bearer token."
     )]
     Serve {
