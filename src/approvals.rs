@@ -1,9 +1,9 @@
 //! Approval requests as the run store holds them: which of a run's requests still wait for
-//! a decision (for `manus-rt approvals list` and the service), and the steps a resumed run
-//! must pick up where they paused. A request is an `ApprovalRequested` event; a decision
-//! is an `ApprovalDecided` event, made by the flow's own process or, for a run whose
-//! process is gone, appended to its log by `manus-rt approvals`. Knows nothing of the CLI
-//! or the service.
+//! a decision (for `manus-rt approvals`), and the steps and plan sign-off a resumed run must
+//! pick up. A request is an `ApprovalRequested` event; a decision is an `ApprovalDecided`
+//! event made in the flow's own process, or a row `manus-rt approvals` recorded from
+//! outside it (the first decision on a request stands). Knows nothing of the CLI or the
+//! service.
 
 use std::collections::BTreeMap;
 
@@ -35,8 +35,12 @@ pub struct PendingApproval {
     round: u32,
 }
 
-/// Every request of a run, in order, with its decision if there is one.
-pub fn requests(events: &[StoredEvent]) -> Vec<(PendingApproval, Option<Decision>)> {
+/// Every request of a run, in order, with its decision if there is one: from its events,
+/// else from the decisions recorded outside its process (`outside`).
+pub fn requests(
+    events: &[StoredEvent],
+    outside: &[(u64, Decision)],
+) -> Vec<(PendingApproval, Option<Decision>)> {
     let mut all: BTreeMap<u64, (PendingApproval, Option<Decision>)> = BTreeMap::new();
     for e in events {
         match &e.event {
@@ -74,12 +78,17 @@ pub fn requests(events: &[StoredEvent]) -> Vec<(PendingApproval, Option<Decision
             _ => {}
         }
     }
+    for (id, decision) in outside {
+        if let Some(entry) = all.get_mut(id) {
+            entry.1.get_or_insert_with(|| decision.clone());
+        }
+    }
     all.into_values().collect()
 }
 
 /// The requests of a run that no one has decided.
-pub fn pending(events: &[StoredEvent]) -> Vec<PendingApproval> {
-    requests(events)
+pub fn pending(events: &[StoredEvent], outside: &[(u64, Decision)]) -> Vec<PendingApproval> {
+    requests(events, outside)
         .into_iter()
         .filter(|(_, d)| d.is_none())
         .map(|(r, _)| r)
@@ -88,8 +97,11 @@ pub fn pending(events: &[StoredEvent]) -> Vec<PendingApproval> {
 
 /// The plan's newest sign-off request, unless it was approved: undecided, or rejected
 /// (with the decision). What a resumed flow waits for, or ends with.
-pub fn plan_signoff(events: &[StoredEvent]) -> Option<(u64, Option<Decision>)> {
-    let (request, decision) = requests(events)
+pub fn plan_signoff(
+    events: &[StoredEvent],
+    outside: &[(u64, Decision)],
+) -> Option<(u64, Option<Decision>)> {
+    let (request, decision) = requests(events, outside)
         .into_iter()
         .rev()
         .find(|(r, _)| r.step.is_none())?;
@@ -105,9 +117,10 @@ pub fn plan_signoff(events: &[StoredEvent]) -> Option<(u64, Option<Decision>)> {
 pub fn paused_steps(
     plan: &Plan,
     events: &[StoredEvent],
+    outside: &[(u64, Decision)],
     memories: &[StoredMemory],
 ) -> Vec<PausedStep> {
-    let all = requests(events);
+    let all = requests(events, outside);
     plan.live()
         .filter(|(_, s)| s.status == StepStatus::AwaitingApproval)
         .filter_map(|(i, s)| {

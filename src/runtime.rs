@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -223,9 +224,15 @@ impl RuntimeBuilder {
         let planning = PlanningThread::start()
             .map(Arc::new)
             .map_err(|e| RuntimeError::Spawn(format!("planning thread: {e}")))?;
+        let controls = Arc::new(std::sync::Mutex::new(HashMap::new()));
+        let decisions = store
+            .clone()
+            .map(|s| hand_over_decisions(s, controls.clone()));
         Ok(Runtime {
             root,
             planning,
+            controls,
+            _decisions: decisions,
             store,
             planner_llm,
             planner_slots,
@@ -264,6 +271,54 @@ pub struct Runtime {
     mcp: Vec<McpHandle>,
     /// Where every flow is recorded (`[store]`), unless that is off.
     store: Option<RunStore>,
+    /// The flows this runtime started, by run id, for decisions made outside the process.
+    controls: Arc<std::sync::Mutex<HashMap<String, FlowControl>>>,
+    /// Hands decisions recorded in the store (`manus-rt approvals`) to the flows here.
+    _decisions: Option<AbortOnDrop>,
+}
+
+/// A task stopped when its holder is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How often decisions recorded in the store are looked for.
+const DECISIONS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Every `DECISIONS_EVERY`, hand the decisions recorded for this process's runs to their
+/// flows, forgetting flows that have ended.
+fn hand_over_decisions(
+    store: RunStore,
+    controls: Arc<std::sync::Mutex<HashMap<String, FlowControl>>>,
+) -> AbortOnDrop {
+    AbortOnDrop(tokio::spawn(async move {
+        let mut every = tokio::time::interval(DECISIONS_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let taken = match store.take_decisions().await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("cannot read the decisions recorded in the store: {e}");
+                    continue;
+                }
+            };
+            let Ok(mut controls) = controls.lock() else {
+                return;
+            };
+            controls.retain(|_, c| c.is_running());
+            for (run, id, decision) in taken {
+                match controls.get(&run) {
+                    Some(c) => c.decide(id, decision),
+                    None => tracing::warn!(run = %run, "a decision for a run not running here"),
+                }
+            }
+        }
+    }))
 }
 
 /// Reach the engine, check the image, and start the supervisor that owns them.
@@ -403,14 +458,15 @@ impl Runtime {
         }
         let seq = store.next_seq(&run.id).await?;
         let events = store.events(&run.id).await?;
+        let outside = store.take_run_decisions(&run.id).await?;
         let paused = match &run.plan {
             Some(plan) if plan.count(StepStatus::AwaitingApproval) > 0 => {
                 let memories = store.memories(&run.id).await?;
-                crate::approvals::paused_steps(plan, &events, &memories)
+                crate::approvals::paused_steps(plan, &events, &outside, &memories)
             }
             _ => vec![],
         };
-        let plan_signoff = crate::approvals::plan_signoff(&events);
+        let plan_signoff = crate::approvals::plan_signoff(&events, &outside);
         tracing::info!(run = %run.id, "resuming an interrupted run");
         self.start_flow(Run {
             id: run.id,
@@ -487,6 +543,16 @@ impl Runtime {
         let planner = manus_actors::root::start_flow(&self.root, spec)
             .await
             .map_err(RuntimeError::Submit)?;
+        if self.store.is_some()
+            && let Ok(mut controls) = self.controls.lock()
+        {
+            controls.insert(
+                run.id.clone(),
+                FlowControl {
+                    planner: planner.clone(),
+                },
+            );
+        }
         Ok(FlowHandle {
             id: run.id,
             task: run.task,
@@ -559,6 +625,14 @@ impl FlowControl {
     /// Stop the flow; its outcome will say it was cancelled.
     pub fn cancel(&self) {
         let _ = self.planner.send_message(FlowMsg::Cancel);
+    }
+
+    /// Whether the flow's planner still runs.
+    fn is_running(&self) -> bool {
+        !matches!(
+            self.planner.get_status(),
+            ractor::ActorStatus::Stopped | ractor::ActorStatus::Stopping
+        )
     }
 
     /// Decide on the tool call of a `FlowEvent::ApprovalRequested`: approve it (with the

@@ -1,14 +1,14 @@
 //! `approvals list [RUN]`, `approvals approve RUN N`, `approvals reject RUN N --reason …`:
-//! the tool calls waiting for a person, read and decided in the run store, for runs whose
-//! process has stopped (a run still running is answered in its own terminal or service).
-//! A decision is an `ApprovalDecided` event at the end of the run's log; `resume` reads it.
+//! the tool calls waiting for a person, read and decided in the run store, from any
+//! terminal: a run still running in a process gets the decision from there within a
+//! second; a stopped one when `resume` picks it up.
 
 use std::process::ExitCode;
 
+use manus_rt::Config;
 use manus_rt::approvals::{PendingApproval, pending};
 use manus_rt::engine::protocol::Decision;
 use manus_rt::store::{RunStore, StoreError, now_ms};
-use manus_rt::{Config, FlowEvent};
 
 use super::args::ApprovalsAction;
 use super::exit;
@@ -59,7 +59,8 @@ async fn list(store: &RunStore, run: Option<&str>, json: bool) -> Result<ExitCod
     };
     let mut rows: Vec<(String, PendingApproval)> = vec![];
     for id in runs {
-        for p in pending(&store.events(&id).await?) {
+        let outside = store.decisions(&id).await?;
+        for p in pending(&store.events(&id).await?, &outside) {
             rows.push((id.clone(), p));
         }
     }
@@ -108,7 +109,8 @@ async fn decide(
             store.url()
         )));
     };
-    let Some(request) = pending(&store.events(run).await?)
+    let outside = store.decisions(run).await?;
+    let Some(request) = pending(&store.events(run).await?, &outside)
         .into_iter()
         .find(|p| p.id == id)
     else {
@@ -116,16 +118,11 @@ async fn decide(
             "run {run} has no undecided approval request {id} (`manus-rt approvals list {run}` shows its requests)"
         )));
     };
-    let stopped = store.interrupted().await?.iter().any(|(r, _)| r == run);
-    if stored.status != "running" || !stopped {
-        let why = if stored.status != "running" {
-            format!("run {run} has ended ({})", stored.status)
-        } else {
-            format!(
-                "run {run} is running in another process: answer it there (its terminal, or the service's POST /v1/flows/{run}/approvals/{id})"
-            )
-        };
-        return Ok(exit::not_started_because(why));
+    if stored.status != "running" {
+        return Ok(exit::not_started_because(format!(
+            "run {run} has ended ({})",
+            stored.status
+        )));
     }
     let by = std::env::var("USER")
         .ok()
@@ -138,19 +135,20 @@ async fn decide(
         by,
         at_ms: now_ms(),
     };
-    store
-        .append(
-            run,
-            FlowEvent::ApprovalDecided {
-                id,
-                step: request.step,
-                decision,
-            },
-        )
-        .await?;
+    if !store.decide(run, id, decision).await? {
+        return Ok(exit::not_started_because(format!(
+            "request {id} of run {run} was decided already"
+        )));
+    }
+    let live = !store.interrupted().await?.iter().any(|(r, _)| r == run);
     let verb = if approve { "approved" } else { "rejected" };
+    let next = if live {
+        "the process running it goes on within a second".to_string()
+    } else {
+        format!("`manus-rt resume {run}` goes on")
+    };
     println!(
-        "{verb} request {id} of run {run} ({} {}); `manus-rt resume {run}` goes on",
+        "{verb} request {id} of run {run} ({} {}); {next}",
         request.tool, request.arguments
     );
     Ok(ExitCode::SUCCESS)

@@ -3,12 +3,12 @@
 //! `ON CONFLICT`), and the mapping of rows onto the store's types.
 
 use manus_actors::llm::Message;
-use manus_actors::protocol::FlowEvent;
+use manus_actors::protocol::{Decision, FlowEvent};
 use serde::Serialize;
 
 use super::{Backend, Stmt, StoredEvent, StoredMemory, StoredRun, Val};
 
-pub const SCHEMA: [&str; 4] = [
+pub const SCHEMA: [&str; 5] = [
     "CREATE TABLE IF NOT EXISTS manus_runs (
         id TEXT PRIMARY KEY,
         task TEXT NOT NULL,
@@ -36,6 +36,15 @@ pub const SCHEMA: [&str; 4] = [
         agent TEXT NOT NULL,
         messages TEXT NOT NULL,
         PRIMARY KEY (run_id, step, attempt))",
+    // Decisions on approval requests made outside the run's process (`manus-rt
+    // approvals`): the process that runs the run hands them to its flow and marks them
+    // applied; a resumed run reads them.
+    "CREATE TABLE IF NOT EXISTS manus_decisions (
+        run_id TEXT NOT NULL,
+        approval_id BIGINT NOT NULL,
+        decision TEXT NOT NULL,
+        applied BIGINT NOT NULL,
+        PRIMARY KEY (run_id, approval_id))",
     "CREATE TABLE IF NOT EXISTS manus_owners (
         id TEXT PRIMARY KEY,
         host TEXT NOT NULL,
@@ -204,6 +213,68 @@ pub fn events(db: &mut dyn Backend, id: &str) -> Result<Vec<StoredEvent>, String
         })
     })
     .collect()
+}
+
+/// Record a decision on request `approval_id` of run `id`, unless one is recorded: true if
+/// this one was.
+pub fn decide(
+    db: &mut dyn Backend,
+    id: &str,
+    approval_id: u64,
+    decision: &Decision,
+) -> Result<bool, String> {
+    let added = db.execute(
+        "INSERT INTO manus_decisions (run_id, approval_id, decision, applied) VALUES ($1, $2, $3, 0)
+         ON CONFLICT (run_id, approval_id) DO NOTHING",
+        &[text(id), Val::Int(approval_id as i64), json(decision)],
+    )?;
+    Ok(added == 1)
+}
+
+/// The decisions recorded for run `id`, by request; with `take`, marked handed to it.
+pub fn decisions(
+    db: &mut dyn Backend,
+    id: &str,
+    take: bool,
+) -> Result<Vec<(u64, Decision)>, String> {
+    if take {
+        db.execute(
+            "UPDATE manus_decisions SET applied = 1 WHERE run_id = $1",
+            &[text(id)],
+        )?;
+    }
+    db.query(
+        "SELECT approval_id, decision FROM manus_decisions WHERE run_id = $1 ORDER BY approval_id",
+        &[text(id)],
+    )?
+    .iter()
+    .map(|r| Ok((r[0].int() as u64, parse(&r[1], "decision")?)))
+    .collect()
+}
+
+/// The decisions not yet handed to the runs `me` runs, marked handed: (run, request,
+/// decision).
+pub fn take_decisions(
+    db: &mut dyn Backend,
+    me: &str,
+) -> Result<Vec<(String, u64, Decision)>, String> {
+    let rows = db.query(
+        "SELECT d.run_id, d.approval_id, d.decision FROM manus_decisions d
+         JOIN manus_runs r ON r.id = d.run_id
+         WHERE d.applied = 0 AND r.owner = $1 AND r.status = 'running'",
+        &[text(me)],
+    )?;
+    let mut out = vec![];
+    for r in &rows {
+        let run = r[0].text().unwrap_or_default().to_string();
+        let approval_id = r[1].int() as u64;
+        out.push((run.clone(), approval_id, parse(&r[2], "decision")?));
+        db.execute(
+            "UPDATE manus_decisions SET applied = 1 WHERE run_id = $1 AND approval_id = $2",
+            &[text(&run), Val::Int(approval_id as i64)],
+        )?;
+    }
+    Ok(out)
 }
 
 /// The sequence number a run's next event gets.

@@ -224,17 +224,44 @@ impl RunStore {
         self.read(move |db, _| sql::next_seq(db, &id)).await
     }
 
-    /// Add `event` to the end of run `id`'s log, now, and commit it: for a decision made
-    /// while no process runs the run (`manus-rt approvals`); the run's next process reads
-    /// it. Returns its number.
-    pub async fn append(&self, id: &str, event: FlowEvent) -> Result<u64, StoreError> {
+    /// Record a decision on approval request `approval_id` of run `id`, made outside the
+    /// run's process: true if it is the first one recorded. The process running the run
+    /// hands it to the flow within a second; a resumed run reads it.
+    pub async fn decide(
+        &self,
+        id: &str,
+        approval_id: u64,
+        decision: manus_actors::protocol::Decision,
+    ) -> Result<bool, StoreError> {
         let id = id.to_string();
-        self.read(move |db, _| {
-            let seq = sql::next_seq(db, &id)?;
-            db.transaction(&[sql::insert_event(&id, seq, now_ms(), &event)])?;
-            Ok(seq)
-        })
-        .await
+        self.read(move |db, _| sql::decide(db, &id, approval_id, &decision))
+            .await
+    }
+
+    /// The decisions recorded for run `id` outside its process, by request.
+    pub async fn decisions(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(u64, manus_actors::protocol::Decision)>, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::decisions(db, &id, false)).await
+    }
+
+    /// As `decisions`, marked handed to the run (which a resume is about to go on with).
+    pub(crate) async fn take_run_decisions(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(u64, manus_actors::protocol::Decision)>, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::decisions(db, &id, true)).await
+    }
+
+    /// The decisions recorded for runs this process runs and not yet handed to them,
+    /// marked handed.
+    pub(crate) async fn take_decisions(
+        &self,
+    ) -> Result<Vec<(String, u64, manus_actors::protocol::Decision)>, StoreError> {
+        self.read(|db, me| sql::take_decisions(db, &me.id)).await
     }
 
     /// A run's agent memories, by step and attempt.

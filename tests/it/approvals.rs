@@ -404,3 +404,76 @@ async fn plan_sign_off_blocks_every_step_until_approved() {
         rt.shutdown().await;
     }
 }
+
+/// A run still running in one process is approved from another terminal: the decision
+/// goes through the run store, and the running flow goes on with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_terminal_approves_a_running_flow_through_the_store() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([two_steps(), Reply::text("done")]);
+    server.push_for(&job(0), [bash("echo far >> tally.txt"), done("counted")]);
+    server.push_for(&job(1), [done("hello")]);
+    let dir = Scratch::new("approve-elsewhere");
+    let text = config_with(&server, &dir.workspace(), &[RULE]);
+    let path = dir.write_config(&text);
+    let config = Config::from_text(&text, "test", None).unwrap();
+    let rt = Runtime::builder().config(config).start().await.unwrap();
+    let mut flow = rt
+        .submit("count and greet", SubmitOptions::default())
+        .await
+        .unwrap();
+    let seen = until(&mut flow, |e| {
+        matches!(e, FlowEvent::ApprovalRequested { .. })
+    })
+    .await;
+    let Some(FlowEvent::ApprovalRequested { id, .. }) = seen.last().cloned() else {
+        unreachable!()
+    };
+    // The request reaches the store's log shortly after the event.
+    let listed = tokio::time::timeout(GUARD, async {
+        loop {
+            let out = tokio::process::Command::new(BIN)
+                .arg("--config")
+                .arg(&path)
+                .args(["approvals", "list", "--json"])
+                .output()
+                .await
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if v.as_array().is_some_and(|a| !a.is_empty()) {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the request is listed");
+    assert_eq!(listed[0]["run"], flow.id.as_str());
+    let out = tokio::process::Command::new(BIN)
+        .env("USER", "bo")
+        .arg("--config")
+        .arg(&path)
+        .args(["approvals", "approve", &flow.id, &id.to_string()])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("the process running it goes on"), "{said}");
+    let rest = until(&mut flow, |e| {
+        matches!(e, FlowEvent::ApprovalDecided { .. })
+    })
+    .await;
+    let Some(FlowEvent::ApprovalDecided { decision, .. }) = rest.last() else {
+        unreachable!()
+    };
+    assert_eq!(decision.by, "bo");
+    let o = outcome(flow).await;
+    assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
+    assert_eq!(tally(&dir.workspace()), "far\n");
+    rt.shutdown().await;
+}
