@@ -64,11 +64,19 @@ async fn prune_runs(
 }
 
 /// A run's status as `runs` shows it: `interrupted` for a running run whose process is gone.
+/// `running`, `awaiting_approval` (a step waits for a person), `interrupted` (its process
+/// is gone; `interrupted (approval)` when a step also waits), or how it ended.
 fn status_of(run: &StoredRun, interrupted: &[(String, Option<String>)]) -> String {
-    if interrupted.iter().any(|(id, _)| id == &run.id) {
-        "interrupted".into()
-    } else {
-        run.status.clone()
+    let waiting = run.status == "running"
+        && run
+            .plan
+            .as_ref()
+            .is_some_and(|p| p.count(manus_rt::engine::plan::StepStatus::AwaitingApproval) > 0);
+    match (interrupted.iter().any(|(id, _)| id == &run.id), waiting) {
+        (true, true) => "interrupted (approval)".into(),
+        (true, false) => "interrupted".into(),
+        (false, true) => "awaiting_approval".into(),
+        (false, false) => run.status.clone(),
     }
 }
 
@@ -99,13 +107,13 @@ async fn list_runs(store: &RunStore, limit: usize, json: bool) -> Result<ExitCod
     }
     let now = now_ms();
     println!(
-        "{:<28} {:<15} {:>5} {:>9} {:>8}  TASK",
+        "{:<28} {:<22} {:>5} {:>9} {:>8}  TASK",
         "ID", "STATUS", "STEPS", "TOKENS", "AGE"
     );
     for r in &runs {
         let (done, total) = r.progress();
         println!(
-            "{:<28} {:<15} {:>5} {:>9} {:>8}  {}",
+            "{:<28} {:<22} {:>5} {:>9} {:>8}  {}",
             r.id,
             status_of(r, &interrupted),
             format!("{done}/{total}"),
@@ -212,7 +220,7 @@ async fn show_run(store: &RunStore, id: &str, json: bool) -> Result<ExitCode, St
         if !o.summary.is_empty() {
             println!("\n{}", o.summary);
         }
-    } else if status == "interrupted" {
+    } else if status.starts_with("interrupted") {
         println!("\nmanus-rt resume {} continues it", run.id);
     }
     Ok(ExitCode::SUCCESS)
