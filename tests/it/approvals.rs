@@ -16,8 +16,8 @@ use manus_rt::engine::plan::StepStatus;
 use manus_rt::engine::protocol::Decision;
 use manus_rt::{Config, FlowEvent, FlowHandle, FlowOutcome, FlowStatus, Runtime, SubmitOptions};
 use serde_json::json;
-use support::llm_server::{Recorded, Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, last_tool_text};
+use support::llm_server::{Reply, ScriptedLlm};
+use support::scenario::{Scratch, config_with, done, job, last_tool_text, requests_of};
 
 const GUARD: Duration = Duration::from_secs(60);
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
@@ -27,19 +27,6 @@ const RULE: (&str, &str) = (
     "approvals.tools.bash",
     r#"{ matches = "rm -rf|>>", argument = "command" }"#,
 );
-
-fn job(i: usize) -> String {
-    format!("Your job now is step {i} only")
-}
-
-fn first_user(r: &Recorded) -> String {
-    r.messages()
-        .iter()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
 
 fn two_steps() -> Reply {
     Reply::tool(
@@ -96,6 +83,16 @@ fn decision(approve: bool, arguments: Option<&str>, reason: Option<&str>) -> Dec
         by: "tester".into(),
         at_ms: 0,
     }
+}
+
+/// The tool result step 0's second model request carried: what the model read after the
+/// call that waited.
+fn after_the_wait(server: &ScriptedLlm) -> String {
+    let again = requests_of(&server.requests(), 0)
+        .into_iter()
+        .nth(1)
+        .expect("step 0 asked the model again");
+    last_tool_text(&again)
 }
 
 fn tally(workspace: &Path) -> String {
@@ -165,13 +162,7 @@ async fn a_matching_call_waits_while_other_steps_finish_then_runs_once_as_edited
         "edited\n",
         "the edited command ran once"
     );
-    let after = server
-        .requests()
-        .into_iter()
-        .filter(|r| first_user(r).contains(&job(0)))
-        .nth(1)
-        .expect("step 0 asked the model again");
-    let result = last_tool_text(&after);
+    let result = after_the_wait(&server);
     assert!(
         result.contains("tester approved this call with its arguments changed"),
         "{result}"
@@ -211,13 +202,7 @@ async fn a_rejection_reason_reaches_the_model() {
         "",
         "the rejected command never ran"
     );
-    let after = server
-        .requests()
-        .into_iter()
-        .filter(|r| first_user(r).contains(&job(0)))
-        .nth(1)
-        .expect("step 0 asked the model again");
-    let result = last_tool_text(&after);
+    let result = after_the_wait(&server);
     assert!(
         result.contains("Not run: tester rejected this call. Their reason: not on this machine"),
         "{result}"
@@ -241,17 +226,8 @@ async fn an_unanswered_request_is_decided_by_its_timeout() {
     let o = outcome(flow).await;
     assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
     assert_eq!(tally(&dir.workspace()), "");
-    let after = server
-        .requests()
-        .into_iter()
-        .filter(|r| first_user(r).contains(&job(0)))
-        .nth(1)
-        .unwrap();
-    assert!(
-        last_tool_text(&after).contains("no one decided within 1s"),
-        "{}",
-        last_tool_text(&after)
-    );
+    let result = after_the_wait(&server);
+    assert!(result.contains("no one decided within 1s"), "{result}");
     rt.shutdown().await;
 }
 
@@ -340,13 +316,8 @@ async fn a_run_no_one_can_approve_stops_with_code_3_and_resumes_once_approved() 
         "the approved call ran exactly once"
     );
     assert!(stderr.contains("approved by ana"), "{stderr}");
-    let step0: Vec<Recorded> = server
-        .requests()
-        .into_iter()
-        .filter(|r| first_user(r).contains(&job(0)))
-        .collect();
     assert_eq!(
-        step0.len(),
+        requests_of(&server.requests(), 0).len(),
         2,
         "the model was not asked again for the paused call"
     );

@@ -14,7 +14,7 @@ use manus_rt::engine::plan::StepStatus;
 use manus_rt::{Config, FlowEvent, FlowHandle, FlowOutcome, FlowStatus, Runtime, SubmitOptions};
 use serde_json::{Value, json};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, give_up};
+use support::scenario::{Scratch, config_with, done, give_up, job, requests_of};
 
 /// Generous bound so a broken flow fails the test instead of hanging it.
 const GUARD: Duration = Duration::from_secs(60);
@@ -49,32 +49,10 @@ fn graph_plan(steps: Value) -> Reply {
     )
 }
 
-/// The needle that picks out step `i`'s requests: its prompt names it as the job.
-fn job(i: usize) -> String {
-    format!("Your job now is step {i} only")
-}
-
-fn first_user(r: &Recorded) -> String {
-    r.messages()
-        .iter()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The requests made for step `i`, in arrival order.
-fn requests_of(all: &[Recorded], i: usize) -> Vec<Recorded> {
-    all.iter()
-        .filter(|r| first_user(r).contains(&job(i)))
-        .cloned()
-        .collect()
-}
-
 /// The planner's requests that asked for a revision.
 fn revisions(all: &[Recorded]) -> Vec<Recorded> {
     all.iter()
-        .filter(|r| first_user(r).contains("Revise the plan"))
+        .filter(|r| r.first_user_text().contains("Revise the plan"))
         .cloned()
         .collect()
 }
@@ -147,7 +125,7 @@ async fn independent_steps_run_at_once_and_a_join_waits_for_them() {
         );
     }
     // The join saw what the three found.
-    let prompt = first_user(&steps[4]);
+    let prompt = steps[4].first_user_text();
     assert!(
         prompt.contains("builds on what these steps found"),
         "{prompt}"
@@ -282,7 +260,7 @@ async fn a_failing_step_leads_to_a_revised_plan_whose_steps_finish_the_flow() {
     // The revision request showed what was done, what failed and why.
     let asked = revisions(&all);
     assert_eq!(asked.len(), 1);
-    let text = first_user(&asked[0]);
+    let text = asked[0].first_user_text();
     assert!(
         text.contains("step 1 ended failed: the primary site answers 503"),
         "{text}"
@@ -290,7 +268,7 @@ async fn a_failing_step_leads_to_a_revised_plan_whose_steps_finish_the_flow() {
     assert!(text.contains("0. [✓] [MANUS] make the folder"), "{text}");
     assert!(text.contains("numbered from 3"), "{text}");
     // The mirror step saw step 0's notes; the chart step the mirror's.
-    let mirror = first_user(&requests_of(&all, 3)[0]);
+    let mirror = requests_of(&all, 3)[0].first_user_text();
     assert!(mirror.contains("- step 0: folder made"), "{mirror}");
     assert!(mirror.contains("(replaced in revision 1)"), "{mirror}");
 
@@ -463,7 +441,7 @@ async fn a_plan_refused_twice_runs_in_order() {
     );
     let planning_calls = all
         .iter()
-        .filter(|r| first_user(r).starts_with("Task:"))
+        .filter(|r| r.first_user_text().starts_with("Task:"))
         .count();
     assert_eq!(planning_calls, 3, "two planning calls and the summary");
     let (a, b) = (&requests_of(&all, 0)[0], &requests_of(&all, 1)[0]);
@@ -542,7 +520,7 @@ async fn a_review_after_each_step_may_keep_or_change_the_rest() {
     let all = server.requests();
     let reviews: Vec<String> = all
         .iter()
-        .map(first_user)
+        .map(|r| r.first_user_text())
         .filter(|t| t.contains("answer with the one word KEEP"))
         .collect();
     assert_eq!(reviews.len(), 2, "after steps 0 and 1; none after the last");

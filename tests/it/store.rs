@@ -61,23 +61,6 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// The first user message of a recorded request: the task or the step it is about.
-fn first_user(r: &Recorded) -> String {
-    r.messages()
-        .iter()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// Which plan step a request works on, if it is an agent's.
-fn step_of(r: &Recorded) -> Option<usize> {
-    let text = first_user(r);
-    let at = text.find("Your job now is step ")? + "Your job now is step ".len();
-    text[at..].split(' ').next()?.parse().ok()
-}
-
 /// Poll the store until `ready` holds for the only run in it, while `child` (which writes
 /// it) runs; the run.
 async fn wait_for_run(
@@ -164,7 +147,7 @@ async fn kill_and_resume(store_url: &str) {
     );
     kill_hard(&mut child).await;
     let pre_kill = server.requests();
-    assert_eq!(step_of(&pre_kill[3]), Some(2));
+    assert_eq!(pre_kill[3].step(), Some(2));
 
     let interrupted = store.interrupted().await.unwrap();
     assert_eq!(
@@ -215,15 +198,18 @@ async fn kill_and_resume(store_url: &str) {
 
     // Nothing done before the kill was asked again: no planning, no step 1 or 2.
     let after: Vec<Recorded> = server.requests().split_off(pre_kill.len());
-    let steps: Vec<Option<usize>> = after.iter().map(step_of).collect();
+    let steps: Vec<Option<usize>> = after.iter().map(|r| r.step()).collect();
     assert_eq!(
         steps,
         [Some(2), Some(3), None],
         "{:#?}",
-        after.iter().map(first_user).collect::<Vec<_>>()
+        after
+            .iter()
+            .map(|r| r.first_user_text())
+            .collect::<Vec<_>>()
     );
     assert!(
-        first_user(&after[2]).contains("Write four notes"),
+        after[2].first_user_text().contains("Write four notes"),
         "the last call is the summary"
     );
     assert!(
@@ -232,7 +218,7 @@ async fn kill_and_resume(store_url: &str) {
             .any(|r| r.tool_names().contains(&"planning".to_string()))
     );
     // Step 3 was asked exactly as before the kill: the same plan, statuses and notes.
-    assert_eq!(first_user(&after[0]), first_user(&pre_kill[3]));
+    assert_eq!(after[0].first_user_text(), pre_kill[3].first_user_text());
 
     // The record: completed, every event once and in order, memories of every step.
     let run = store.get(&before.id).await.unwrap().unwrap();
@@ -349,7 +335,7 @@ async fn sigkill_with_two_steps_in_flight_then_resume_runs_both_again() {
     while server
         .requests()
         .iter()
-        .filter(|r| step_of(r).is_some_and(|s| s > 0))
+        .filter(|r| r.step().is_some_and(|s| s > 0))
         .count()
         < 2
     {
@@ -372,7 +358,7 @@ async fn sigkill_with_two_steps_in_flight_then_resume_runs_both_again() {
     let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(outcome["status"], "completed", "{outcome:#}");
     let after: Vec<Recorded> = server.requests().split_off(pre_kill);
-    let mut steps: Vec<Option<usize>> = after.iter().map(step_of).collect();
+    let mut steps: Vec<Option<usize>> = after.iter().map(|r| r.step()).collect();
     steps[..2].sort();
     assert_eq!(
         steps,
@@ -383,7 +369,7 @@ async fn sigkill_with_two_steps_in_flight_then_resume_runs_both_again() {
         after[0].overlaps(&after[1]),
         "the two restarted steps ran at once"
     );
-    let join = first_user(&after[2]);
+    let join = after[2].first_user_text();
     assert!(
         join.contains("- step 1: note 2 written") && join.contains("- step 2: note 3 written"),
         "{join}"

@@ -253,6 +253,22 @@ impl Recorded {
             .and_then(content_text)
     }
 
+    /// Text of the first `user` message: the task, or the step an agent works on.
+    pub fn first_user_text(&self) -> String {
+        self.messages()
+            .iter()
+            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .and_then(content_text)
+            .unwrap_or_default()
+    }
+
+    /// Which plan step the request works on, if it is an agent's (its prompt names the job).
+    pub fn step(&self) -> Option<usize> {
+        let text = self.first_user_text();
+        let at = text.find("Your job now is step ")? + "Your job now is step ".len();
+        text[at..].split(' ').next()?.parse().ok()
+    }
+
     /// Names from `body.tools[].function.name`, in order.
     pub fn tool_names(&self) -> Vec<String> {
         self.body

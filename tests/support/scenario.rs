@@ -244,6 +244,23 @@ pub fn plan_reply(steps: &[&str]) -> Reply {
     )
 }
 
+/// What picks out step `i`'s requests (`ScriptedLlm::push_for`): its prompt names it as
+/// the job.
+pub fn job(i: usize) -> String {
+    format!("Your job now is step {i} only")
+}
+
+/// The requests of `all` made for step `i`, in arrival order.
+pub fn requests_of(
+    all: &[super::llm_server::Recorded],
+    i: usize,
+) -> Vec<super::llm_server::Recorded> {
+    all.iter()
+        .filter(|r| r.step() == Some(i))
+        .cloned()
+        .collect()
+}
+
 /// `terminate` with status success, the text being the agent's final words.
 pub fn done(text: &str) -> Reply {
     Reply::tool("terminate", json!({"status": "success"})).with_text(text)
