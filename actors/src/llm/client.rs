@@ -363,8 +363,22 @@ impl LlmClient {
     ) -> Result<Got, LlmError> {
         let policy = self.settings.retry;
         let mut attempt = 0u32;
+        // Text heard from an attempt that then failed cannot be taken back: a retry is
+        // heard by no one (its whole text still comes with the answer), so no listener
+        // hears the start of an answer twice.
+        let heard = std::sync::atomic::AtomicBool::new(false);
+        let hearing = |text: &str| {
+            heard.store(true, std::sync::atomic::Ordering::Relaxed);
+            on_text(text);
+        };
+        let silent = |_: &str| {};
         loop {
-            match self.send_once(body, on_text).await {
+            let listener: Listener<'_> = if heard.load(std::sync::atomic::Ordering::Relaxed) {
+                &silent
+            } else {
+                &hearing
+            };
+            match self.send_once(body, listener).await {
                 Ok(v) => return Ok(v),
                 Err(a) if a.retryable && attempt < policy.max_retries => {
                     attempt += 1;
@@ -605,6 +619,69 @@ mod tests {
     fn client_for(base_url: &str, api_key: Option<&str>) -> LlmClient {
         let settings = LlmSettings::for_tests(base_url, api_key);
         LlmClient::new(Arc::new(settings), LazyHttp::default(), None)
+    }
+
+    /// A streamed answer that broke off after some text is asked again; the listener heard
+    /// the first attempt's text once and nothing of the retry, whose whole text is the
+    /// answer.
+    #[tokio::test]
+    async fn a_stream_cut_short_and_retried_is_not_heard_twice() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            for whole in [false, true] {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                // The request: its head, then its body (content-length bytes).
+                loop {
+                    let n = conn.read(&mut buf).await.unwrap();
+                    seen.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length: usize = text[..end]
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse().unwrap());
+                        if seen.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let piece = |t: &str| {
+                    let chunk =
+                        serde_json::json!({"choices": [{"index": 0, "delta": {"content": t}}]});
+                    format!("data: {chunk}\n\n")
+                };
+                let mut body = piece("Hel") + &piece("lo");
+                if whole {
+                    body += &piece(" there");
+                    body += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+                    body += "data: [DONE]\n\n";
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                conn.write_all(head.as_bytes()).await.unwrap();
+                conn.write_all(body.as_bytes()).await.unwrap();
+                conn.shutdown().await.unwrap();
+            }
+        });
+        let mut settings = LlmSettings::for_tests(&format!("http://127.0.0.1:{port}/v1"), None);
+        settings.retry.max_retries = 1;
+        settings.retry.base_delay = std::time::Duration::from_millis(10);
+        let client = LlmClient::new(Arc::new(settings), LazyHttp::default(), None);
+        let hi = Message::user("hi");
+        let req = ChatRequest {
+            messages: vec![&hi],
+            tools: ToolSet::default(),
+            tool_choice: ToolChoice::Auto,
+        };
+        let heard = std::sync::Mutex::new(String::new());
+        let listen = |t: &str| heard.lock().unwrap().push_str(t);
+        let resp = client.chat_with(&req, &listen).await.unwrap();
+        server.await.unwrap();
+        assert_eq!(resp.message.text(), "Hello there");
+        assert_eq!(*heard.lock().unwrap(), "Hello", "the start was heard once");
     }
 
     #[tokio::test]

@@ -17,6 +17,28 @@ pub(super) struct Assembly {
     finish_reason: Option<Value>,
     usage: Option<Value>,
     pub chunks: usize,
+    /// How much of `content` was passed on as the answer's text.
+    passed: usize,
+}
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+
+/// Where the answer's own text begins in `content` so far: after a leading `<think>…</think>`
+/// block (a reasoning model's thinking, which `wire::split_thinking` keeps apart from the
+/// text), or `None` while that is not yet known (a block or its opening still coming).
+fn text_start(content: &str) -> Option<usize> {
+    let lead = content.len() - content.trim_start().len();
+    let rest = &content[lead..];
+    if rest.len() < THINK_OPEN.len() && THINK_OPEN.starts_with(rest) {
+        return None;
+    }
+    let Some(inside) = rest.strip_prefix(THINK_OPEN) else {
+        return Some(0);
+    };
+    let end = inside.find(THINK_CLOSE)?;
+    let after = lead + THINK_OPEN.len() + end + THINK_CLOSE.len();
+    Some(after + (content[after..].len() - content[after..].trim_start().len()))
 }
 
 impl Assembly {
@@ -69,7 +91,11 @@ impl Assembly {
         }
         let text = delta.get("content").and_then(Value::as_str)?;
         self.content.push_str(text);
-        (!text.is_empty()).then(|| text.to_string())
+        // Thinking is not the answer: only text after a leading think block is passed on.
+        let start = text_start(&self.content)?.max(self.passed);
+        let new = &self.content[start..];
+        self.passed = self.content.len();
+        (!new.is_empty()).then(|| new.to_string())
     }
 
     /// The completion the pieces make.
@@ -139,6 +165,33 @@ mod tests {
         assert_eq!(done["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(done["usage"]["completion_tokens"], 3);
         assert_eq!(done["id"], "c1");
+    }
+
+    #[test]
+    fn a_leading_think_block_is_not_passed_on_as_text() {
+        let piece = |t: &str| json!({"choices":[{"index":0,"delta":{"content":t}}]}).to_string();
+        let mut a = Assembly::default();
+        let heard: Vec<String> = ["<th", "ink>plan the", " move</thi", "nk>\n\nDo", " it"]
+            .iter()
+            .filter_map(|t| a.add(&piece(t)))
+            .collect();
+        assert_eq!(heard, ["Do", " it"]);
+        let mut a = Assembly::default();
+        let heard: Vec<String> = ["<b>bold", "</b>"]
+            .iter()
+            .filter_map(|t| a.add(&piece(t)))
+            .collect();
+        assert_eq!(
+            heard,
+            ["<b>bold", "</b>"],
+            "text that is no think block passes"
+        );
+        let mut a = Assembly::default();
+        let heard: Vec<String> = ["<", "t", "x"]
+            .iter()
+            .filter_map(|t| a.add(&piece(t)))
+            .collect();
+        assert_eq!(heard, ["<tx"], "held back only while it could open a block");
     }
 
     #[test]
