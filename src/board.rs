@@ -215,6 +215,19 @@ impl<W: Write> Board<W> {
                     added.join("\n")
                 ))
             }
+            FlowEvent::Compacted {
+                step,
+                agent,
+                tokens_before,
+                tokens_after,
+                pruned,
+                folded,
+                ..
+            } => Some(format!(
+                "[step {step}] {agent} compacted its memory: {} → {} tokens ({pruned} output(s) pruned, {folded} message(s) summarised)",
+                group(*tokens_before as u64),
+                group(*tokens_after as u64)
+            )),
             FlowEvent::StepBlocked { step, notes, .. } => {
                 Some(format!("[step {step}] blocked: {notes}"))
             }

@@ -139,6 +139,7 @@ impl FlowView {
                 self.outcome = Some(outcome.clone());
             }
             FlowEvent::Thought { .. }
+            | FlowEvent::Compacted { .. }
             | FlowEvent::TextDelta { .. }
             | FlowEvent::ToolCalled { .. }
             | FlowEvent::ToolFinished { .. }

@@ -778,6 +778,18 @@ pub enum FlowEvent {
         step: Option<usize>,
         inquire: String,
     },
+    /// An agent compacted its working memory: `pruned` tool outputs became stubs (`recall`
+    /// reads them back) and `folded` messages became one summary, taking the memory from
+    /// `tokens_before` to `tokens_after`; the summary call's own tokens are in `usage`.
+    Compacted {
+        step: usize,
+        agent: String,
+        tokens_before: usize,
+        tokens_after: usize,
+        pruned: usize,
+        folded: usize,
+        usage: Usage,
+    },
     /// A step stopped before a tool call that needs a person's approval (`why`); the flow
     /// waits for `ApprovalDecided` while its other steps go on. With `step: None`, the
     /// plan itself waits for sign-off (`[flow] plan_approval`; tool `plan`, its steps as the

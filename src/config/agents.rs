@@ -57,6 +57,8 @@ const MAX_STEPS: Bounds<i64> = Bounds::new(1, 10_000, " rounds");
 const MAX_OBSERVE: Bounds<i64> = Bounds::new(1, 10_000_000, " characters");
 /// Messages an agent's memory holds.
 const MEMORY_MESSAGES: Bounds<i64> = Bounds::new(1, 100_000, " messages");
+/// The share of its token limit past which an agent's memory is compacted.
+const COMPACT_AT: Bounds<f64> = Bounds::new(0.05, 1.0, " of the memory's token limit");
 /// Tokens an agent's memory holds.
 const MEMORY_TOKENS: Bounds<i64> = Bounds::new(1, 10_000_000, " tokens");
 
@@ -114,6 +116,9 @@ fn agent(
         .unwrap_or(prof.memory_messages);
     prof.memory_tokens =
         count(&a.memory_tokens, "memory_tokens", MEMORY_TOKENS)?.unwrap_or(prof.memory_tokens);
+    if let Some(share) = table.number(&a.compact_at, "compact_at", COMPACT_AT)? {
+        prof.compact_at = Some(share);
+    }
     if let Some(s) = table.text(&a.system_prompt, "system_prompt", "the prompt")? {
         prof.system_prompt = s;
     }

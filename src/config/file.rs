@@ -314,6 +314,7 @@ pub(super) struct AgentToml {
     pub(super) max_observe: Option<Spanned<i64>>,
     pub(super) memory_messages: Option<Spanned<i64>>,
     pub(super) memory_tokens: Option<Spanned<i64>>,
+    pub(super) compact_at: Option<Spanned<f64>>,
     pub(super) system_prompt: Option<Spanned<String>>,
     pub(super) next_step_prompt: Option<Spanned<String>>,
     pub(super) mcp_servers: Option<Spanned<Vec<String>>>,

@@ -445,6 +445,7 @@ const KEYS: &[(&str, &str, Accepts)] = {
         ("agents.manus", "max_observe", Int(1, 10_000_000)),
         ("agents.manus", "memory_messages", Int(1, 100_000)),
         ("agents.manus", "memory_tokens", Int(1, 10_000_000)),
+        ("agents.manus", "compact_at", Float(0.05, 1.0)),
         ("agents.manus", "description", Text),
         ("agents.manus", "system_prompt", Text),
         ("agents.manus", "next_step_prompt", Text),

@@ -7,6 +7,7 @@ mod support;
 mod approvals;
 mod browser;
 mod cli;
+mod compaction;
 mod data_analysis;
 mod example_cassette;
 mod flow_runtime;

@@ -346,7 +346,21 @@ impl<'a> StepRun<'a> {
             }
             _ => memory.pin(Message::user(step_prompt(req))),
         }
-        let tools = state.spec.tool_specs.clone();
+        let mut tools = state.spec.tool_specs.clone();
+        if let Some(share) = p.compact_at {
+            let limit = state
+                .spec
+                .llm
+                .settings()
+                .max_input_tokens
+                .map_or(p.memory_tokens, |m| m.min(p.memory_tokens));
+            memory.compact_at((limit as f64 * share) as usize);
+            tools = tools
+                .iter()
+                .cloned()
+                .chain([tools::recall::spec()])
+                .collect();
+        }
         StepRun {
             state,
             req,
@@ -433,6 +447,7 @@ impl<'a> StepRun<'a> {
                 let builtin = self.state.spec.tool_specs.iter();
                 self.tools = builtin.chain(&self.mcp.specs).cloned().collect();
             }
+            self.compact(round).await;
             let closing = self.closing_prompt(prompt).await;
             let mut request = ChatRequest {
                 messages: self.memory.request(Some(&closing)),
@@ -616,6 +631,21 @@ impl<'a> StepRun<'a> {
                 }
             }
             let call = &call;
+            if call.function.name == tools::recall::NAME
+                && self.state.spec.profile.compact_at.is_some()
+            {
+                let output = self.recall(call);
+                self.emit(FlowEvent::ToolFinished {
+                    step: self.req.step_index,
+                    agent: self.state.spec.name.clone(),
+                    tool: call.function.name.clone(),
+                    ok: output.is_ok(),
+                    output: clip(output.as_deref().unwrap_or_else(|e| e), 2_000),
+                });
+                let text = output.unwrap_or_else(|e| format!("Error: {e}"));
+                self.memory.push(Message::tool(call, text));
+                continue;
+            }
             let result = self.call_tool(call).await;
             if self.state.spec.llm.settings().vision && !self.state.text_only {
                 let tool = &call.function.name;
@@ -664,6 +694,90 @@ impl<'a> StepRun<'a> {
         None
     }
 
+    /// Past the compaction threshold after pruning, fold the middle rounds into a summary
+    /// the model writes (a failed summary leaves the memory to its token cap, which drops
+    /// the oldest rounds); publish what compaction did this round.
+    async fn compact(&mut self, round: u32) {
+        if self.state.spec.profile.compact_at.is_none() {
+            return;
+        }
+        let pruned = std::mem::take(&mut self.memory.pruned_lately);
+        let over = self.memory.over_compaction();
+        if pruned == 0 && !over {
+            return;
+        }
+        let span = tracing::info_span!(
+            "compact",
+            manus.round = round,
+            manus.compact.pruned = pruned,
+            manus.compact.folded = tracing::field::Empty,
+            manus.compact.tokens_before = tracing::field::Empty,
+            manus.compact.tokens_after = tracing::field::Empty,
+        );
+        let before = self.memory.tokens();
+        let mut folded = 0;
+        let mut usage = Usage::default();
+        let middle = self.memory.middle();
+        if over && !middle.is_empty() {
+            let transcript = transcript(self.memory.messages(middle.clone()));
+            let system = Message::system(SUMMARY_SYSTEM);
+            let ask = Message::user(transcript);
+            let request = ChatRequest {
+                messages: vec![&system, &ask],
+                tools: ToolSet::default(),
+                tool_choice: ToolChoice::None,
+            };
+            let started = Instant::now();
+            match self
+                .state
+                .spec
+                .llm
+                .chat(&request)
+                .instrument(span.clone())
+                .await
+            {
+                Ok(resp) if !resp.message.text().trim().is_empty() => {
+                    usage = resp.usage;
+                    self.usage.add(usage);
+                    self.spent(usage).await;
+                    self.emit(FlowEvent::LlmCalled {
+                        agent: self.state.spec.name.clone(),
+                        step: Some(self.req.step_index),
+                        model: self.state.spec.llm.model().to_string(),
+                        usage,
+                        elapsed_ms: started.elapsed().as_millis() as u64,
+                    });
+                    folded = middle.len();
+                    let summary = format!(
+                        "Summary of this step's earlier rounds (folded to save context; pruned \
+                         outputs can still be read with recall):\n{}",
+                        resp.message.text().trim()
+                    );
+                    self.memory.fold(middle, Message::user(summary));
+                }
+                Ok(_) => {
+                    tracing::warn!(agent = %self.state.spec.name, "the summary came back empty; old rounds will be dropped instead")
+                }
+                Err(e) => {
+                    tracing::warn!(agent = %self.state.spec.name, "could not summarise old rounds ({e}); they will be dropped instead")
+                }
+            }
+        }
+        let after = self.memory.tokens();
+        span.record("manus.compact.folded", folded);
+        span.record("manus.compact.tokens_before", before);
+        span.record("manus.compact.tokens_after", after);
+        self.emit(FlowEvent::Compacted {
+            step: self.req.step_index,
+            agent: self.state.spec.name.clone(),
+            tokens_before: before,
+            tokens_after: after,
+            pruned,
+            folded,
+            usage,
+        });
+    }
+
     /// The calls of the newest assistant message that have no result yet, and its text.
     fn unanswered(&self) -> (Vec<ToolCall>, String) {
         let messages = self.memory.request(None);
@@ -681,6 +795,22 @@ impl<'a> StepRun<'a> {
             .cloned()
             .collect();
         (calls, messages[at].text().trim().to_string())
+    }
+
+    /// A `recall` call's answer: the pruned output it names.
+    fn recall(&self, call: &ToolCall) -> Result<String, String> {
+        let args: Value = serde_json::from_str(&call.function.arguments)
+            .map_err(|e| format!("recall: the arguments are not JSON ({e})"))?;
+        let wanted = tools::recall::read_call(&args).map_err(|e| e.0)?;
+        self.memory
+            .recall(wanted.reference.trim())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                format!(
+                    "recall: no pruned output has the reference \"{}\"",
+                    wanted.reference
+                )
+            })
     }
 
     /// Why `call` must wait for a person, if it must. Arguments that are not JSON need no
@@ -860,6 +990,35 @@ fn browser_state_text(s: &crate::protocol::BrowserState) -> String {
     }
     if s.screenshot.is_some() {
         out += "\nA screenshot of the current view is attached.";
+    }
+    out
+}
+
+const SUMMARY_SYSTEM: &str = "You compress an agent's working notes. You are given the middle \
+rounds of its work on one step: its messages, the tool calls it made and their results. Write a \
+summary it can work from instead: keep every file name and path, every number and measurement, \
+every decision taken and why, what was tried and failed, and every open question, exactly as \
+written; drop chatter and repeated output. Plain text, no preamble.";
+
+/// Messages as a transcript for the summary call: each one's role, its text (long results
+/// cut to their head and tail) and the calls it made.
+fn transcript<'a>(messages: impl Iterator<Item = &'a Message>) -> String {
+    let mut out = String::new();
+    for m in messages {
+        let who = match m.role {
+            Role::Tool => format!("result of {}", m.name.as_deref().unwrap_or("a tool")),
+            Role::Assistant => "agent".into(),
+            Role::User => "note".into(),
+            Role::System => "system".into(),
+        };
+        out.push_str(&format!("[{who}] {}\n", clip(m.text(), 4_000)));
+        for c in &m.tool_calls {
+            out.push_str(&format!(
+                "[agent calls {}] {}\n",
+                c.function.name,
+                clip(&c.function.arguments, 2_000)
+            ));
+        }
     }
     out
 }

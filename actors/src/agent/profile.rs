@@ -25,6 +25,10 @@ pub struct AgentProfile {
     pub memory_messages: usize,
     /// Tokens kept in memory, oldest dropped first.
     pub memory_tokens: usize,
+    /// Compact the memory once it holds more than this share of its token limit
+    /// (`memory_tokens`, or the model's `max_input_tokens` if lower): old tool outputs
+    /// become stubs `recall` reads back, then the middle rounds a summary. `None`: never.
+    pub compact_at: Option<f64>,
 }
 
 const MANUS_SYSTEM: &str = "You are {agent}, a capable general-purpose agent that gets tasks done by \
@@ -106,6 +110,7 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             max_observe: 10_000,
             memory_messages: 100,
             memory_tokens: 48_000,
+            compact_at: None,
         },
         "data_analysis" => AgentProfile {
             id: id.into(),
@@ -123,6 +128,7 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             max_observe: 24_000,
             memory_messages: 100,
             memory_tokens: 48_000,
+            compact_at: None,
         },
         "mcp" => AgentProfile {
             id: id.into(),
@@ -134,6 +140,7 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             max_observe: 10_000,
             memory_messages: 100,
             memory_tokens: 48_000,
+            compact_at: None,
         },
         _ => return None,
     })

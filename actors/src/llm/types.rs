@@ -130,6 +130,15 @@ impl Message {
             frozen: Frozen::default(),
         }
     }
+    /// The same message with `text` as its content (a tool result's stub, say).
+    pub(crate) fn with_text(&self, text: impl Into<String>) -> Message {
+        Message {
+            content: Some(Content::Text(text.into())),
+            frozen: Frozen::default(),
+            ..self.clone()
+        }
+    }
+
     /// The text of the message (the first text part of a multi-part one).
     pub fn text(&self) -> &str {
         match &self.content {

@@ -18,6 +18,7 @@ pub(crate) mod files;
 mod fuzz;
 pub mod planning;
 pub mod python;
+pub mod recall;
 pub mod terminate;
 pub mod web;
 pub mod web_search;

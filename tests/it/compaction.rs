@@ -1,0 +1,180 @@
+//! Memory compaction on a long step, in-process against the scripted model: a 60-round
+//! step whose tool outputs add up to more than three times the model's input limit
+//! completes with every request under that limit (the client refuses any request over
+//! `max_input_tokens`, which would fail the step); old outputs become stubs that `recall`
+//! reads back in full, so a fact planted in the first output reaches the request that
+//! needs it; the middle rounds are folded into the model's summary; a tool call is never
+//! parted from its result; and a summary call that fails falls back to dropping old rounds,
+//! never to an error.
+
+use crate::support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions};
+use serde_json::json;
+use support::llm_server::{Recorded, Reply, Request, ScriptedLlm};
+use support::scenario::{Scratch, config_with, done, last_tool_text};
+
+const ROUNDS: usize = 60;
+const FACT: &str = "ledger-7781.csv holds 42 rows";
+
+/// The agent's side of the long step: plant the fact in a long output, fill the memory
+/// with long outputs, then recall the first one and finish. Summary requests (no tools)
+/// get `summary`.
+fn long_step(summary: Reply) -> (Arc<AtomicUsize>, support::llm_server::Responder) {
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let counter = rounds.clone();
+    let responder = move |r: &Request| -> Option<Reply> {
+        let tools = r.json()["tools"].as_array().map_or(0, Vec::len);
+        if tools == 0 {
+            return Some(summary.clone());
+        }
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        Some(match n {
+            0 => Reply::tool(
+                "bash",
+                json!({"command": format!("printf 'x%.0s' $(seq 1 500); echo; echo '{FACT}'")}),
+            ),
+            n if n < ROUNDS - 2 => {
+                Reply::tool("bash", json!({"command": format!("seq {n} {}", n + 399)}))
+            }
+            n if n == ROUNDS - 2 => Reply::tool("recall", json!({"reference": "r1"})),
+            _ => done("done after a long step"),
+        })
+    };
+    (rounds, Arc::new(responder))
+}
+
+async fn run(server: &ScriptedLlm, name: &str) -> (Vec<FlowEvent>, manus_rt::FlowOutcome) {
+    let dir = Scratch::new(name);
+    let text = config_with(
+        server,
+        &dir.workspace(),
+        &[
+            ("llm.max_input_tokens", "6000"),
+            ("llm.max_retries", "0"),
+            ("agents.manus.max_steps", &ROUNDS.to_string()),
+            ("agents.manus.memory_tokens", "4000"),
+            ("agents.manus.compact_at", "0.5"),
+        ],
+    );
+    let config = Config::from_text(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let rt = Runtime::builder().config(config).start().await.unwrap();
+    let options = SubmitOptions {
+        mode: FlowMode::Single,
+        ..Default::default()
+    };
+    let mut flow = rt.submit("work through the ledger", options).await.unwrap();
+    let mut events = vec![];
+    let outcome = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(e) = flow.next_event().await {
+            events.push(e);
+        }
+        flow.outcome().await
+    })
+    .await
+    .expect("the flow ended in time");
+    rt.shutdown().await;
+    (events, outcome)
+}
+
+/// Every tool message of a request follows the assistant message that made its call.
+fn pairs_whole(r: &Recorded) {
+    let mut asked: HashSet<String> = HashSet::new();
+    for m in r.messages() {
+        if m["role"] == "assistant" {
+            asked = m["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["id"].as_str().map(str::to_string))
+                .collect();
+        }
+        if m["role"] == "tool" {
+            let id = m["tool_call_id"].as_str().unwrap_or_default();
+            assert!(asked.contains(id), "a result without its call: {m}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_step_stays_within_the_limit_and_keeps_what_it_found() {
+    let server = ScriptedLlm::start().await;
+    server.set_recording(true);
+    let (rounds, responder) = long_step(Reply::text(
+        "Ran seq many times; the first output (recall r1) named the ledger file.",
+    ));
+    server.set_responder(Some(responder));
+    let (events, outcome) = run(&server, "compact-long").await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(rounds.load(Ordering::SeqCst), ROUNDS);
+    let all = server.requests();
+    let agent: Vec<&Recorded> = all.iter().filter(|r| !r.tool_names().is_empty()).collect();
+    assert_eq!(agent.len(), ROUNDS);
+    for r in &agent {
+        pairs_whole(r);
+    }
+    // The outputs, in full, were more than three times the limit.
+    let outputs: usize = agent.iter().map(|r| last_tool_text(r).len()).sum();
+    assert!(outputs > 3 * 6000, "outputs of {outputs} bytes");
+    // The recall brought the first output back, whole, to the request after it.
+    let last = agent.last().unwrap();
+    assert!(
+        last_tool_text(last).contains(FACT),
+        "{}",
+        last_tool_text(last)
+    );
+    // Outputs were pruned and the middle folded into the model's summary.
+    let compacted: Vec<(usize, usize, usize, usize)> = events
+        .iter()
+        .filter_map(|e| match e {
+            FlowEvent::Compacted {
+                tokens_before,
+                tokens_after,
+                pruned,
+                folded,
+                ..
+            } => Some((*tokens_before, *tokens_after, *pruned, *folded)),
+            _ => None,
+        })
+        .collect();
+    assert!(compacted.iter().any(|c| c.2 > 0), "{compacted:?}");
+    assert!(compacted.iter().any(|c| c.3 > 0), "{compacted:?}");
+    assert!(compacted.iter().all(|c| c.1 <= c.0), "{compacted:?}");
+    let summary_seen = agent.iter().any(|r| {
+        r.messages().iter().any(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|t| t.contains("the first output (recall r1)"))
+        })
+    });
+    assert!(
+        summary_seen,
+        "the summary is in the requests after the fold"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_summary_falls_back_to_dropping_old_rounds() {
+    let server = ScriptedLlm::start().await;
+    let (_, responder) = long_step(Reply::status(500));
+    server.set_responder(Some(responder));
+    let (events, outcome) = run(&server, "compact-no-summary").await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert!(
+        events
+            .iter()
+            .all(|e| !matches!(e, FlowEvent::Compacted { folded, .. } if *folded > 0))
+    );
+    for r in server
+        .requests()
+        .iter()
+        .filter(|r| !r.tool_names().is_empty())
+    {
+        pairs_whole(r);
+    }
+}
