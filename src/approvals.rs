@@ -14,6 +14,23 @@ use serde::Serialize;
 
 use crate::store::{StoredEvent, StoredMemory};
 
+/// Who decides at this terminal: `$USER`, or `cli`.
+pub fn local_user() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "cli".into())
+}
+
+/// Edited arguments as a decision carries them: JSON text of an object, as tools take.
+pub fn edited_arguments(text: &str) -> Result<String, String> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v) if v.is_object() => Ok(v.to_string()),
+        Ok(_) => Err("the arguments must be a JSON object, such as {\"command\": \"ls\"}".into()),
+        Err(e) => Err(format!("the arguments are not JSON: {e}")),
+    }
+}
+
 /// One tool call waiting for a person.
 #[derive(Debug, Clone, Serialize)]
 pub struct PendingApproval {
@@ -147,7 +164,13 @@ pub fn paused_steps(
                     memory,
                 },
                 decision: decision.clone(),
+                agent_ref: None,
             })
         })
         .collect()
+}
+
+/// The number a run's next approval request gets: above every one it made.
+pub fn next_id(events: &[StoredEvent]) -> u64 {
+    requests(events, &[]).last().map_or(1, |(r, _)| r.id + 1)
 }

@@ -564,8 +564,9 @@ mod tests {
         let previous = board.view.plan.clone().unwrap();
         let mut revised = previous.clone();
         revised.steps[1].status = StepStatus::Failed;
+        let replace = revised.replaceable();
         revised
-            .revise(vec![("left again".into(), Some(vec![0]))])
+            .revise(vec![("left again".into(), Some(vec![0]))], &replace)
             .unwrap();
         let event = FlowEvent::PlanRevised {
             previous,

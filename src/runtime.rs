@@ -300,21 +300,32 @@ fn hand_over_decisions(
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
-            let taken = match store.take_decisions().await {
-                Ok(t) => t,
+            let found = match store.undelivered().await {
+                Ok(found) => found,
                 Err(e) => {
                     tracing::warn!("cannot read the decisions recorded in the store: {e}");
                     continue;
                 }
             };
-            let Ok(mut controls) = controls.lock() else {
-                return;
+            // A decision whose flow is not (yet) here waits for the next look: a resume
+            // may be starting it.
+            let handed: Vec<(String, u64)> = {
+                let Ok(mut controls) = controls.lock() else {
+                    return;
+                };
+                controls.retain(|_, c| c.is_running());
+                found
+                    .into_iter()
+                    .filter_map(|(run, id, decision)| {
+                        let control = controls.get(&run)?;
+                        control.decide(id, decision);
+                        Some((run, id))
+                    })
+                    .collect()
             };
-            controls.retain(|_, c| c.is_running());
-            for (run, id, decision) in taken {
-                match controls.get(&run) {
-                    Some(c) => c.decide(id, decision),
-                    None => tracing::warn!(run = %run, "a decision for a run not running here"),
+            for (run, id) in handed {
+                if let Err(e) = store.delivered(&run, id).await {
+                    tracing::warn!(run = %run, "cannot mark decision {id} handed: {e}");
                 }
             }
         }
@@ -479,6 +490,7 @@ impl Runtime {
                 elapsed: std::time::Duration::from_millis(run.elapsed_ms),
                 paused,
                 plan_signoff,
+                next_approval: crate::approvals::next_id(&events),
             }),
             deltas: false,
             seq,

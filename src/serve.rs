@@ -694,23 +694,17 @@ async fn decide(
     let b = body(parsed)?;
     let arguments = match b.arguments {
         None => None,
-        Some(Value::String(text)) => {
-            serde_json::from_str::<Value>(&text).map_err(|e| {
-                ApiError(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("`arguments` is not JSON: {e}"),
-                )
-            })?;
-            Some(text)
-        }
-        Some(v @ Value::Object(_)) => Some(v.to_string()),
-        Some(_) => {
-            return Err(ApiError(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "`arguments` must be an object (or its JSON text)".into(),
-            ));
-        }
-    };
+        Some(Value::String(text)) => Some(text),
+        Some(v) => Some(v.to_string()),
+    }
+    .map(|text| crate::approvals::edited_arguments(&text))
+    .transpose()
+    .map_err(|why| {
+        ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("`arguments`: {why}"),
+        )
+    })?;
     let open = match entry.state.lock() {
         Ok(mut st) => st.view.approvals.remove(&aid).is_some(),
         Err(_) => false,

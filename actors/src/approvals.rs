@@ -19,10 +19,13 @@ pub enum Rule {
         argument: Option<String>,
         pattern: Regex,
     },
-    /// Calls whose `path` argument lies outside this folder of the workspace (a
-    /// `str_replace_editor` view is only a read and never needs it).
+    /// Calls whose path argument (`path`, `output_path` or `file_path`) lies outside this
+    /// folder of the workspace; a call with none of them needs approval too, as nothing
+    /// says where it writes (a `str_replace_editor` view is only a read and never needs it).
+    /// Paths are judged by their names; the file tools refuse to follow links.
     Outside(String),
-    /// Calls that open a URL whose host is not one of these domains or under them.
+    /// Calls that open a URL (`url`, or each of `urls`) whose host is not one of these
+    /// domains or under them.
     Domains(Vec<String>),
 }
 
@@ -69,20 +72,44 @@ impl Approvals {
                 if tool == "str_replace_editor" && args["command"] == "view" {
                     return None;
                 }
-                let path = args["path"].as_str()?;
-                (!inside(path, folder))
-                    .then(|| format!("it writes `{path}`, outside `{folder}` of the workspace"))
+                let path = ["path", "output_path", "file_path"]
+                    .iter()
+                    .find_map(|k| args[*k].as_str());
+                match path {
+                    Some(path) => (!inside(path, folder)).then(|| {
+                        format!("it writes `{path}`, outside `{folder}` of the workspace")
+                    }),
+                    None => Some(format!(
+                        "it names no path to check against `{folder}` of the workspace"
+                    )),
+                }
             }
             Rule::Domains(allowed) => {
-                let url = args["url"].as_str()?;
-                let host = reqwest::Url::parse(url)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-                    .unwrap_or_default();
-                let listed = allowed
-                    .iter()
-                    .any(|d| host == *d || host.ends_with(&format!(".{d}")));
-                (!listed).then(|| format!("it opens {url}, whose host is not an allowed domain"))
+                let urls: Vec<&str> = args["url"]
+                    .as_str()
+                    .into_iter()
+                    .chain(
+                        args["urls"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str),
+                    )
+                    .chain(args["urls"].as_str())
+                    .collect();
+                let listed = |url: &str| {
+                    let host = reqwest::Url::parse(url)
+                        .ok()
+                        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+                        .unwrap_or_default();
+                    allowed
+                        .iter()
+                        .any(|d| host == *d || host.ends_with(&format!(".{d}")))
+                };
+                let url = urls.into_iter().find(|u| !listed(u))?;
+                Some(format!(
+                    "it opens {url}, whose host is not an allowed domain"
+                ))
             }
         }
     }
@@ -181,6 +208,15 @@ mod tests {
         assert!(
             a.check("browser_use", &json!({"action": "scroll_down"}))
                 .is_none()
+        );
+        let crawl = rules(vec![("crawl", Rule::Domains(vec!["docs.rs".into()]))]);
+        let urls = json!({"urls": ["https://docs.rs/a", "https://evil.example/b"]});
+        let why = crawl.check("crawl", &urls).unwrap();
+        assert!(why.contains("evil.example"), "{why}");
+        let anywhere = rules(vec![("bash", Rule::Outside("src".into()))]);
+        assert!(
+            anywhere.check("bash", &json!({"command": "ls"})).is_some(),
+            "no path to check: it waits"
         );
     }
 }

@@ -114,6 +114,8 @@ pub enum FlowMsg {
     /// the plan was revised.
     PlanRevised {
         steps: Option<Vec<(String, crate::plan::Needs)>>,
+        /// The steps the model was told the revision replaces.
+        replace: Vec<usize>,
         usage: Usage,
         why: String,
         /// Asked for by a review after a completed step, not by a failure.

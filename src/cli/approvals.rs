@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use manus_rt::Config;
-use manus_rt::approvals::{PendingApproval, pending};
+use manus_rt::approvals::{PendingApproval, edited_arguments, local_user, pending};
 use manus_rt::engine::protocol::Decision;
 use manus_rt::store::{RunStore, StoreError, now_ms};
 
@@ -27,12 +27,13 @@ pub async fn run(config: &Config, action: ApprovalsAction) -> ExitCode {
     let done = match action {
         ApprovalsAction::List { run, json } => list(&store, run.as_deref(), json).await,
         ApprovalsAction::Approve { run, id, arguments } => {
-            if let Some(a) = &arguments
-                && let Err(e) = serde_json::from_str::<serde_json::Value>(a)
-            {
-                store.close().await;
-                return exit::not_started_because(format!("--arguments is not JSON: {e}"));
-            }
+            let arguments = match arguments.as_deref().map(edited_arguments).transpose() {
+                Ok(a) => a,
+                Err(why) => {
+                    store.close().await;
+                    return exit::not_started_because(format!("--arguments: {why}"));
+                }
+            };
             decide(&store, &run, id, true, arguments, None).await
         }
         ApprovalsAction::Reject { run, id, reason } => {
@@ -124,10 +125,7 @@ async fn decide(
             stored.status
         )));
     }
-    let by = std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "cli".into());
+    let by = local_user();
     let decision = Decision {
         approve,
         arguments,

@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
+use manus_rt::approvals::{edited_arguments, local_user};
 use manus_rt::board::{Board, final_report};
 use manus_rt::engine::plan::StepStatus;
 use manus_rt::engine::protocol::Decision;
@@ -63,6 +64,13 @@ pub async fn start(config: Config, record: Option<&Path>) -> Option<Runtime> {
     Some(runtime)
 }
 
+/// How long a flow no one here can approve for must stay quiet, with requests waiting and
+/// no step running, before the run is stopped for `manus-rt approvals` and `resume`.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// A timer that does not fire in a flow's life.
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// How following a flow ended: the flow ended, or it waits for approvals no one here can
 /// give, and was left for `manus-rt approvals` and `resume`.
 pub enum Followed {
@@ -102,14 +110,6 @@ pub async fn drive(
     }
 }
 
-/// Who decides at this terminal: `$USER`, or `cli`.
-fn who() -> String {
-    std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "cli".into())
-}
-
 /// Ask at the terminal about approval request `id`: `y` approves, `n REASON` rejects,
 /// `e ARGUMENTS` approves with other arguments (JSON).
 async fn ask_approval() -> Decision {
@@ -123,7 +123,7 @@ async fn ask_approval() -> Decision {
                 approve,
                 arguments,
                 reason,
-                by: who(),
+                by: local_user(),
                 at_ms: manus_rt::store::now_ms(),
             };
         match word {
@@ -132,12 +132,10 @@ async fn ask_approval() -> Decision {
                 let reason = (!rest.is_empty()).then(|| rest.to_string());
                 return decision(false, None, reason);
             }
-            "e" | "edit" if serde_json::from_str::<serde_json::Value>(rest).is_ok() => {
-                return decision(true, Some(rest.to_string()), None);
-            }
-            "e" | "edit" => {
-                eprintln!("the arguments must be JSON, such as {{\"command\": \"ls\"}}")
-            }
+            "e" | "edit" => match edited_arguments(rest) {
+                Ok(arguments) => return decision(true, Some(arguments), None),
+                Err(why) => eprintln!("{why}"),
+            },
             _ if line.starts_with("(no answer") => {
                 return decision(
                     false,
@@ -158,8 +156,15 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
     let mut board = Board::new(std::io::stderr(), live);
     let mut view = FlowView::default();
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    // When no one can decide here and nothing runs but requests wait, the run stops: once
+    // the flow has been quiet for `SETTLE` (steps it was about to start would have started).
+    let settle = tokio::time::sleep(NEVER);
+    tokio::pin!(settle);
     let outcome = loop {
         tokio::select! {
+            _ = &mut settle => {
+                return Followed::Paused { run_id: flow.id.clone(), waiting: view.approvals.len() };
+            }
             event = flow.next_event() => match event {
                 Some(FlowEvent::FlowFinished { outcome }) => {
                     if !json {
@@ -183,16 +188,20 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
                                 approve: false,
                                 arguments: None,
                                 reason: Some("no one could be asked (a run without a terminal, --on-approval reject)".into()),
-                                by: who(),
+                                by: local_user(),
                                 at_ms: manus_rt::store::now_ms(),
                             });
                         }
                         _ => {}
                     }
                     let running = view.plan.as_ref().is_some_and(|p| p.count(StepStatus::InProgress) > 0);
-                    if !someone && !view.approvals.is_empty() && !running {
-                        return Followed::Paused { run_id: flow.id.clone(), waiting: view.approvals.len() };
-                    }
+                    let stop = !someone && on_approval == OnApproval::Stop;
+                    let wait = if stop && !view.approvals.is_empty() && !running {
+                        SETTLE
+                    } else {
+                        NEVER
+                    };
+                    settle.as_mut().reset(tokio::time::Instant::now() + wait);
                 }
                 None => unreachable!("next_event yields FlowFinished before None"),
             },

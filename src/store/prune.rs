@@ -71,9 +71,13 @@ fn first_text(row: Vec<Val>) -> Option<String> {
 
 /// The statements that forget run `id`: its events, memories and row. An ended run never
 /// runs again (only a `running` run is resumed), so a candidate stays one.
-fn forget(id: &str) -> [Stmt; 3] {
+fn forget(id: &str) -> [Stmt; 4] {
     let id = || vec![Val::Text(id.to_string())];
     [
+        Stmt {
+            sql: "DELETE FROM manus_decisions WHERE run_id = $1",
+            params: id(),
+        },
         Stmt {
             sql: "DELETE FROM manus_events WHERE run_id = $1",
             params: id(),

@@ -252,29 +252,29 @@ pub fn decisions(
     .collect()
 }
 
-/// The decisions not yet handed to the runs `me` runs, marked handed: (run, request,
-/// decision).
-pub fn take_decisions(
-    db: &mut dyn Backend,
-    me: &str,
-) -> Result<Vec<(String, u64, Decision)>, String> {
-    let rows = db.query(
+/// The decisions not yet handed to the runs `me` runs: (run, request, decision).
+pub fn undelivered(db: &mut dyn Backend, me: &str) -> Result<Vec<(String, u64, Decision)>, String> {
+    db.query(
         "SELECT d.run_id, d.approval_id, d.decision FROM manus_decisions d
          JOIN manus_runs r ON r.id = d.run_id
          WHERE d.applied = 0 AND r.owner = $1 AND r.status = 'running'",
         &[text(me)],
-    )?;
-    let mut out = vec![];
-    for r in &rows {
+    )?
+    .iter()
+    .map(|r| {
         let run = r[0].text().unwrap_or_default().to_string();
-        let approval_id = r[1].int() as u64;
-        out.push((run.clone(), approval_id, parse(&r[2], "decision")?));
-        db.execute(
-            "UPDATE manus_decisions SET applied = 1 WHERE run_id = $1 AND approval_id = $2",
-            &[text(&run), Val::Int(approval_id as i64)],
-        )?;
-    }
-    Ok(out)
+        Ok((run, r[1].int() as u64, parse(&r[2], "decision")?))
+    })
+    .collect()
+}
+
+/// Mark the decision on request `approval_id` of run `id` as handed to its flow.
+pub fn delivered(db: &mut dyn Backend, id: &str, approval_id: u64) -> Result<(), String> {
+    db.execute(
+        "UPDATE manus_decisions SET applied = 1 WHERE run_id = $1 AND approval_id = $2",
+        &[text(id), Val::Int(approval_id as i64)],
+    )?;
+    Ok(())
 }
 
 /// The sequence number a run's next event gets.

@@ -256,12 +256,18 @@ impl RunStore {
         self.read(move |db, _| sql::decisions(db, &id, true)).await
     }
 
-    /// The decisions recorded for runs this process runs and not yet handed to them,
-    /// marked handed.
-    pub(crate) async fn take_decisions(
+    /// The decisions recorded for runs this process runs and not yet handed to them.
+    pub(crate) async fn undelivered(
         &self,
     ) -> Result<Vec<(String, u64, manus_actors::protocol::Decision)>, StoreError> {
-        self.read(|db, me| sql::take_decisions(db, &me.id)).await
+        self.read(|db, me| sql::undelivered(db, &me.id)).await
+    }
+
+    /// Mark a decision handed to its run's flow.
+    pub(crate) async fn delivered(&self, id: &str, approval_id: u64) -> Result<(), StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::delivered(db, &id, approval_id))
+            .await
     }
 
     /// A run's agent memories, by step and attempt.

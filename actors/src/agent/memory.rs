@@ -325,7 +325,10 @@ mod tests {
             let mut asst = Message::assistant("");
             asst.tool_calls = vec![call.clone()];
             m.push(asst);
-            m.push(Message::tool(&call, format!("out{i} ") + &"word ".repeat(200)));
+            m.push(Message::tool(
+                &call,
+                format!("out{i} ") + &"word ".repeat(200),
+            ));
         }
         // The oldest outputs became stubs; the text is still there to recall.
         let first = m.request(None)[3].text().to_string();
@@ -337,7 +340,11 @@ mod tests {
         let middle = m.middle();
         assert_eq!(middle.start, 2);
         let kept = m.request(None)[middle.end].clone();
-        assert_eq!(kept.role, Role::Assistant, "a fold ends before a call, never inside it");
+        assert_eq!(
+            kept.role,
+            Role::Assistant,
+            "a fold ends before a call, never inside it"
+        );
         let before = m.len();
         m.fold(middle.clone(), Message::user("summary"));
         assert_eq!(m.len(), before - middle.len() + 1);

@@ -813,10 +813,12 @@ impl<'a> StepRun<'a> {
             })
     }
 
-    /// Why `call` must wait for a person, if it must. Arguments that are not JSON need no
-    /// approval: the call fails on them before any tool runs.
+    /// Why `call` must wait for a person, if it must. Its arguments are read as the tool
+    /// will read them (blank as `{}`); arguments that are not JSON need no approval, as the
+    /// call fails on them before any tool runs.
     fn needs_approval(&self, call: &ToolCall) -> Option<String> {
-        let args: Value = serde_json::from_str(&call.function.arguments).ok()?;
+        let raw = call.function.arguments.trim();
+        let args: Value = serde_json::from_str(if raw.is_empty() { "{}" } else { raw }).ok()?;
         self.state.spec.approvals.check(&call.function.name, &args)
     }
 

@@ -129,14 +129,28 @@ impl Plan {
             .collect()
     }
 
-    /// Take `steps` (text, and the numbers of the steps each needs) in place of every live
-    /// step that has neither completed nor is running. The new steps are numbered from the
-    /// plan's current length; they may need kept steps (completed or running) and each
-    /// other. A new step that names no dependencies in a plan that is, or becomes, a graph
-    /// needs the new step before it (the first one: the steps still running), so an
+    /// The live steps a revision replaces: every one that has neither completed nor is
+    /// running or waiting for approval.
+    pub fn replaceable(&self) -> Vec<usize> {
+        self.live()
+            .filter(|(_, s)| !matches!(s.status, StepStatus::Completed) && !s.status.is_active())
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Take `steps` (text, and the numbers of the steps each needs) in place of the steps
+    /// `replace` names (from `replaceable`, as the model was shown the plan; a step that
+    /// ended badly since stays, for the flow to settle). The new steps are numbered from
+    /// the plan's current length; they may need the steps that stay and each other. A new
+    /// step that names no dependencies in a plan that is, or becomes, a graph needs the
+    /// new step before it (the first one: the steps still running or waiting), so an
     /// unannotated list stays in order. Refused, with nothing changed, if the dependencies
     /// do not form a graph over those steps.
-    pub fn revise(&mut self, steps: Vec<(String, Needs)>) -> Result<Revised, String> {
+    pub fn revise(
+        &mut self,
+        steps: Vec<(String, Needs)>,
+        replace: &[usize],
+    ) -> Result<Revised, String> {
         if steps.is_empty() {
             return Err("a revision needs at least one step".into());
         }
@@ -147,13 +161,11 @@ impl Plan {
                     "step {n} was replaced in revision {}; name the step that took its place",
                     s.replaced_in.unwrap_or_default()
                 )),
-                Some(s) if matches!(s.status, StepStatus::Completed | StepStatus::InProgress) => {
-                    Ok(())
-                }
-                Some(s) => Err(format!(
+                Some(s) if replace.contains(&n) => Err(format!(
                     "step {n} ({}) is being replaced by this revision; name a new step instead",
                     s.status.as_str()
                 )),
+                Some(_) => Ok(()),
                 None => Err(format!("there is no step {n}")),
             }
         };
@@ -162,13 +174,13 @@ impl Plan {
         let graph = self.is_graph() || deps.iter().any(Option::is_some);
         let running: Vec<usize> = self
             .live()
-            .filter(|(_, s)| s.status == StepStatus::InProgress)
+            .filter(|(_, s)| s.status.is_active())
             .map(|(i, _)| i)
             .collect();
         self.revision += 1;
         let mut replaced = vec![];
-        for (i, s) in self.steps.iter_mut().enumerate() {
-            if s.is_live() && !matches!(s.status, StepStatus::Completed | StepStatus::InProgress) {
+        for &i in replace {
+            if let Some(s) = self.steps.get_mut(i).filter(|s| s.is_live()) {
                 s.replaced_in = Some(self.revision);
                 replaced.push(i);
             }
@@ -428,17 +440,22 @@ mod tests {
         set(&mut p, 1, StepStatus::InProgress);
         p.block_dependents();
         let before = p.clone();
-        let e = p.revise(vec![("x".into(), Some(vec![2]))]).unwrap_err();
+        let r = p.replaceable();
+        assert_eq!(r, [0, 2, 3]);
+        let e = p.revise(vec![("x".into(), Some(vec![2]))], &r).unwrap_err();
         assert!(e.contains("step 2 (blocked) is being replaced"), "{e}");
         assert_eq!(p, before, "a refused revision changes nothing");
-        let e = p.revise(vec![("x".into(), Some(vec![9]))]).unwrap_err();
+        let e = p.revise(vec![("x".into(), Some(vec![9]))], &r).unwrap_err();
         assert!(e.contains("does not exist"), "{e}");
 
         let r = p
-            .revise(vec![
-                ("a again".into(), Some(vec![])),
-                ("join".into(), Some(vec![1, 4])),
-            ])
+            .revise(
+                vec![
+                    ("a again".into(), Some(vec![])),
+                    ("join".into(), Some(vec![1, 4])),
+                ],
+                &r,
+            )
             .unwrap();
         assert_eq!(r.added, 4..6);
         assert_eq!(r.replaced, [0, 2, 3]);
@@ -460,8 +477,36 @@ mod tests {
         );
         assert!(view.contains("5. [ ] join (after steps 1, 4)"), "{view}");
         // A replaced step cannot be named again.
-        let e = p.revise(vec![("y".into(), Some(vec![0]))]).unwrap_err();
+        let e = p
+            .revise(vec![("y".into(), Some(vec![0]))], &p.replaceable())
+            .unwrap_err();
         assert!(e.contains("replaced in revision 1"), "{e}");
+    }
+
+    #[test]
+    fn a_revision_keeps_steps_waiting_for_approval_and_steps_that_failed_since() {
+        let mut p = plan(4);
+        p.depend(vec![
+            Some(vec![]),
+            Some(vec![]),
+            Some(vec![]),
+            Some(vec![0]),
+        ])
+        .unwrap();
+        set(&mut p, 0, StepStatus::Failed);
+        set(&mut p, 1, StepStatus::AwaitingApproval);
+        set(&mut p, 2, StepStatus::InProgress);
+        p.block_dependents();
+        let shown = p.replaceable();
+        assert_eq!(shown, [0, 3], "a paused step is kept, like a running one");
+        // Step 2 fails while the model revises: it was not shown as replaced, so it stays.
+        set(&mut p, 2, StepStatus::Failed);
+        let r = p
+            .revise(vec![("redo".into(), Some(vec![1]))], &shown)
+            .unwrap();
+        assert_eq!(r.replaced, [0, 3]);
+        assert!(p.steps[2].is_live());
+        assert_eq!(p.unfinished(), [2], "left for the flow to settle");
     }
 
     #[test]
@@ -472,7 +517,8 @@ mod tests {
         set(&mut p, 0, StepStatus::Completed);
         set(&mut p, 1, StepStatus::InProgress);
         set(&mut p, 2, StepStatus::Failed);
-        p.revise(vec![("a".into(), None), ("b".into(), None)])
+        let r = p.replaceable();
+        p.revise(vec![("a".into(), None), ("b".into(), None)], &r)
             .unwrap();
         assert_eq!(p.steps[3].depends_on, Some(vec![1]));
         assert_eq!(p.steps[4].depends_on, Some(vec![3]));
@@ -480,7 +526,8 @@ mod tests {
         let mut p = plan(2);
         set(&mut p, 0, StepStatus::Completed);
         set(&mut p, 1, StepStatus::Failed);
-        p.revise(vec![("c".into(), None)]).unwrap();
+        let r = p.replaceable();
+        p.revise(vec![("c".into(), None)], &r).unwrap();
         assert!(!p.is_graph());
         assert_eq!(p.ready(), [2]);
     }

@@ -66,6 +66,11 @@ impl StepStatus {
         }
     }
 
+    /// Whether an agent has the step now, or it waits for a person to let it go on.
+    pub fn is_active(self) -> bool {
+        matches!(self, StepStatus::InProgress | StepStatus::AwaitingApproval)
+    }
+
     /// Whether the step has ended, well or not.
     pub fn is_final(self) -> bool {
         matches!(

@@ -109,10 +109,12 @@ enum Read {
 
 /// One exchange about the plan: the model's answer, read and then checked by `check`; an
 /// answer refused goes back to the model once, with the reason, as the call's result.
+/// `revision`: `None` for the first plan, else whether it is a review (whose answer
+/// without a planning call keeps the plan, even if its text lists steps).
 async fn converse(
     caller: &Caller,
     user: Message,
-    replan: bool,
+    revision: Option<bool>,
     check: impl Fn(&Proposed) -> Result<(), String>,
 ) -> (Answer, Usage) {
     let mut usage = Usage::default();
@@ -126,7 +128,7 @@ async fn converse(
             tools: PLANNER_TOOLS.clone(),
             tool_choice: ToolChoice::Auto,
         };
-        let span = if replan {
+        let span = if revision.is_some() {
             tracing::info_span!(parent: &caller.span, "replan", manus.attempt = attempt)
         } else {
             tracing::info_span!(parent: &caller.span, "plan", manus.attempt = attempt)
@@ -145,7 +147,7 @@ async fn converse(
             }
         };
         usage.add(resp.usage);
-        let (call, why, steps) = match read_steps(caller, &resp) {
+        let (call, why, steps) = match read_steps(caller, &resp, revision != Some(true)) {
             Read::Steps(steps, call) => match check(&steps) {
                 Ok(()) => return (Answer::Accepted(steps), usage),
                 Err(why) => (call, why, Some(steps)),
@@ -173,7 +175,7 @@ async fn converse(
 
 /// The steps of the model's first `planning` call that has any, and that call; or, with no
 /// such call, the steps listed in its text (a model without function calling).
-fn read_steps(caller: &Caller, resp: &ChatResponse) -> Read {
+fn read_steps(caller: &Caller, resp: &ChatResponse, from_text: bool) -> Read {
     let mut unfit = None;
     for call in resp
         .message
@@ -226,7 +228,10 @@ fn read_steps(caller: &Caller, resp: &ChatResponse) -> Read {
             }
         }
     }
-    let listed = prompts::steps_from_text(resp.message.text());
+    let listed = match from_text {
+        true => prompts::steps_from_text(resp.message.text()),
+        false => vec![],
+    };
     match unfit {
         _ if !listed.is_empty() => {
             let steps = listed.into_iter().map(|t| (t, None)).collect();
@@ -260,7 +265,7 @@ pub(super) async fn make_plan(caller: Caller) -> (Result<Plan, String>, Usage) {
         plan.depend(p.steps.iter().map(|(_, d)| d.clone()).collect())?;
         Ok(plan)
     };
-    let (answer, usage) = converse(&caller, user, false, |steps| graph(steps).map(drop)).await;
+    let (answer, usage) = converse(&caller, user, None, |steps| graph(steps).map(drop)).await;
     let plan = match answer {
         Answer::Accepted(steps) => graph(&steps),
         Answer::Refused(Some(steps), why) => {
@@ -291,8 +296,9 @@ pub(super) async fn revise_plan(
     } else {
         Message::user(prompts::revise_user(&caller.task, &plan, &why))
     };
-    let check = |p: &Proposed| plan.clone().revise(p.steps.clone()).map(drop);
-    let (answer, usage) = converse(&caller, user, true, check).await;
+    let replace = plan.replaceable();
+    let check = |p: &Proposed| plan.clone().revise(p.steps.clone(), &replace).map(drop);
+    let (answer, usage) = converse(&caller, user, Some(review), check).await;
     let steps = match answer {
         Answer::Accepted(p) => Some(p.steps),
         Answer::Refused(Some(p), why) => {

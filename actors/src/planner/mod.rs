@@ -196,7 +196,7 @@ impl Actor for Planner {
             pending: BTreeMap::new(),
             plan_signoff: None,
             approval_deadlines: HashMap::new(),
-            next_approval: 1,
+            next_approval: before.next_approval.max(1),
             next_question: 1,
             started: Instant::now()
                 .checked_sub(before.elapsed)
@@ -267,6 +267,7 @@ impl Actor for Planner {
             }
             FlowMsg::PlanRevised {
                 steps,
+                replace,
                 usage,
                 why,
                 review,
@@ -277,7 +278,7 @@ impl Actor for Planner {
                     steps::finish(&myself, st, FlowStatus::BudgetExceeded, over).await;
                     return Ok(());
                 }
-                steps::revised(&myself, st, steps, why, review);
+                steps::revised(&myself, st, steps, &replace, why, review);
                 steps::advance(&myself, st).await;
             }
             FlowMsg::Spent {

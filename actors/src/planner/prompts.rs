@@ -38,7 +38,7 @@ pub fn revise_user(task: &str, plan: &Plan, why: &str) -> String {
     format!(
         "Task: {task}\n\nThe plan is being carried out, and it has run into trouble: {why}\n\n{}\n\
          Revise the plan. Completed steps stand as they are, with their notes, and running \
-         steps go on. Every other step that is not completed (failed, blocked or not started) \
+         steps (and steps waiting for a person's approval) go on. Every other step that is not completed (failed, blocked or not started) \
          is replaced by the steps you give now. Plan a different way to reach the goal: do not \
          simply repeat a step that failed for a reason that still holds.\n\n\
          Call the `planning` tool with command \"update\", plan_id \"{}\" and `steps`: only the \

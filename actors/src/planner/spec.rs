@@ -101,6 +101,8 @@ pub struct Resume {
     /// The plan's sign-off request that was waiting, with the decision if one was given
     /// since (`[flow] plan_approval`).
     pub plan_signoff: Option<(u64, Option<crate::protocol::Decision>)>,
+    /// The number the flow's next approval request gets: above every one it made before.
+    pub next_approval: u64,
 }
 
 /// A step stopped before a tool call that needs approval, as the planner keeps it until a
@@ -114,4 +116,7 @@ pub struct PausedStep {
     pub rounds: u32,
     pub pause: crate::protocol::Pause,
     pub decision: Option<crate::protocol::Decision>,
+    /// The agent that stopped, kept for the step to go on with (its shell and working
+    /// directory); `None` once the process that ran it is gone.
+    pub agent_ref: Option<ActorRef<crate::protocol::AgentMsg>>,
 }

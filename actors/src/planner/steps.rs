@@ -76,7 +76,7 @@ pub(super) async fn advance(myself: &ActorRef<FlowMsg>, st: &mut PlannerState) {
     }
     let room = (st.settings.max_parallel_steps as usize).saturating_sub(st.running.len());
     for step in st.plan.ready().into_iter().take(room) {
-        if let Err(why) = dispatch(myself, st, step).await {
+        if let Err(why) = send_step(myself, st, step, None, None).await {
             finish(myself, st, FlowStatus::Failed, why).await;
             return;
         }
@@ -120,15 +120,6 @@ fn route(st: &PlannerState, step: usize) -> String {
         .unwrap_or_else(|| st.settings.primary_agent.clone())
 }
 
-/// Start `step` on an agent of its kind.
-async fn dispatch(
-    myself: &ActorRef<FlowMsg>,
-    st: &mut PlannerState,
-    step: usize,
-) -> Result<(), String> {
-    send_step(myself, st, step, None).await
-}
-
 /// Send `step` to an agent of its kind: one of the flow's idle ones, or a new one. A new
 /// attempt, or (`continued`) a paused one going on.
 async fn send_step(
@@ -136,9 +127,10 @@ async fn send_step(
     st: &mut PlannerState,
     step: usize,
     continued: Option<crate::protocol::Continued>,
+    agent: Option<ActorRef<AgentMsg>>,
 ) -> Result<(), String> {
     let kind = route(st, step);
-    let agent_ref = match st.idle.get_mut(&kind).and_then(Vec::pop) {
+    let agent_ref = match agent.or_else(|| st.idle.get_mut(&kind).and_then(Vec::pop)) {
         Some(agent) => agent,
         None => {
             let spec = st
@@ -316,30 +308,33 @@ async fn paused(
     s.notes = outcome.summary;
     let id = st.next_approval;
     st.next_approval += 1;
-    st.emit(FlowEvent::ApprovalRequested {
+    let p = super::PausedStep {
         id,
-        step: Some(run.step),
+        step: run.step,
         agent: run.agent.clone(),
-        tool: pause.call.function.name.clone(),
-        arguments: pause.call.function.arguments.clone(),
-        why: pause.why.clone(),
-        call_id: pause.call.id.clone(),
-        round: outcome.rounds,
-    });
-    wait_for_decision(myself, st, id);
-    st.pending.insert(
-        id,
-        super::PausedStep {
-            id,
-            step: run.step,
-            agent: run.agent.clone(),
-            rounds: outcome.rounds,
-            pause,
-            decision: None,
-        },
-    );
-    st.idle.entry(run.agent).or_default().push(run.agent_ref);
+        rounds: outcome.rounds,
+        pause,
+        decision: None,
+        agent_ref: Some(run.agent_ref),
+    };
+    publish_request(myself, st, &p);
+    st.pending.insert(id, p);
     advance(myself, st).await;
+}
+
+/// Publish paused step `p`'s approval request and start its timeout.
+fn publish_request(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, p: &super::PausedStep) {
+    st.emit(FlowEvent::ApprovalRequested {
+        id: p.id,
+        step: Some(p.step),
+        agent: p.agent.clone(),
+        tool: p.pause.call.function.name.clone(),
+        arguments: p.pause.call.function.arguments.clone(),
+        why: p.pause.why.clone(),
+        call_id: p.pause.call.id.clone(),
+        round: p.rounds,
+    });
+    wait_for_decision(myself, st, p.id);
 }
 
 /// Ask a person to sign the plan off (`[flow] plan_approval`): no step starts until then.
@@ -351,6 +346,21 @@ pub(super) fn ask_signoff(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, why
 }
 
 fn request_signoff(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64, why: String) {
+    if let Some(old) = st.plan_signoff.take() {
+        // A newer version of the plan is what needs signing now.
+        st.approval_deadlines.remove(&old);
+        st.emit(FlowEvent::ApprovalDecided {
+            id: old,
+            step: None,
+            decision: crate::protocol::Decision {
+                approve: false,
+                arguments: None,
+                reason: Some("superseded by a newer version of the plan".into()),
+                by: "planner".into(),
+                at_ms: now_ms(),
+            },
+        });
+    }
     let steps: Vec<serde_json::Value> = st
         .plan
         .live()
@@ -396,6 +406,13 @@ pub(super) async fn signed_off(
     }
 }
 
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Start request `id`'s `[approvals] timeout_secs`, if there is one: then it is decided as
 /// `on_timeout` says.
 fn wait_for_decision(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64) {
@@ -414,9 +431,7 @@ fn wait_for_decision(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64)
                 )
             }),
             by: "timeout".into(),
-            at_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64),
+            at_ms: now_ms(),
         },
     });
     st.approval_deadlines.insert(id, Deadline(timer));
@@ -441,7 +456,10 @@ pub(super) async fn decided(
         call_id: paused.pause.call.id,
         decision,
     };
-    if let Err(why) = send_step(myself, st, paused.step, Some(continued)).await {
+    let agent = paused
+        .agent_ref
+        .filter(|a| !matches!(a.get_status(), ractor::ActorStatus::Stopped));
+    if let Err(why) = send_step(myself, st, paused.step, Some(continued), agent).await {
         finish(myself, st, FlowStatus::Failed, why).await;
     }
 }
@@ -475,10 +493,12 @@ fn start_review(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, step: usize) 
 /// The revision call, off the mailbox; its answer comes back as `PlanRevised`.
 fn ask_revision(myself: &ActorRef<FlowMsg>, st: &PlannerState, why: String, review: bool) {
     let (caller, plan, me) = (st.caller(), st.plan.clone(), myself.clone());
+    let replace = plan.replaceable();
     st.planning.handle().spawn(async move {
         let (steps, usage) = calls::revise_plan(caller, plan, why.clone(), review).await;
         let _ = me.send_message(FlowMsg::PlanRevised {
             steps,
+            replace,
             usage,
             why,
             review,
@@ -493,6 +513,7 @@ pub(super) fn revised(
     myself: &ActorRef<FlowMsg>,
     st: &mut PlannerState,
     steps: Option<Vec<(String, Needs)>>,
+    replace: &[usize],
     why: String,
     review: bool,
 ) {
@@ -508,10 +529,10 @@ pub(super) fn revised(
         st.replans_tried += 1;
     }
     let previous = st.plan.clone();
-    let applied = st.plan.revise(steps.clone()).or_else(|e| {
+    let applied = st.plan.revise(steps.clone(), replace).or_else(|e| {
         tracing::warn!(flow = %st.id, "the revised steps no longer fit the plan ({e}); they run in order");
         st.plan
-            .revise(steps.into_iter().map(|(t, _)| (t, None)).collect())
+            .revise(steps.into_iter().map(|(t, _)| (t, None)).collect(), replace)
     });
     match applied {
         Ok(r) => {
@@ -539,6 +560,7 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
     for (i, s) in plan.steps.iter_mut().enumerate() {
         if s.status == StepStatus::AwaitingApproval && !paused.iter().any(|p| p.step == i) {
             s.status = StepStatus::NotStarted;
+            s.attempts = s.attempts.saturating_sub(1);
             rerun.push(i);
         }
     }
@@ -549,41 +571,27 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
         usage: st.usage,
         rerun,
     });
-    if let Some((id, decision)) = signoff {
-        st.next_approval = st.next_approval.max(id + 1);
-        match decision {
-            Some(decision) if !decision.approve => {
-                signed_off(myself, st, id, decision).await;
-                return;
-            }
-            Some(decision) => st.emit(FlowEvent::ApprovalDecided {
-                id,
-                step: None,
-                decision,
-            }),
-            None => {
-                let why = "the plan needs sign-off before any step runs".to_string();
-                request_signoff(myself, st, id, why);
-            }
-        }
-    }
     for p in paused {
         st.next_approval = st.next_approval.max(p.id + 1);
         match p.decision.clone() {
             Some(decision) => decided(myself, st, p, decision).await,
             None => {
-                st.emit(FlowEvent::ApprovalRequested {
-                    id: p.id,
-                    step: Some(p.step),
-                    agent: p.agent.clone(),
-                    tool: p.pause.call.function.name.clone(),
-                    arguments: p.pause.call.function.arguments.clone(),
-                    why: p.pause.why.clone(),
-                    call_id: p.pause.call.id.clone(),
-                    round: p.rounds,
-                });
-                wait_for_decision(myself, st, p.id);
+                publish_request(myself, st, &p);
                 st.pending.insert(p.id, p);
+            }
+        }
+    }
+    // The store hands back only a sign-off still waiting, or one refused.
+    if let Some((id, decision)) = signoff {
+        st.next_approval = st.next_approval.max(id + 1);
+        match decision {
+            Some(decision) => {
+                signed_off(myself, st, id, decision).await;
+                return;
+            }
+            None => {
+                let why = "the plan needs sign-off before any step runs".to_string();
+                request_signoff(myself, st, id, why);
             }
         }
     }
@@ -630,11 +638,32 @@ pub(super) async fn finish(
         s.status = StepStatus::Failed;
         s.notes = format!("stopped: {reason}");
     }
-    for (_, p) in std::mem::take(&mut st.pending) {
+    // Requests no one decided are closed, so nothing lists them as waiting.
+    let ended = |reason: &str| crate::protocol::Decision {
+        approve: false,
+        arguments: None,
+        reason: Some(format!("the flow ended: {reason}")),
+        by: "planner".into(),
+        at_ms: now_ms(),
+    };
+    for (id, p) in std::mem::take(&mut st.pending) {
         let s = &mut st.plan.steps[p.step];
         s.status = StepStatus::Failed;
         s.notes = format!("stopped while waiting for approval: {reason}");
+        st.emit(FlowEvent::ApprovalDecided {
+            id,
+            step: Some(p.step),
+            decision: ended(&reason),
+        });
     }
+    if let Some(id) = st.plan_signoff.take() {
+        st.emit(FlowEvent::ApprovalDecided {
+            id,
+            step: None,
+            decision: ended(&reason),
+        });
+    }
+    st.approval_deadlines.clear();
     for (_, port) in st.questions.drain() {
         let _ = port.send(Err(format!("the flow ended: {reason}")));
     }
