@@ -10,44 +10,12 @@
 use crate::support;
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions};
-use serde_json::json;
-use support::llm_server::{Recorded, Reply, Request, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, last_tool_text};
-
-const ROUNDS: usize = 60;
-const FACT: &str = "ledger-7781.csv holds 42 rows";
-
-/// The agent's side of the long step: plant the fact in a long output, fill the memory
-/// with long outputs, then recall the first one and finish. Summary requests (no tools)
-/// get `summary`.
-fn long_step(summary: Reply) -> (Arc<AtomicUsize>, support::llm_server::Responder) {
-    let rounds = Arc::new(AtomicUsize::new(0));
-    let counter = rounds.clone();
-    let responder = move |r: &Request| -> Option<Reply> {
-        let tools = r.json()["tools"].as_array().map_or(0, Vec::len);
-        if tools == 0 {
-            return Some(summary.clone());
-        }
-        let n = counter.fetch_add(1, Ordering::SeqCst);
-        Some(match n {
-            0 => Reply::tool(
-                "bash",
-                json!({"command": format!("printf 'x%.0s' $(seq 1 500); echo; echo '{FACT}'")}),
-            ),
-            n if n < ROUNDS - 2 => {
-                Reply::tool("bash", json!({"command": format!("seq {n} {}", n + 399)}))
-            }
-            n if n == ROUNDS - 2 => Reply::tool("recall", json!({"reference": "r1"})),
-            _ => done("done after a long step"),
-        })
-    };
-    (rounds, Arc::new(responder))
-}
+use support::llm_server::{Recorded, Reply, ScriptedLlm};
+use support::scenario::{FACT, ROUNDS, Scratch, config_with, last_tool_text, long_step};
 
 async fn run(server: &ScriptedLlm, name: &str) -> (Vec<FlowEvent>, manus_rt::FlowOutcome) {
     let dir = Scratch::new(name);

@@ -283,6 +283,45 @@ pub fn last_tool_text(request: &super::llm_server::Recorded) -> String {
         .to_string()
 }
 
+// ─── A long step, for memory compaction ────────────────────────────────────────────────
+
+/// The rounds of `long_step`.
+pub const ROUNDS: usize = 60;
+/// What `long_step` plants in its first tool output.
+pub const FACT: &str = "ledger-7781.csv holds 42 rows";
+
+/// The agent's side of the long step: plant the fact in a long output, fill the memory
+/// with long outputs, then recall the first one and finish. Summary requests (no tools)
+/// get `summary`.
+pub fn long_step(
+    summary: Reply,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    super::llm_server::Responder,
+) {
+    let rounds = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = rounds.clone();
+    let responder = move |r: &super::llm_server::Request| -> Option<Reply> {
+        let tools = r.json()["tools"].as_array().map_or(0, Vec::len);
+        if tools == 0 {
+            return Some(summary.clone());
+        }
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(match n {
+            0 => Reply::tool(
+                "bash",
+                json!({"command": format!("printf 'x%.0s' $(seq 1 500); echo; echo '{FACT}'")}),
+            ),
+            n if n < ROUNDS - 2 => {
+                Reply::tool("bash", json!({"command": format!("seq {n} {}", n + 399)}))
+            }
+            n if n == ROUNDS - 2 => Reply::tool("recall", json!({"reference": "r1"})),
+            _ => done("done after a long step"),
+        })
+    };
+    (rounds, std::sync::Arc::new(responder))
+}
+
 // ─── Data fixtures for the chart and report tools ──────────────────────────────────────
 
 /// A small deterministic random source (xorshift), so fixtures are the same on every run.

@@ -43,6 +43,9 @@ pub struct Memory {
 /// Messages at the end that compaction leaves as they are: the last rounds.
 pub const KEEP_TAIL: usize = 6;
 
+/// The fewest messages worth a summary.
+const FOLD_AT_LEAST: usize = 8;
+
 /// Tool outputs shorter than this are not worth a stub.
 const PRUNE_ABOVE: usize = 400;
 
@@ -137,7 +140,8 @@ impl Memory {
         while end > self.pinned && end < len && self.entries[end].message.role == Role::Tool {
             end -= 1;
         }
-        if end < self.pinned + 2 {
+        // Folding a round or two would cost a model call every round: wait for more.
+        if end < self.pinned + FOLD_AT_LEAST {
             return self.pinned..self.pinned;
         }
         self.pinned..end
