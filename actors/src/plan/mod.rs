@@ -10,6 +10,10 @@ mod graph;
 
 pub use graph::{Revised, check_dependencies};
 
+/// The most of a step's notes the plan view shows (head and tail): the view goes into every
+/// later step's prompt. The whole notes stay in the plan, and in the run store.
+pub const NOTE_CHARS: usize = 2_000;
+
 /// The numbers of the steps a step needs; `None`: it names none.
 pub type Needs = Option<Vec<usize>>;
 
@@ -252,7 +256,8 @@ impl Plan {
             }
             out.push('\n');
             if !s.notes.is_empty() {
-                let _ = writeln!(out, "   Notes: {}", s.notes.replace('\n', "\n   "));
+                let notes = crate::text::clip(&s.notes, NOTE_CHARS);
+                let _ = writeln!(out, "   Notes: {}", notes.replace('\n', "\n   "));
             }
         }
         out
@@ -273,6 +278,19 @@ mod tests {
         assert_eq!(split_tag("no tag here"), (None, "no tag here"));
         assert_eq!(split_tag("[1] numbered"), (None, "[1] numbered"));
         assert_eq!(split_tag("[a b] spaced"), (None, "[a b] spaced"));
+    }
+
+    #[test]
+    fn long_notes_are_cut_in_the_view_and_kept_whole_in_the_plan() {
+        let mut p = Plan::new("p", "T", vec!["a".into(), "b".into()]);
+        p.steps[0].notes = format!("head {} tail", "x".repeat(10 * NOTE_CHARS));
+        let v = p.view();
+        assert!(
+            v.contains("Notes: head") && v.contains("tail") && v.contains("characters cut"),
+            "{v}"
+        );
+        assert!(v.len() < 2 * NOTE_CHARS + 300, "{}", v.len());
+        assert!(p.steps[0].notes.len() > 10 * NOTE_CHARS);
     }
 
     #[test]

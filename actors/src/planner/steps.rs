@@ -11,7 +11,7 @@ use ractor::{Actor, ActorRef};
 use super::calls;
 use super::{OnStepFailure, PlannerState};
 use crate::agent::ExecutorAgent;
-use crate::plan::{Needs, Plan, StepStatus};
+use crate::plan::{NOTE_CHARS, Needs, Plan, StepStatus};
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowMode, FlowMsg, FlowOutcome, FlowStatus, StepOutcome, StepReport,
     StepRequest,
@@ -149,7 +149,7 @@ async fn send_step(
         .depends_on
         .iter()
         .flatten()
-        .map(|&d| (d, st.plan.steps[d].notes.clone()))
+        .map(|&d| (d, crate::text::clip(&st.plan.steps[d].notes, NOTE_CHARS)))
         .collect();
     let s = &mut st.plan.steps[step];
     s.status = StepStatus::InProgress;
