@@ -88,6 +88,7 @@ async fn main() {
     let (template, llm) = &config.agents[0];
     let spec = std::sync::Arc::new(template.bind(
         LlmClient::new(config.llm[llm].clone(), http, None),
+        None,
         &config.tools,
         &dir.workspace(),
         None,

@@ -200,6 +200,7 @@ impl RuntimeBuilder {
                     .collect();
                 t.bind(
                     client(llm),
+                    t.compact_llm.as_deref().map(client),
                     &config.tools,
                     &workspace,
                     handle.clone(),
@@ -505,7 +506,7 @@ impl Runtime {
         let mut planner_llm = self.planner_llm.clone();
         let clients = pool
             .iter_mut()
-            .map(|a| &mut a.llm)
+            .flat_map(|a| std::iter::once(&mut a.llm).chain(a.compact_llm.as_mut()))
             .chain(std::iter::once(&mut planner_llm));
         let from = match run.resume {
             Some(_) => ReplayFrom::FirstMatch,

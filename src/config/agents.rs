@@ -126,6 +126,15 @@ fn agent(
         prof.next_step_prompt = s;
     }
     let replicas = count(&a.replicas, "replicas", REPLICAS)?.map_or(4, |n| n as u32);
+    let compact_llm = match &a.compact_llm {
+        Some(_) => Some(named_profile(
+            &a.compact_llm,
+            &key("compact_llm"),
+            llm,
+            lines,
+        )?),
+        None => None,
+    };
     let llm = named_profile(&a.llm, &key("llm"), llm, lines)?;
     let description = table
         .text(
@@ -147,6 +156,7 @@ fn agent(
             profile: prof,
             replicas,
             mcp_servers: vec![],
+            compact_llm,
             approvals: std::sync::Arc::new(super::approvals::rules(
                 &a.approvals,
                 &format!("[agents.{name}.approvals]"),

@@ -315,6 +315,7 @@ pub(super) struct AgentToml {
     pub(super) memory_messages: Option<Spanned<i64>>,
     pub(super) memory_tokens: Option<Spanned<i64>>,
     pub(super) compact_at: Option<Spanned<f64>>,
+    pub(super) compact_llm: Option<Spanned<String>>,
     pub(super) system_prompt: Option<Spanned<String>>,
     pub(super) next_step_prompt: Option<Spanned<String>>,
     pub(super) mcp_servers: Option<Spanned<Vec<String>>>,

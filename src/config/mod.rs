@@ -104,12 +104,15 @@ pub struct AgentTemplate {
     pub mcp_servers: Vec<String>,
     /// Which of its tool calls wait for approval.
     pub approvals: Arc<manus_actors::approvals::Approvals>,
+    /// The `[llm.NAME]` profile that writes its memory's summaries, if not its own.
+    pub compact_llm: Option<String>,
 }
 
 impl AgentTemplate {
     pub fn bind(
         &self,
         llm: manus_actors::llm::LlmClient,
+        compact_llm: Option<manus_actors::llm::LlmClient>,
         tools: &ToolSettings,
         workspace: &Path,
         sandbox: Option<manus_actors::sandbox::SandboxHandle>,
@@ -130,6 +133,7 @@ impl AgentTemplate {
             browser,
             mcp,
             approvals: self.approvals.clone(),
+            compact_llm,
             system: AgentSpec::opening(&self.profile, workspace, &self.name),
         }
     }

@@ -451,6 +451,7 @@ const KEYS: &[(&str, &str, Accepts)] = {
         ("agents.manus", "next_step_prompt", Text),
         ("agents.manus", "profile", Named("no such profile")),
         ("agents.manus", "llm", Named("no such LLM profile")),
+        ("agents.manus", "compact_llm", Named("no such LLM profile")),
         ("flow", "step_timeout_secs", WEEK),
         ("flow", "flow_timeout_secs", WEEK),
         ("flow", "planner_replicas", Int(1, 10_000)),

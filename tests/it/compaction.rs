@@ -17,19 +17,22 @@ use manus_rt::{Config, FlowEvent, FlowMode, FlowStatus, Runtime, SubmitOptions};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
 use support::scenario::{FACT, ROUNDS, Scratch, config_with, last_tool_text, long_step};
 
-async fn run(server: &ScriptedLlm, name: &str) -> (Vec<FlowEvent>, manus_rt::FlowOutcome) {
+async fn run(
+    server: &ScriptedLlm,
+    name: &str,
+    extra: &[(&str, &str)],
+) -> (Vec<FlowEvent>, manus_rt::FlowOutcome) {
     let dir = Scratch::new(name);
-    let text = config_with(
-        server,
-        &dir.workspace(),
-        &[
-            ("llm.max_input_tokens", "6000"),
-            ("llm.max_retries", "0"),
-            ("agents.manus.max_steps", &ROUNDS.to_string()),
-            ("agents.manus.memory_tokens", "4000"),
-            ("agents.manus.compact_at", "0.5"),
-        ],
-    );
+    let rounds = ROUNDS.to_string();
+    let mut overrides = vec![
+        ("llm.max_input_tokens", "6000"),
+        ("llm.max_retries", "0"),
+        ("agents.manus.max_steps", rounds.as_str()),
+        ("agents.manus.memory_tokens", "4000"),
+        ("agents.manus.compact_at", "0.5"),
+    ];
+    overrides.extend_from_slice(extra);
+    let text = config_with(server, &dir.workspace(), &overrides);
     let config = Config::from_text(&text, "test", None).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let rt = Runtime::builder().config(config).start().await.unwrap();
     let options = SubmitOptions {
@@ -77,12 +80,21 @@ async fn a_long_step_stays_within_the_limit_and_keeps_what_it_found() {
         "Ran seq many times; the first output (recall r1) named the ledger file.",
     ));
     server.set_responder(Some(responder));
-    let (events, outcome) = run(&server, "compact-long").await;
+    // The summaries come from a cheaper profile of their own.
+    let cheap = [
+        ("llm.cheap.model", "\"cheap-model\""),
+        ("agents.manus.compact_llm", "\"cheap\""),
+    ];
+    let (events, outcome) = run(&server, "compact-long", &cheap).await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     assert_eq!(rounds.load(Ordering::SeqCst), ROUNDS);
     let all = server.requests();
     let agent: Vec<&Recorded> = all.iter().filter(|r| !r.tool_names().is_empty()).collect();
     assert_eq!(agent.len(), ROUNDS);
+    let summaries: Vec<&Recorded> = all.iter().filter(|r| r.tool_names().is_empty()).collect();
+    assert!(!summaries.is_empty());
+    assert!(summaries.iter().all(|r| r.model() == Some("cheap-model")));
+    assert!(agent.iter().all(|r| r.model() == Some("gpt-4o-mini")));
     for r in &agent {
         pairs_whole(r);
     }
@@ -131,7 +143,7 @@ async fn a_failed_summary_falls_back_to_dropping_old_rounds() {
     let server = ScriptedLlm::start().await;
     let (_, responder) = long_step(Reply::status(500));
     server.set_responder(Some(responder));
-    let (events, outcome) = run(&server, "compact-no-summary").await;
+    let (events, outcome) = run(&server, "compact-no-summary", &[]).await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     assert!(
         events

@@ -58,6 +58,8 @@ pub struct AgentSpec {
     pub mcp: Vec<McpHandle>,
     /// Which tool calls wait for a person's approval (`[approvals]`).
     pub approvals: Arc<crate::approvals::Approvals>,
+    /// Who writes memory compaction's summaries (`compact_llm`), if not the agent's model.
+    pub compact_llm: Option<LlmClient>,
     /// The system message every step opens with, made once (`AgentSpec::opening`).
     pub system: Message,
 }
@@ -728,14 +730,13 @@ impl<'a> StepRun<'a> {
                 tool_choice: ToolChoice::None,
             };
             let started = Instant::now();
-            match self
+            let llm = self
                 .state
                 .spec
-                .llm
-                .chat(&request)
-                .instrument(span.clone())
-                .await
-            {
+                .compact_llm
+                .clone()
+                .unwrap_or_else(|| self.state.spec.llm.clone());
+            match llm.chat(&request).instrument(span.clone()).await {
                 Ok(resp) if !resp.message.text().trim().is_empty() => {
                     usage = resp.usage;
                     self.usage.add(usage);
@@ -743,7 +744,7 @@ impl<'a> StepRun<'a> {
                     self.emit(FlowEvent::LlmCalled {
                         agent: self.state.spec.name.clone(),
                         step: Some(self.req.step_index),
-                        model: self.state.spec.llm.model().to_string(),
+                        model: llm.model().to_string(),
                         usage,
                         elapsed_ms: started.elapsed().as_millis() as u64,
                     });
@@ -1155,6 +1156,7 @@ mod tests {
             browser: None,
             mcp: vec![],
             approvals: Default::default(),
+            compact_llm: None,
             system: AgentSpec::opening(&profile, workspace, "manus"),
             profile,
         }
