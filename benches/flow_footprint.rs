@@ -87,8 +87,10 @@ async fn main() {
     let http = manus_rt::engine::llm::LazyHttp::default();
     let (template, llm) = &config.agents[0];
     let spec = std::sync::Arc::new(template.bind(
-        LlmClient::new(config.llm[llm].clone(), http, None),
-        None,
+        manus_rt::config::AgentModels {
+            llm: LlmClient::new(config.llm[llm].clone(), http, None),
+            compact: None,
+        },
         &config.tools,
         &dir.workspace(),
         None,

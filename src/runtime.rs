@@ -199,8 +199,10 @@ impl RuntimeBuilder {
                     .cloned()
                     .collect();
                 t.bind(
-                    client(llm),
-                    t.compact_llm.as_deref().map(client),
+                    crate::config::AgentModels {
+                        llm: client(llm),
+                        compact: t.compact_llm.as_deref().map(client),
+                    },
                     &config.tools,
                     &workspace,
                     handle.clone(),

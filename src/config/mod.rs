@@ -108,11 +108,17 @@ pub struct AgentTemplate {
     pub compact_llm: Option<String>,
 }
 
+/// The models an agent talks to: its own (`llm`), and the one that writes its memory's
+/// summaries (`compact_llm`), if another.
+pub struct AgentModels {
+    pub llm: manus_actors::llm::LlmClient,
+    pub compact: Option<manus_actors::llm::LlmClient>,
+}
+
 impl AgentTemplate {
     pub fn bind(
         &self,
-        llm: manus_actors::llm::LlmClient,
-        compact_llm: Option<manus_actors::llm::LlmClient>,
+        models: AgentModels,
         tools: &ToolSettings,
         workspace: &Path,
         sandbox: Option<manus_actors::sandbox::SandboxHandle>,
@@ -126,14 +132,14 @@ impl AgentTemplate {
             replicas: self.replicas,
             slots: Arc::new(tokio::sync::Semaphore::new(self.replicas as usize)),
             tool_specs: manus_actors::tools::worker::specs_for(&self.profile.tools, tools).into(),
-            llm,
+            llm: models.llm,
             tool_settings: tools.clone(),
             workspace: workspace.to_path_buf(),
             sandbox,
             browser,
             mcp,
             approvals: self.approvals.clone(),
-            compact_llm,
+            compact_llm: models.compact,
             system: AgentSpec::opening(&self.profile, workspace, &self.name),
         }
     }
