@@ -540,3 +540,41 @@ async fn a_review_after_each_step_may_keep_or_change_the_rest() {
     );
     rt.shutdown().await;
 }
+
+/// A spent budget stops every step in flight, not only the one whose call spent it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_stops_every_running_step() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([graph_plan(json!([
+        {"text": "[MANUS] quick", "depends_on": []},
+        {"text": "[MANUS] slow", "depends_on": []},
+    ]))]);
+    let never = 2 * GUARD.as_millis() as u64;
+    // Step 0's first answer spends past the budget while step 1 still waits on the model.
+    server.push_for(
+        &job(0),
+        [Reply::tool("bash", json!({"command": "echo hi"}))
+            .usage(5_000, 5_000)
+            .delay(THINK_MS)],
+    );
+    server.push_for(&job(1), [done("never").delay(never)]);
+    let dir = Scratch::new("graph-budget");
+    let rt = start(&server, &dir, &[("flow.max_tokens", "1000")]).await;
+    let flow = rt.submit("two at once", SubmitOptions::default());
+    let (_, outcome) = drive(flow.await.unwrap()).await;
+    assert_eq!(
+        outcome.status,
+        FlowStatus::BudgetExceeded,
+        "{}",
+        outcome.reason
+    );
+    for s in &outcome.plan.steps {
+        assert_eq!(s.status, StepStatus::Failed, "{s:?}");
+    }
+    assert!(
+        outcome.plan.steps[1].notes.starts_with("stopped:"),
+        "{}",
+        outcome.plan.steps[1].notes
+    );
+    rt.shutdown().await;
+}
