@@ -116,11 +116,6 @@ impl Plan {
         out
     }
 
-    /// Whether every live step has ended and none runs.
-    pub fn settled(&self) -> bool {
-        self.live().all(|(_, s)| s.status.is_final())
-    }
-
     /// The live steps that ended without completing.
     pub fn unfinished(&self) -> Vec<usize> {
         self.live()
@@ -224,7 +219,7 @@ impl Plan {
 /// needs itself, every number names one of these steps or a step before `first` that
 /// `earlier` accepts, and no steps need each other in a cycle. The error says which step
 /// and why, in words a model can act on.
-pub fn check_dependencies(
+fn check_dependencies(
     first: usize,
     deps: &[Needs],
     earlier: impl Fn(usize) -> Result<(), String>,
@@ -376,7 +371,6 @@ mod tests {
         assert!(p.steps[2].notes.contains("step 1"), "{}", p.steps[2].notes);
         assert_eq!(p.ready(), [3]);
         assert_eq!(p.unfinished(), [0, 1, 2, 4]);
-        assert!(!p.settled());
     }
 
     #[test]

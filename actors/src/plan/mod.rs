@@ -8,7 +8,7 @@
 
 mod graph;
 
-pub use graph::{Revised, check_dependencies};
+pub use graph::Revised;
 
 /// The most of a step's notes the plan view shows (head and tail): the view goes into every
 /// later step's prompt. The whole notes stay in the plan, and in the run store.
