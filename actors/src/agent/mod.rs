@@ -587,25 +587,17 @@ impl<'a> StepRun<'a> {
         for asked in calls {
             let mut call = asked.clone();
             let mut edited = String::new();
+            let mut rejected = None;
             match continued
                 .filter(|c| c.call_id == call.id)
                 .map(|c| &c.decision)
             {
                 Some(d) if !d.approve => {
                     let reason = d.reason.as_deref().unwrap_or("no reason given");
-                    let output = format!(
+                    rejected = Some(format!(
                         "Not run: {} rejected this call. Their reason: {reason}",
                         d.by
-                    );
-                    self.emit(FlowEvent::ToolFinished {
-                        step: self.req.step_index,
-                        agent: self.state.spec.name.clone(),
-                        tool: call.function.name.clone(),
-                        ok: false,
-                        output: output.clone(),
-                    });
-                    self.memory.push(Message::tool(&call, output));
-                    continue;
+                    ));
                 }
                 Some(d) => {
                     if let Some(args) = d
@@ -633,22 +625,19 @@ impl<'a> StepRun<'a> {
                 }
             }
             let call = &call;
-            if call.function.name == tools::recall::NAME
-                && self.state.spec.profile.compact_at.is_some()
-            {
-                let output = self.recall(call);
-                self.emit(FlowEvent::ToolFinished {
-                    step: self.req.step_index,
-                    agent: self.state.spec.name.clone(),
-                    tool: call.function.name.clone(),
-                    ok: output.is_ok(),
-                    output: clip(output.as_deref().unwrap_or_else(|e| e), 2_000),
-                });
-                let text = output.unwrap_or_else(|e| format!("Error: {e}"));
-                self.memory.push(Message::tool(call, text));
-                continue;
-            }
-            let result = self.call_tool(call).await;
+            // A rejected call and a `recall` are answered here; every other call by a tool.
+            let result = match rejected {
+                Some(output) => answered(false, output),
+                None if call.function.name == tools::recall::NAME
+                    && self.state.spec.profile.compact_at.is_some() =>
+                {
+                    match self.recall(call) {
+                        Ok(text) => answered(true, text),
+                        Err(why) => answered(false, why),
+                    }
+                }
+                None => self.call_tool(call).await,
+            };
             if self.state.spec.llm.settings().vision && !self.state.text_only {
                 let tool = &call.function.name;
                 images.extend(result.images.iter().map(|i| (tool.clone(), i.clone())));
@@ -890,13 +879,7 @@ impl<'a> StepRun<'a> {
             tool: name.clone(),
             arguments: clip(&call.function.arguments, 2_000),
         });
-        let failed = |output: String| ToolResult {
-            ok: false,
-            output,
-            terminate: None,
-            elapsed: Duration::ZERO,
-            images: vec![],
-        };
+        let failed = |output: String| answered(false, output);
         let route = self.mcp.routes.get(name).cloned();
         if route.is_none() && !self.state.spec.profile.tools.iter().any(|t| t == name) {
             let known: Vec<&str> = self.tools.iter().map(|s| s.name.as_str()).collect();
@@ -995,6 +978,17 @@ fn browser_state_text(s: &crate::protocol::BrowserState) -> String {
         out += "\nA screenshot of the current view is attached.";
     }
     out
+}
+
+/// A call's result made by the agent itself, without a tool (a rejection, a `recall`).
+fn answered(ok: bool, output: String) -> ToolResult {
+    ToolResult {
+        ok,
+        output,
+        terminate: None,
+        elapsed: Duration::ZERO,
+        images: vec![],
+    }
 }
 
 const SUMMARY_SYSTEM: &str = "You compress an agent's working notes. You are given the middle \
