@@ -65,6 +65,11 @@ impl<W: Write> Board<W> {
         let _ = self.out.flush();
     }
 
+    /// The flow's state as the board has folded it.
+    pub fn view(&self) -> &FlowView {
+        &self.view
+    }
+
     /// Refresh the elapsed times on a live board.
     pub fn tick(&mut self) {
         if self.live && self.view.plan.is_some() {

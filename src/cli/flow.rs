@@ -11,7 +11,6 @@ use manus_rt::approvals::{edited_arguments, local_user};
 use manus_rt::board::{Board, final_report};
 use manus_rt::engine::plan::StepStatus;
 use manus_rt::engine::protocol::Decision;
-use manus_rt::view::FlowView;
 use manus_rt::{Config, FlowEvent, FlowHandle, FlowMode, FlowOutcome, Runtime, SubmitOptions};
 
 use super::args::OnApproval;
@@ -154,7 +153,6 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
     let live = std::io::stderr().is_terminal();
     let someone = !json && std::io::stdin().is_terminal();
     let mut board = Board::new(std::io::stderr(), live);
-    let mut view = FlowView::default();
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     // When no one can decide here and nothing runs but requests wait, the run stops: once
     // the flow has been quiet for `SETTLE` (steps it was about to start would have started).
@@ -163,7 +161,7 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
     let outcome = loop {
         tokio::select! {
             _ = &mut settle => {
-                return Followed::Paused { run_id: flow.id.clone(), waiting: view.approvals.len() };
+                return Followed::Paused { run_id: flow.id.clone(), waiting: board.view().approvals.len() };
             }
             event = flow.next_event() => match event {
                 Some(FlowEvent::FlowFinished { outcome }) => {
@@ -174,7 +172,6 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
                 }
                 Some(e) => {
                     board.on_event(&e);
-                    view.apply(&e);
                     match e {
                         FlowEvent::Question { id, .. } => {
                             let answer = read_answer().await;
@@ -194,6 +191,7 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
                         }
                         _ => {}
                     }
+                    let view = board.view();
                     let running = view.plan.as_ref().is_some_and(|p| p.count(StepStatus::InProgress) > 0);
                     let stop = !someone && on_approval == OnApproval::Stop;
                     let wait = if stop && !view.approvals.is_empty() && !running {
