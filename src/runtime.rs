@@ -228,14 +228,21 @@ impl RuntimeBuilder {
             .map(Arc::new)
             .map_err(|e| RuntimeError::Spawn(format!("planning thread: {e}")))?;
         let controls = Arc::new(std::sync::Mutex::new(HashMap::new()));
+        // Only a runtime whose flows can wait for a person looks for decisions.
+        let approving = config.flow.plan_approval
+            || config
+                .agents
+                .iter()
+                .any(|(t, _)| !t.approvals.rules.is_empty());
         let decisions = store
             .clone()
+            .filter(|_| approving)
             .map(|s| hand_over_decisions(s, controls.clone()));
         Ok(Runtime {
             root,
             planning,
             controls,
-            _decisions: decisions,
+            decisions,
             store,
             planner_llm,
             planner_slots,
@@ -277,7 +284,7 @@ pub struct Runtime {
     /// The flows this runtime started, by run id, for decisions made outside the process.
     controls: Arc<std::sync::Mutex<HashMap<String, FlowControl>>>,
     /// Hands decisions recorded in the store (`manus-rt approvals`) to the flows here.
-    _decisions: Option<AbortOnDrop>,
+    decisions: Option<AbortOnDrop>,
 }
 
 /// A task stopped when its holder is dropped.
@@ -558,7 +565,7 @@ impl Runtime {
         let planner = manus_actors::root::start_flow(&self.root, spec)
             .await
             .map_err(RuntimeError::Submit)?;
-        if self.store.is_some()
+        if self.decisions.is_some()
             && let Ok(mut controls) = self.controls.lock()
         {
             controls.insert(
