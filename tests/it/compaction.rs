@@ -146,6 +146,10 @@ async fn a_failed_summary_falls_back_to_dropping_old_rounds() {
     let (events, outcome) = run(&server, "compact-no-summary", &[]).await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
     assert!(
+        server.requests().iter().any(|r| r.tool_names().is_empty()),
+        "a summary was asked for, and failed"
+    );
+    assert!(
         events
             .iter()
             .all(|e| !matches!(e, FlowEvent::Compacted { folded, .. } if *folded > 0))

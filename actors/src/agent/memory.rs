@@ -267,6 +267,17 @@ mod tests {
     use super::*;
     use crate::llm::{FunctionCall, ToolCall};
 
+    fn bash_call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
+        }
+    }
+
     #[test]
     fn caps_messages_and_keeps_pinned() {
         let mut m = Memory::new("gpt-4", 5, 1_000_000);
@@ -287,14 +298,7 @@ mod tests {
     fn caps_tokens_without_orphaning_tool_results() {
         let mut m = Memory::new("gpt-4", 1000, 60);
         m.pin(Message::system("sys"));
-        let call = ToolCall {
-            id: "c1".into(),
-            kind: "function".into(),
-            function: FunctionCall {
-                name: "bash".into(),
-                arguments: "{}".into(),
-            },
-        };
+        let call = bash_call("c1");
         let mut asst = Message::assistant("");
         asst.tool_calls = vec![call.clone()];
         m.push(asst);
@@ -318,14 +322,7 @@ mod tests {
         m.pin(Message::system("sys"));
         m.pin(Message::user("step"));
         for i in 0..8 {
-            let call = ToolCall {
-                id: format!("c{i}"),
-                kind: "function".into(),
-                function: FunctionCall {
-                    name: "bash".into(),
-                    arguments: "{}".into(),
-                },
-            };
+            let call = bash_call(&format!("c{i}"));
             let mut asst = Message::assistant("");
             asst.tool_calls = vec![call.clone()];
             m.push(asst);
