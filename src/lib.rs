@@ -6,6 +6,7 @@ pub mod allocator;
 pub mod approvals;
 pub mod board;
 pub mod config;
+pub mod eval;
 #[cfg(test)]
 mod fuzz;
 pub mod mcp_servers;

@@ -84,12 +84,53 @@ GET /openapi.json. With [server] api_tokens (or MANUS_API_TOKENS) set, /v1 and /
     /// Continue an interrupted run from its last completed step
     #[command(after_help = RESUME_HELP)]
     Resume(ResumeArgs),
+    /// How well a model and config do: run a suite of cases (evals/README.md), check each
+    /// outcome, and print pass rates, tokens, cost and time
+    #[command(after_help = EVAL_HELP)]
+    Eval(EvalArgs),
     /// Tool calls waiting for a person's approval ([approvals]): list them, approve or reject
     #[command(after_help = APPROVALS_HELP)]
     Approvals {
         #[command(subcommand)]
         action: ApprovalsAction,
     },
+}
+
+const EVAL_HELP: &str = "Each case runs as a flow of its own, in a fresh workspace (kept under \
+--out for a look afterwards) with its own run id. The shipped suite runs offline, each case \
+replaying its recorded cassette: `manus-rt eval evals/basic --config config/eval-replay.toml`. \
+With your model: `manus-rt eval evals/basic --config config/config.toml --repeat 3 --json > mine.json`, \
+then `manus-rt eval --compare theirs.json mine.json`. pass@1 is the share of runs that passed; \
+pass@k the chance that one of k runs passes, pass^k that all k do (k = --repeat). A run the \
+harness could not make (the runtime would not start) is counted apart, not as a failure. Exit \
+code 0 when every run passed, 1 when one did not, 2 when the suite or config is invalid.";
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["suite", "compare"])))]
+pub struct EvalArgs {
+    /// The suite: a directory of case directories, or one case's directory
+    pub suite: Option<PathBuf>,
+    /// Runs per case (the k of pass@k and pass^k)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Runs at once
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: u32,
+    /// Only the case named NAME, or else those whose names contain it (may be given several times)
+    #[arg(long = "case", value_name = "NAME")]
+    pub cases: Vec<String>,
+    /// Print the report as JSON on stdout (progress stays on stderr)
+    #[arg(long)]
+    pub json: bool,
+    /// Where the runs' workspaces go (default: eval-runs/TIME in the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write each case's model exchanges to its cassette.jsonl, for replay (one run per case)
+    #[arg(long, conflicts_with = "repeat")]
+    pub record: bool,
+    /// Show two reports written by --json side by side, and exit
+    #[arg(long, num_args = 2, value_names = ["A.json", "B.json"], conflicts_with_all = ["suite", "record"])]
+    pub compare: Vec<PathBuf>,
 }
 
 const APPROVALS_HELP: &str = "These commands read and write the run store, so they work from \

@@ -11,6 +11,7 @@
 mod approvals;
 mod args;
 mod config_check;
+mod eval;
 mod exit;
 mod flow;
 mod mcp_server;
@@ -42,7 +43,11 @@ pub async fn main() -> ExitCode {
     // Only the commands that talk to a model look for one.
     if matches!(
         cli.command,
-        Command::RunFlow(_) | Command::Run(_) | Command::Config { .. } | Command::Serve { .. }
+        Command::RunFlow(_)
+            | Command::Run(_)
+            | Command::Config { .. }
+            | Command::Serve { .. }
+            | Command::Eval(_)
     ) {
         config.find_model().await;
     }
@@ -69,6 +74,7 @@ pub async fn main() -> ExitCode {
         Command::McpServer(args) => mcp_server::run(config, args).await,
         Command::Serve { bind } => serve::run(config, &bind).await,
         Command::Approvals { action } => approvals::run(&config, action).await,
+        Command::Eval(args) => eval::run(config, args).await,
     };
     // The last spans of a short run are still in the batch: send them before exiting.
     telemetry.shutdown().await;

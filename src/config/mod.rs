@@ -175,6 +175,25 @@ impl Config {
         discover::apply(self, &process_env).await
     }
 
+    /// The config for one eval case (its directory `case`): replay profiles whose cassette
+    /// path names `{case}` replay the case's own cassette.
+    pub fn for_case(&self, case: &Path) -> Result<Config, String> {
+        let mut config = self.clone();
+        for settings in config.llm.values_mut() {
+            let Some(own) = settings.cassette.as_ref().and_then(|c| c.for_case(case)) else {
+                continue;
+            };
+            let cassette =
+                Arc::new(own.map_err(|e| format!("[llm.{}] cassette: {e}", settings.profile))?);
+            *settings = Arc::new(LlmSettings {
+                model: cassette.model().unwrap_or("replay").to_string(),
+                cassette: Some(cassette),
+                ..(**settings).clone()
+            });
+        }
+        Ok(config)
+    }
+
     /// Read and load the config file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let bytes = std::fs::read(path).map_err(|e| ConfigError::unreadable(path, "it", e))?;

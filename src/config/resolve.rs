@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use manus_actors::llm::{Cassette, LlmSettings};
+use manus_actors::llm::{CASE_PLACEHOLDER, Cassette, LlmSettings};
 use manus_actors::mcp::McpServerSpec;
 
 use crate::mcp_servers;
@@ -122,10 +122,13 @@ fn llm_settings(
             input_price_per_mtok,
             output_price_per_mtok,
         } => {
+            let base = dir.unwrap_or(Path::new("."));
             let cassette = if cassette == BUILTIN_CASSETTE {
                 Cassette::parse(BUILTIN_CASSETTE, EMBEDDED_CASSETTE)
+            } else if cassette.contains(CASE_PLACEHOLDER) {
+                Ok(Cassette::per_case(&cassette, base))
             } else {
-                Cassette::load(&dir.unwrap_or(Path::new(".")).join(&cassette))
+                Cassette::load(&base.join(&cassette))
             }
             .map_err(|e| Problem::at(None, key.clone(), format!("{key}: {e}")))?;
             Ok(LlmSettings {

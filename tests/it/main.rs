@@ -9,6 +9,7 @@ mod browser;
 mod cli;
 mod compaction;
 mod data_analysis;
+mod evals;
 mod example_cassette;
 mod flow_runtime;
 mod graph;

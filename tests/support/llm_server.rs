@@ -200,6 +200,17 @@ impl ScriptedLlm {
     pub fn remaining(&self) -> usize {
         self.shared.queue.lock().unwrap().len()
     }
+
+    /// Replies still queued for keyed requests (`push_for`), over all keys.
+    pub fn remaining_keyed(&self) -> usize {
+        self.shared
+            .keyed
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, q)| q.len())
+            .sum()
+    }
 }
 
 impl Drop for ScriptedLlm {

@@ -41,12 +41,18 @@ pub struct Replayed {
     pub tool_calls: Option<String>,
 }
 
-/// A loaded cassette.
+/// A loaded cassette, or a per-case template that `manus-rt eval` fills.
 #[derive(Debug)]
 pub struct Cassette {
     name: String,
     exchanges: Vec<Exchange>,
+    /// A path holding `{case}`, with the directory a relative one is taken from: each eval
+    /// case replays its own cassette there. Such a cassette holds no exchanges.
+    per_case: Option<(String, std::path::PathBuf)>,
 }
+
+/// What a cassette path holds to mean "each eval case's own cassette".
+pub const CASE_PLACEHOLDER: &str = "{case}";
 
 impl Cassette {
     pub fn load(path: &Path) -> Result<Cassette, String> {
@@ -73,7 +79,25 @@ impl Cassette {
         Ok(Cassette {
             name: name.to_string(),
             exchanges,
+            per_case: None,
         })
+    }
+
+    /// A cassette path holding `{case}`, relative to `base` unless absolute: loaded per
+    /// case by `for_case`; replaying it as it is fails with an error that says so.
+    pub fn per_case(template: &str, base: &Path) -> Cassette {
+        Cassette {
+            name: template.to_string(),
+            exchanges: vec![],
+            per_case: Some((template.to_string(), base.to_path_buf())),
+        }
+    }
+
+    /// For a per-case cassette, the one of the case whose directory is `case`.
+    pub fn for_case(&self, case: &Path) -> Option<Result<Cassette, String>> {
+        let (template, base) = self.per_case.as_ref()?;
+        let path = base.join(template.replace(CASE_PLACEHOLDER, &case.display().to_string()));
+        Some(Cassette::load(&path))
     }
 
     pub fn len(&self) -> usize {
@@ -82,6 +106,11 @@ impl Cassette {
 
     pub fn is_empty(&self) -> bool {
         self.exchanges.is_empty()
+    }
+
+    /// The file it was read from (or, per case, the path holding `{case}`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The model the cassette was recorded with.
@@ -129,6 +158,16 @@ impl Cassette {
     }
 
     fn serve(&self, index: usize, first_user: Option<&str>) -> Result<Replayed, LlmError> {
+        if self.per_case.is_some() {
+            return Err(LlmError::new(
+                LlmErrorKind::Replay,
+                format!(
+                    "cassette {} names {CASE_PLACEHOLDER}, which `manus-rt eval` fills with each case's directory; \
+                     it replays nothing outside an eval",
+                    self.name
+                ),
+            ));
+        }
         let Some(ex) = self.exchanges.get(index) else {
             return Err(LlmError::new(
                 LlmErrorKind::Replay,

@@ -19,7 +19,7 @@ mod types;
 mod wire;
 
 pub use calls::CallMode;
-pub use cassette::{Cassette, Exchange, Recorder, ReplayCursor, ReplayFrom};
+pub use cassette::{CASE_PLACEHOLDER, Cassette, Exchange, Recorder, ReplayCursor, ReplayFrom};
 pub use client::{Listener, LlmClient, rewind};
 pub use http::LazyHttp;
 pub use retry::RetryPolicy;

@@ -1,0 +1,443 @@
+//! A suite's cases: each directory's `case.toml` read into a `Case` (the task, how a person
+//! answers, the limits and the checks), with errors that name the file, the line and the
+//! key. Owns the case file's format (`evals/README.md`); knows nothing of running a flow.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use crate::{FlowMode, FlowStatus};
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::checks::{Check, Expected, FileRule, MatchMode, TextRule};
+
+/// One case of a suite.
+#[derive(Debug)]
+pub struct Case {
+    /// The directory's name.
+    pub name: String,
+    /// The case's directory (absolute).
+    pub dir: PathBuf,
+    pub task: String,
+    pub mode: FlowMode,
+    /// What a person answers to `ask_human`, in order.
+    pub answers: Vec<String>,
+    /// Whether tool calls held for approval are approved (else rejected).
+    pub approve: bool,
+    /// Wall time after which the flow is cancelled (the `seconds` limit).
+    pub deadline: Option<Duration>,
+    /// The checks, the flow's status first.
+    pub checks: Vec<Check>,
+}
+
+impl Case {
+    /// The case's `files/` directory, copied into each run's workspace.
+    pub fn files(&self) -> PathBuf {
+        self.dir.join("files")
+    }
+
+    /// The case's `site/` directory, served to its browser as `http://site.test/`.
+    pub fn site(&self) -> PathBuf {
+        self.dir.join("site")
+    }
+}
+
+/// The cases of the suite at `dir`, by name: each subdirectory holding a `case.toml`, or
+/// `dir` itself when it holds one. `only` keeps the cases named by one of its words (the
+/// whole name, else a part of it).
+pub fn load_suite(dir: &Path, only: &[String]) -> Result<Vec<Case>, String> {
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("cannot open the suite {}: {e}", dir.display()))?;
+    let mut dirs = vec![];
+    if dir.join("case.toml").is_file() {
+        dirs.push(dir.clone());
+    } else {
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| format!("cannot read the suite {}: {e}", dir.display()))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.join("case.toml").is_file() {
+                dirs.push(path);
+            }
+        }
+    }
+    dirs.sort();
+    let name_of = |d: &Path| {
+        d.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    // A word that is a case's whole name picks that case alone; another, every case whose
+    // name holds it.
+    let names: Vec<String> = dirs.iter().map(|d| name_of(d)).collect();
+    let picks = |name: &str, word: &str| {
+        name == word || (!names.iter().any(|n| n == word) && name.contains(word))
+    };
+    dirs.retain(|d| only.is_empty() || only.iter().any(|w| picks(&name_of(d), w)));
+    if dirs.is_empty() {
+        return Err(if only.is_empty() {
+            format!(
+                "{} holds no case: a case is a directory with a case.toml (evals/README.md)",
+                dir.display()
+            )
+        } else {
+            format!(
+                "no case of {} is named like {}",
+                dir.display(),
+                only.join(", ")
+            )
+        });
+    }
+    dirs.iter().map(|d| load_case(d, name_of(d))).collect()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseToml {
+    task: String,
+    #[serde(default)]
+    mode: ModeToml,
+    expect: Option<FlowStatus>,
+    #[serde(default)]
+    answers: Vec<String>,
+    #[serde(default)]
+    approvals: ApprovalsToml,
+    #[serde(default)]
+    limits: LimitsToml,
+    #[serde(default)]
+    checks: Vec<toml::Spanned<CheckToml>>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum ModeToml {
+    #[default]
+    Flow,
+    Single,
+}
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum ApprovalsToml {
+    Approve,
+    #[default]
+    Reject,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LimitsToml {
+    tokens: Option<u64>,
+    seconds: Option<u64>,
+    model_calls: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum CheckToml {
+    File {
+        path: String,
+        #[serde(default)]
+        contains: Vec<String>,
+        matches: Option<String>,
+        equals: Option<String>,
+        same_as: Option<String>,
+        #[serde(default)]
+        absent: bool,
+    },
+    Command {
+        run: String,
+        timeout_secs: Option<u64>,
+    },
+    Answer {
+        #[serde(default)]
+        contains: Vec<String>,
+        matches: Option<String>,
+        equals: Option<String>,
+    },
+    Trajectory {
+        #[serde(rename = "match")]
+        mode: MatchMode,
+        #[serde(default)]
+        tools: Vec<String>,
+        #[serde(default)]
+        calls: Vec<CallToml>,
+        step: Option<usize>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallToml {
+    tool: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+}
+
+/// The longest a command check may be given.
+const MAX_COMMAND_SECS: u64 = 3600;
+
+fn load_case(dir: &Path, name: String) -> Result<Case, String> {
+    let file = dir.join("case.toml");
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let t: CaseToml = toml::from_str(&text)
+        .map_err(|e| format!("{}: {}", file.display(), e.to_string().trim_end()))?;
+    let at = |span: std::ops::Range<usize>, key: &str, why: String| {
+        let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+        format!("{}, line {line}: {key}: {why}", file.display())
+    };
+    if t.task.trim().is_empty() {
+        return Err(format!(
+            "{}: task: is empty; say what the case asks",
+            file.display()
+        ));
+    }
+    let mut checks = vec![Check::Status(t.expect.unwrap_or(FlowStatus::Completed))];
+    for (i, spanned) in t.checks.into_iter().enumerate() {
+        let span = spanned.span();
+        let key = |k: &str| format!("checks[{i}].{k}");
+        let check = match spanned.into_inner() {
+            CheckToml::File {
+                path,
+                contains,
+                matches,
+                equals,
+                same_as,
+                absent,
+            } => {
+                let inside = Path::new(&path);
+                if path.is_empty()
+                    || !inside
+                        .components()
+                        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+                {
+                    return Err(at(
+                        span,
+                        &key("path"),
+                        format!("`{path}` is not a path inside the workspace (relative, no ..)"),
+                    ));
+                }
+                let equals = match (equals, same_as) {
+                    (Some(_), Some(_)) => {
+                        return Err(at(
+                            span,
+                            &key("same_as"),
+                            "give equals or same_as, not both".into(),
+                        ));
+                    }
+                    (e, None) => e,
+                    (None, Some(other)) => {
+                        Some(std::fs::read_to_string(dir.join(&other)).map_err(|e| {
+                            at(
+                                span.clone(),
+                                &key("same_as"),
+                                format!("cannot read {other}: {e}"),
+                            )
+                        })?)
+                    }
+                };
+                let text = text_rule(contains, matches, equals)
+                    .map_err(|why| at(span.clone(), &key("matches"), why))?;
+                let rule = match (absent, text) {
+                    (true, Some(_)) => {
+                        return Err(at(
+                            span,
+                            &key("absent"),
+                            "an absent file has no content to check".into(),
+                        ));
+                    }
+                    (true, None) => FileRule::Absent,
+                    (false, None) => FileRule::Exists,
+                    (false, Some(t)) => FileRule::Text(t),
+                };
+                Check::File { path, rule }
+            }
+            CheckToml::Command { run, timeout_secs } => {
+                let secs = timeout_secs.unwrap_or(30);
+                if !(1..=MAX_COMMAND_SECS).contains(&secs) {
+                    return Err(at(
+                        span,
+                        &key("timeout_secs"),
+                        format!("{secs} is out of range: 1 to {MAX_COMMAND_SECS} seconds"),
+                    ));
+                }
+                Check::Command {
+                    run,
+                    timeout: Duration::from_secs(secs),
+                }
+            }
+            CheckToml::Answer {
+                contains,
+                matches,
+                equals,
+            } => match text_rule(contains, matches, equals) {
+                Ok(Some(rule)) => Check::Answer(rule),
+                Ok(None) => {
+                    return Err(at(
+                        span,
+                        &key("matches"),
+                        "an answer check needs contains, matches or equals".into(),
+                    ));
+                }
+                Err(why) => return Err(at(span, &key("matches"), why)),
+            },
+            CheckToml::Trajectory {
+                mode,
+                tools,
+                calls,
+                step,
+            } => {
+                let expected: Vec<Expected> = match (tools.is_empty(), calls.is_empty()) {
+                    (false, false) => {
+                        return Err(at(
+                            span,
+                            &key("calls"),
+                            "give tools (names) or calls (names with arguments), not both".into(),
+                        ));
+                    }
+                    (true, true) => {
+                        return Err(at(
+                            span,
+                            &key("tools"),
+                            "a trajectory check needs the tools (or calls) it expects".into(),
+                        ));
+                    }
+                    (false, true) => tools
+                        .into_iter()
+                        .map(|tool| Expected {
+                            tool,
+                            arguments: Map::new(),
+                        })
+                        .collect(),
+                    (true, false) => calls
+                        .into_iter()
+                        .map(|c| Expected {
+                            tool: c.tool,
+                            arguments: c.arguments,
+                        })
+                        .collect(),
+                };
+                Check::Trajectory {
+                    mode,
+                    expected,
+                    step,
+                }
+            }
+        };
+        checks.push(check);
+    }
+    let limit = |v: Option<u64>, key: &str| -> Result<Option<u64>, String> {
+        match v {
+            Some(0) => Err(format!(
+                "{}: limits.{key}: 0 is out of range: at least 1",
+                file.display()
+            )),
+            other => Ok(other),
+        }
+    };
+    if let Some(n) = limit(t.limits.tokens, "tokens")? {
+        checks.push(Check::Tokens(n));
+    }
+    if let Some(n) = limit(t.limits.model_calls, "model_calls")? {
+        checks.push(Check::ModelCalls(n));
+    }
+    let seconds = limit(t.limits.seconds, "seconds")?;
+    if let Some(n) = seconds {
+        checks.push(Check::Seconds(n));
+    }
+    Ok(Case {
+        name,
+        dir: dir.to_path_buf(),
+        task: t.task,
+        mode: match t.mode {
+            ModeToml::Flow => FlowMode::Plan,
+            ModeToml::Single => FlowMode::Single,
+        },
+        answers: t.answers,
+        approve: t.approvals == ApprovalsToml::Approve,
+        deadline: seconds.map(Duration::from_secs),
+        checks,
+    })
+}
+
+/// A text rule from its three keys, `None` if none is given.
+fn text_rule(
+    contains: Vec<String>,
+    matches: Option<String>,
+    equals: Option<String>,
+) -> Result<Option<TextRule>, String> {
+    let matches = matches
+        .map(|m| Regex::new(&m).map_err(|e| format!("not a valid regex: {e}")))
+        .transpose()?;
+    Ok(
+        (!contains.is_empty() || matches.is_some() || equals.is_some()).then_some(TextRule {
+            contains,
+            matches,
+            equals,
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(text: &str) -> Result<Case, String> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("manus-eval-case-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("case.toml"), text).unwrap();
+        let loaded = load_case(&dir, "c".into());
+        std::fs::remove_dir_all(&dir).unwrap();
+        loaded
+    }
+
+    #[test]
+    fn a_case_reads_its_checks_and_limits() {
+        let c = case(
+            "task = \"t\"\nmode = \"single\"\nanswers = [\"a\"]\n[limits]\nseconds = 9\ntokens = 100\n\
+             [[checks]]\nkind = \"file\"\npath = \"a.txt\"\ncontains = [\"x\"]\n\
+             [[checks]]\nkind = \"trajectory\"\nmatch = \"in_order\"\ncalls = [{ tool = \"bash\", arguments = { command = \"ls\" } }]\n",
+        )
+        .unwrap();
+        assert_eq!(c.mode, FlowMode::Single);
+        assert_eq!(c.deadline, Some(Duration::from_secs(9)));
+        let names: Vec<String> = c.checks.iter().map(Check::name).collect();
+        assert_eq!(
+            names,
+            ["status", "file a.txt", "trajectory", "tokens", "time"]
+        );
+    }
+
+    #[test]
+    fn mistakes_name_the_line_and_key() {
+        let bad_regex =
+            case("task = \"t\"\n\n[[checks]]\nkind = \"answer\"\nmatches = \"(\"\n").unwrap_err();
+        assert!(
+            bad_regex.contains("line 3") && bad_regex.contains("checks[0].matches"),
+            "{bad_regex}"
+        );
+        let typo =
+            case("task = \"t\"\n[[checks]]\nkind = \"answer\"\ncontain = [\"x\"]\n").unwrap_err();
+        // The parser names the check's table and the unknown key.
+        assert!(
+            typo.contains("line 2") && typo.contains("unknown field `contain`"),
+            "{typo}"
+        );
+        let outside =
+            case("task = \"t\"\n[[checks]]\nkind = \"file\"\npath = \"../x\"\n").unwrap_err();
+        assert!(
+            outside.contains("not a path inside the workspace"),
+            "{outside}"
+        );
+        let zero = case("task = \"t\"\n[limits]\ntokens = 0\n").unwrap_err();
+        assert!(
+            zero.contains("limits.tokens") && zero.contains("at least 1"),
+            "{zero}"
+        );
+    }
+}
