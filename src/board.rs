@@ -225,6 +225,18 @@ impl<W: Write> Board<W> {
                 agent,
                 tokens_before,
                 tokens_after,
+                notes: true,
+                ..
+            } => Some(format!(
+                "[step {step}] {agent} summarised its long notes for the later steps: {} → {} tokens",
+                group(*tokens_before as u64),
+                group(*tokens_after as u64)
+            )),
+            FlowEvent::Compacted {
+                step,
+                agent,
+                tokens_before,
+                tokens_after,
                 pruned,
                 folded,
                 ..

@@ -215,6 +215,7 @@ impl Drop for StepReport {
                 usage: Usage::default(),
                 rounds: 0,
                 pause: None,
+                brief: None,
             });
         }
     }
@@ -321,6 +322,10 @@ pub struct StepOutcome {
     /// Set with `StepStatus::AwaitingApproval`: the call that waits, and where the step was.
     #[serde(default)]
     pub pause: Option<Pause>,
+    /// `summary` summarised for the prompts of later steps, when it is longer than the plan
+    /// view shows (`plan::NOTE_CHARS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief: Option<String>,
 }
 
 /// A step stopped before a tool call that needs approval: the call, why it needs it, and
@@ -782,7 +787,9 @@ pub enum FlowEvent {
     },
     /// An agent compacted its working memory: `pruned` tool outputs became stubs (`recall`
     /// reads them back) and `folded` messages became one summary, taking the memory from
-    /// `tokens_before` to `tokens_after`; the summary call's own tokens are in `usage`.
+    /// `tokens_before` to `tokens_after`; the summary call's own tokens are in `usage`. With
+    /// `notes`, it was the step's final notes instead, summarised for the prompts of the
+    /// steps after it (the tokens are the notes'; the whole notes stay in the plan).
     Compacted {
         step: usize,
         agent: String,
@@ -791,6 +798,8 @@ pub enum FlowEvent {
         pruned: usize,
         folded: usize,
         usage: Usage,
+        #[serde(default)]
+        notes: bool,
     },
     /// A step stopped before a tool call that needs a person's approval (`why`); the flow
     /// waits for `ApprovalDecided` while its other steps go on. With `step: None`, the

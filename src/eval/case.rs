@@ -75,20 +75,19 @@ pub fn load_suite(dir: &Path, only: &[String]) -> Result<Vec<Case>, String> {
     let picks = |name: &str, word: &str| {
         name == word || (!names.iter().any(|n| n == word) && name.contains(word))
     };
+    if let Some(unknown) = only.iter().find(|w| !names.iter().any(|n| picks(n, w))) {
+        return Err(format!(
+            "no case of {} is named like {unknown:?}; its cases: {}",
+            dir.display(),
+            names.join(", ")
+        ));
+    }
     dirs.retain(|d| only.is_empty() || only.iter().any(|w| picks(&name_of(d), w)));
     if dirs.is_empty() {
-        return Err(if only.is_empty() {
-            format!(
-                "{} holds no case: a case is a directory with a case.toml (evals/README.md)",
-                dir.display()
-            )
-        } else {
-            format!(
-                "no case of {} is named like {}",
-                dir.display(),
-                only.join(", ")
-            )
-        });
+        return Err(format!(
+            "{} holds no case: a case is a directory with a case.toml (evals/README.md)",
+            dir.display()
+        ));
     }
     dirs.iter().map(|d| load_case(d, name_of(d))).collect()
 }

@@ -289,7 +289,7 @@ pub fn table(report: &Report) -> String {
     let t = &report.totals;
     let _ = writeln!(
         out,
-        "\n{} of {} runs passed{}; pass@1 {}, pass@{k} {}, pass^{k} {}; {} tokens ({} in, {} out), ${:.4}, {} model calls; {} of runs, {} wall",
+        "\n{} of {} runs passed{}; pass@1 {}{}; {} tokens ({} in, {} out), ${:.4}, {} model calls; {} of runs, {} wall",
         t.passed,
         t.runs,
         if t.errors > 0 {
@@ -298,8 +298,15 @@ pub fn table(report: &Report) -> String {
             String::new()
         },
         percent(t.pass_at_1),
-        percent(t.pass_at_k),
-        percent(t.pass_hat_k),
+        if k > 1 {
+            format!(
+                ", pass@{k} {}, pass^{k} {}",
+                percent(t.pass_at_k),
+                percent(t.pass_hat_k)
+            )
+        } else {
+            String::new()
+        },
         count((t.input_tokens + t.output_tokens) as f64),
         count(t.input_tokens as f64),
         count(t.output_tokens as f64),

@@ -162,3 +162,85 @@ async fn a_failed_summary_falls_back_to_dropping_old_rounds() {
         pairs_whole(r);
     }
 }
+
+/// A finished step's notes longer than the plan view shows: the agent has them summarised,
+/// the next step's prompt carries the summary (with the number planted in the middle of the
+/// notes) instead of the notes cut to their ends, the plan keeps the notes whole, and a
+/// `Compacted` event with `notes` says so. When the summary call fails, the next step sees
+/// the notes cut and the flow still completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn long_notes_are_summarised_for_later_steps() {
+    for summary_works in [true, false] {
+        let server = ScriptedLlm::start().await;
+        let long_notes = format!(
+            "{} The invoice total is 73,912.40 EUR. {}",
+            "Checked the ledger row by row. ".repeat(60),
+            "Every row reconciled. ".repeat(60)
+        );
+        let brief = "ledger.csv reconciled; the invoice total is 73,912.40 EUR.";
+        server.push_all([
+            support::scenario::plan_reply(&[
+                "[MANUS] reconcile ledger.csv",
+                "[MANUS] write the invoice",
+            ]),
+            Reply::tool("terminate", serde_json::json!({"status": "success"}))
+                .with_text(&long_notes),
+            if summary_works {
+                Reply::text(brief)
+            } else {
+                Reply::status(400)
+            },
+            Reply::tool("terminate", serde_json::json!({"status": "success"}))
+                .with_text("invoice written"),
+            Reply::text("All done."),
+        ]);
+        let dir = Scratch::new("long-notes");
+        let text = config_with(&server, &dir.workspace(), &[("llm.max_retries", "0")]);
+        let config = Config::from_text(&text, "test", None).unwrap();
+        let rt = Runtime::builder().config(config).start().await.unwrap();
+        let mut flow = rt
+            .submit("reconcile and invoice", SubmitOptions::default())
+            .await
+            .unwrap();
+        let mut events = vec![];
+        while let Some(e) = flow.next_event().await {
+            events.push(e);
+        }
+        let outcome = flow.outcome().await;
+        rt.shutdown().await;
+        assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+        assert_eq!(
+            outcome.plan.steps[0].notes,
+            long_notes.trim(),
+            "the plan keeps the notes whole"
+        );
+        let second = server
+            .requests()
+            .into_iter()
+            .find(|r| r.first_user_text().contains("Your job now is step 1 only"))
+            .unwrap()
+            .first_user_text();
+        let briefed = events.iter().any(|e| {
+            matches!(
+                e,
+                FlowEvent::Compacted {
+                    notes: true,
+                    step: 0,
+                    ..
+                }
+            )
+        });
+        if summary_works {
+            assert!(second.contains(brief), "{second}");
+            assert!(!second.contains("characters cut"), "{second}");
+            assert!(briefed);
+        } else {
+            // Cut to its ends, the notes lose the number in their middle.
+            assert!(
+                second.contains("characters cut") && !second.contains("73,912.40"),
+                "{second}"
+            );
+            assert!(!briefed);
+        }
+    }
+}

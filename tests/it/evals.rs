@@ -100,7 +100,7 @@ fn the_basic_suite_passes_offline_from_its_cassettes() {
 fn a_changed_trajectory_fails_its_case_and_says_why() {
     let dir = Scratch::new("eval-gate");
     let cases = dir.path().join("suite");
-    copy_case("primes", &cases);
+    copy_case("loan_payment", &cases);
     let config = repo().join("config/eval-replay.toml");
     let good = eval(&dir, &config, &[cases.to_str().unwrap(), "--json"]);
     assert_eq!(
@@ -111,11 +111,11 @@ fn a_changed_trajectory_fails_its_case_and_says_why() {
     );
     std::fs::write(dir.path().join("good.json"), &good.stdout).unwrap();
 
-    let case_toml = cases.join("primes/case.toml");
+    let case_toml = cases.join("loan_payment/case.toml");
     let text = std::fs::read_to_string(&case_toml).unwrap();
     let broken = format!(
         "{text}\n[[checks]]\nkind = \"trajectory\"\nmatch = \"exact\"\ntools = [\"bash\", \"terminate\"]\n\n\
-         [[checks]]\nkind = \"answer\"\nmatches = \"(?i)no primes at all\"\n"
+         [[checks]]\nkind = \"answer\"\nmatches = \"(?i)no payment at all\"\n"
     );
     std::fs::write(&case_toml, broken).unwrap();
     let bad = eval(&dir, &config, &[cases.to_str().unwrap(), "--json"]);
@@ -185,7 +185,11 @@ fn a_bad_case_file_is_named_with_its_line() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("case.toml") && stderr.contains("line 5") && stderr.contains("sometimes"),
+        stderr.contains("case.toml")
+            && stderr.contains("line 3")
+            && stderr.contains(
+                "unknown variant `sometimes`, expected one of `exact`, `in_order`, `any_order`"
+            ),
         "{stderr}"
     );
 }
@@ -204,9 +208,9 @@ fn a_tiny_models_failures_are_failures_not_harness_errors() {
         &[
             suite().to_str().unwrap(),
             "--case",
-            "write_file",
+            "create_file",
             "--case",
-            "single",
+            "single_agent",
             "--json",
         ],
     );

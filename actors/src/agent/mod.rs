@@ -21,7 +21,7 @@ use crate::llm::{
     ChatRequest, LlmClient, LlmErrorKind, Message, Role, ToolCall, ToolChoice, ToolSet, Usage,
 };
 use crate::mcp::{McpHandle, McpToolset};
-use crate::plan::StepStatus;
+use crate::plan::{NOTE_CHARS, StepStatus};
 use crate::protocol::{
     AgentMsg, FlowEvent, FlowLink, FlowMsg, ImageData, StepOutcome, StepRequest, TerminateStatus,
     ToolInvocation, ToolMsg, ToolResult,
@@ -209,7 +209,8 @@ impl Actor for ExecutorAgent {
                     )
                     .await;
                 let mut run = StepRun::new(state, &req, &myself);
-                let outcome = run.run().instrument(span.clone()).await;
+                let mut outcome = run.run().instrument(span.clone()).await;
+                run.brief(&mut outcome).instrument(span.clone()).await;
                 drop(permit);
                 run.emit(FlowEvent::StepMemory {
                     step: req.step_index,
@@ -420,7 +421,72 @@ impl<'a> StepRun<'a> {
             usage: self.usage,
             rounds,
             pause: None,
+            brief: None,
         }
+    }
+
+    /// Final notes longer than the plan view shows are summarised for the later steps'
+    /// prompts (by the compaction model, else the agent's); if that fails, the view cuts
+    /// them instead. The step's own notes stay whole.
+    async fn brief(&mut self, outcome: &mut StepOutcome) {
+        let notes = outcome.summary.trim();
+        if notes.len() <= NOTE_CHARS || outcome.status == StepStatus::AwaitingApproval {
+            return;
+        }
+        let llm = self
+            .state
+            .spec
+            .compact_llm
+            .clone()
+            .unwrap_or_else(|| self.state.spec.llm.clone());
+        let system = Message::system(NOTES_SYSTEM);
+        let ask = Message::user(format!(
+            "The step: {}\n\nIts notes:\n{notes}",
+            self.req.step
+        ));
+        let request = ChatRequest {
+            messages: vec![&system, &ask],
+            tools: ToolSet::default(),
+            tool_choice: ToolChoice::None,
+        };
+        let span = tracing::info_span!("compact", manus.compact.notes = true);
+        let started = Instant::now();
+        let resp = match llm.chat(&request).instrument(span).await {
+            Ok(r) if !r.message.text().trim().is_empty() => r,
+            Ok(_) => {
+                tracing::warn!(agent = %self.state.spec.name, "the notes' summary came back empty; later steps see them cut");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(agent = %self.state.spec.name, "could not summarise the step's notes ({e}); later steps see them cut");
+                return;
+            }
+        };
+        let usage = resp.usage;
+        self.usage.add(usage);
+        outcome.usage = self.usage;
+        self.spent(usage).await;
+        self.emit(FlowEvent::LlmCalled {
+            agent: self.state.spec.name.clone(),
+            step: Some(self.req.step_index),
+            model: llm.model().to_string(),
+            usage,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+        let brief = resp.message.text().trim().to_string();
+        let bpe = crate::llm::tokens::encoding_for(llm.model());
+        let count = |t: &str| crate::llm::tokens::count_text(bpe, t);
+        self.emit(FlowEvent::Compacted {
+            step: self.req.step_index,
+            agent: self.state.spec.name.clone(),
+            tokens_before: count(notes),
+            tokens_after: count(&brief),
+            pruned: 0,
+            folded: 0,
+            usage,
+            notes: true,
+        });
+        outcome.brief = Some(brief);
     }
 
     async fn run(&mut self) -> StepOutcome {
@@ -765,6 +831,7 @@ impl<'a> StepRun<'a> {
             pruned,
             folded,
             usage,
+            notes: false,
         });
     }
 
@@ -996,6 +1063,11 @@ rounds of its work on one step: its messages, the tool calls it made and their r
 summary it can work from instead: keep every file name and path, every number and measurement, \
 every decision taken and why, what was tried and failed, and every open question, exactly as \
 written; drop chatter and repeated output. Plain text, no preamble.";
+
+const NOTES_SYSTEM: &str = "You shorten the notes an agent left when it finished one step of a \
+plan. Later steps, done by other agents, read them to build on the work. Rewrite them in at most \
+250 words: keep every file name and path, every number and result, every decision and every open \
+problem exactly as written; drop narration and repeated output. Plain text, no preamble.";
 
 /// Messages as a transcript for the summary call: each one's role, its text (long results
 /// cut to their head and tail) and the calls it made.

@@ -10,8 +10,9 @@ mod graph;
 
 pub use graph::Revised;
 
-/// The most of a step's notes the plan view shows (head and tail): the view goes into every
-/// later step's prompt. The whole notes stay in the plan, and in the run store.
+/// The most of a step's notes the plan view shows: the view goes into every later step's
+/// prompt. Longer notes are shown as the model summarised them (`PlanStep::brief`), or, if
+/// that failed, cut to their head and tail. The whole notes stay in the plan and the store.
 pub const NOTE_CHARS: usize = 2_000;
 
 /// The numbers of the steps a step needs; `None`: it names none.
@@ -108,6 +109,10 @@ pub struct PlanStep {
     /// it never runs again and does not count toward how the flow ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced_in: Option<u32>,
+    /// The notes summarised by the model for the plan view, when they are longer than
+    /// `NOTE_CHARS`; `notes` stays whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief: Option<String>,
 }
 
 impl PlanStep {
@@ -122,6 +127,7 @@ impl PlanStep {
             elapsed_ms: 0,
             depends_on: None,
             replaced_in: None,
+            brief: None,
         }
     }
 
@@ -256,7 +262,10 @@ impl Plan {
             }
             out.push('\n');
             if !s.notes.is_empty() {
-                let notes = crate::text::clip(&s.notes, NOTE_CHARS);
+                let notes = match &s.brief {
+                    Some(brief) => crate::text::clip(brief, NOTE_CHARS),
+                    None => crate::text::clip(&s.notes, NOTE_CHARS),
+                };
                 let _ = writeln!(out, "   Notes: {}", notes.replace('\n', "\n   "));
             }
         }

@@ -326,6 +326,7 @@ impl Actor for Planner {
                         usage: Usage::default(),
                         rounds: 0,
                         pause: None,
+                        brief: None,
                     };
                     steps::ended(&myself, st, dispatch, outcome, true).await;
                 }

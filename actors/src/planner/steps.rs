@@ -254,6 +254,7 @@ pub(super) async fn ended(
     let s = &mut st.plan.steps[run.step];
     s.elapsed_ms += elapsed_ms;
     s.notes = outcome.summary.clone();
+    s.brief = outcome.brief.clone();
     let retry =
         outcome.status != StepStatus::Completed && s.attempts <= st.settings.max_step_retries;
     s.status = if retry {
@@ -306,6 +307,7 @@ async fn paused(
     s.elapsed_ms += run.started.elapsed().as_millis() as u64;
     s.status = StepStatus::AwaitingApproval;
     s.notes = outcome.summary;
+    s.brief = None;
     let id = st.next_approval;
     st.next_approval += 1;
     let p = super::PausedStep {
