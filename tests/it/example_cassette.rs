@@ -61,7 +61,7 @@ fn the_replay_refuses_a_different_task() {
 }
 
 /// Regenerate config/cassettes/example-flow.jsonl:
-/// `cargo test --test example_cassette -- --ignored record_example_cassette`
+/// `cargo test --test it -- --ignored record_example_cassette`
 #[tokio::test(flavor = "multi_thread")]
 #[ignore]
 async fn record_example_cassette() {
@@ -88,6 +88,6 @@ async fn record_example_cassette() {
     let body = std::fs::read_to_string(&cassette).unwrap();
     let header = "# The example flow of the README. These model answers were scripted for the example (tests/support/scenario.rs)\n\
                   # and recorded by manus-rt --record; replaying them runs the real tools. Regenerate with:\n\
-                  # cargo test --test example_cassette -- --ignored record_example_cassette\n";
+                  # cargo test --test it -- --ignored record_example_cassette\n";
     std::fs::write(&cassette, format!("{header}{body}")).unwrap();
 }
