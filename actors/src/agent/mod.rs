@@ -425,46 +425,31 @@ impl<'a> StepRun<'a> {
         }
     }
 
-    /// Final notes longer than the plan view shows are summarised for the later steps'
-    /// prompts (by the compaction model, else the agent's); if that fails, the view cuts
-    /// them instead. The step's own notes stay whole.
-    async fn brief(&mut self, outcome: &mut StepOutcome) {
-        let notes = outcome.summary.trim();
-        if notes.len() <= NOTE_CHARS || outcome.status == StepStatus::AwaitingApproval {
-            return;
-        }
-        let llm = self
-            .state
-            .spec
-            .compact_llm
-            .clone()
-            .unwrap_or_else(|| self.state.spec.llm.clone());
-        let system = Message::system(NOTES_SYSTEM);
-        let ask = Message::user(format!(
-            "The step: {}\n\nIts notes:\n{notes}",
-            self.req.step
-        ));
+    /// Who writes summaries: the compaction model, else the agent's own.
+    fn compaction_llm(&self) -> LlmClient {
+        let spec = &self.state.spec;
+        spec.compact_llm.clone().unwrap_or_else(|| spec.llm.clone())
+    }
+
+    /// Ask the compaction model to summarise `text` as `system` says: the summary and its
+    /// tokens (counted toward the step and the budgets, and published), or why not.
+    async fn summarise(&mut self, system: &str, text: String) -> Result<(String, Usage), String> {
+        let llm = self.compaction_llm();
+        let system = Message::system(system);
+        let ask = Message::user(text);
         let request = ChatRequest {
             messages: vec![&system, &ask],
             tools: ToolSet::default(),
             tool_choice: ToolChoice::None,
         };
-        let span = tracing::info_span!("compact", manus.compact.notes = true);
         let started = Instant::now();
-        let resp = match llm.chat(&request).instrument(span).await {
-            Ok(r) if !r.message.text().trim().is_empty() => r,
-            Ok(_) => {
-                tracing::warn!(agent = %self.state.spec.name, "the notes' summary came back empty; later steps see them cut");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(agent = %self.state.spec.name, "could not summarise the step's notes ({e}); later steps see them cut");
-                return;
-            }
-        };
+        let resp = llm.chat(&request).await.map_err(|e| e.to_string())?;
+        let summary = resp.message.text().trim().to_string();
+        if summary.is_empty() {
+            return Err("the summary came back empty".into());
+        }
         let usage = resp.usage;
         self.usage.add(usage);
-        outcome.usage = self.usage;
         self.spent(usage).await;
         self.emit(FlowEvent::LlmCalled {
             agent: self.state.spec.name.clone(),
@@ -473,7 +458,28 @@ impl<'a> StepRun<'a> {
             usage,
             elapsed_ms: started.elapsed().as_millis() as u64,
         });
-        let brief = resp.message.text().trim().to_string();
+        Ok((summary, usage))
+    }
+
+    /// Final notes longer than the plan view shows are summarised for the later steps'
+    /// prompts (by the compaction model, else the agent's); if that fails, the view cuts
+    /// them instead. The step's own notes stay whole.
+    async fn brief(&mut self, outcome: &mut StepOutcome) {
+        let notes = outcome.summary.trim();
+        if notes.len() <= NOTE_CHARS || outcome.status == StepStatus::AwaitingApproval {
+            return;
+        }
+        let ask = format!("The step: {}\n\nIts notes:\n{notes}", self.req.step);
+        let span = tracing::info_span!("compact", manus.compact.notes = true);
+        let (brief, usage) = match self.summarise(NOTES_SYSTEM, ask).instrument(span).await {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!(agent = %self.state.spec.name, "could not summarise the step's notes ({e}); later steps see them cut");
+                return;
+            }
+        };
+        outcome.usage = self.usage;
+        let llm = self.compaction_llm();
         let bpe = crate::llm::tokens::encoding_for(llm.model());
         let count = |t: &str| crate::llm::tokens::count_text(bpe, t);
         self.emit(FlowEvent::Compacted {
@@ -777,42 +783,19 @@ impl<'a> StepRun<'a> {
         let middle = self.memory.middle();
         if over && !middle.is_empty() {
             let transcript = transcript(self.memory.messages(middle.clone()));
-            let system = Message::system(SUMMARY_SYSTEM);
-            let ask = Message::user(transcript);
-            let request = ChatRequest {
-                messages: vec![&system, &ask],
-                tools: ToolSet::default(),
-                tool_choice: ToolChoice::None,
-            };
-            let started = Instant::now();
-            let llm = self
-                .state
-                .spec
-                .compact_llm
-                .clone()
-                .unwrap_or_else(|| self.state.spec.llm.clone());
-            match llm.chat(&request).instrument(span.clone()).await {
-                Ok(resp) if !resp.message.text().trim().is_empty() => {
-                    usage = resp.usage;
-                    self.usage.add(usage);
-                    self.spent(usage).await;
-                    self.emit(FlowEvent::LlmCalled {
-                        agent: self.state.spec.name.clone(),
-                        step: Some(self.req.step_index),
-                        model: llm.model().to_string(),
-                        usage,
-                        elapsed_ms: started.elapsed().as_millis() as u64,
-                    });
+            match self
+                .summarise(SUMMARY_SYSTEM, transcript)
+                .instrument(span.clone())
+                .await
+            {
+                Ok((summary, spent)) => {
+                    usage = spent;
                     folded = middle.len();
                     let summary = format!(
                         "Summary of this step's earlier rounds (folded to save context; pruned \
-                         outputs can still be read with recall):\n{}",
-                        resp.message.text().trim()
+                         outputs can still be read with recall):\n{summary}"
                     );
                     self.memory.fold(middle, Message::user(summary));
-                }
-                Ok(_) => {
-                    tracing::warn!(agent = %self.state.spec.name, "the summary came back empty; old rounds will be dropped instead")
                 }
                 Err(e) => {
                     tracing::warn!(agent = %self.state.spec.name, "could not summarise old rounds ({e}); they will be dropped instead")
