@@ -63,6 +63,7 @@ if ! "$peers/py/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.
 fi
 export MANUS_TEST_MCP_EVERYTHING="$everything"
 export MANUS_TEST_MCP_PYTHON="$peers/py/bin/python"
+scripts/validate-deploy.sh  # deploy/: compose files, Kubernetes manifests, cluster config, against their schemas
 
 # The test engine. Its data root lives under target/ so the built image is reused by
 # later runs on this machine; sockets and exec state live in a short /tmp path.

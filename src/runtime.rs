@@ -211,9 +211,13 @@ impl RuntimeBuilder {
                 )
             })
             .collect();
-        let store = match &config.store {
-            Some(url) => Some(RunStore::open(url).await?),
-            None => None,
+        let (store, lost) = match (&config.store, &config.cluster) {
+            (Some(url), Some(node)) => {
+                let (store, lost) = RunStore::open_node(url, node).await?;
+                (Some(store), Some(lost))
+            }
+            (Some(url), None) => (Some(RunStore::open(url).await?), None),
+            (None, _) => (None, None),
         };
         if let Some(store) = store.as_ref().filter(|_| config.retention.bounded()) {
             store.keep(config.retention);
@@ -236,9 +240,22 @@ impl RuntimeBuilder {
                 .any(|(t, _)| !t.approvals.rules.is_empty());
         let decisions = store
             .clone()
-            .filter(|_| approving)
+            .filter(|_| approving || config.cluster.is_some())
             .map(|s| hand_over_decisions(s, controls.clone()));
+        // A cluster node stops the flows another node took over (its writes are fenced off).
+        let fenced_off = lost.map(|mut lost| {
+            let controls = controls.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                while let Some(run) = lost.recv().await {
+                    let control = controls.lock().ok().and_then(|c| c.get(&run).cloned());
+                    if let Some(control) = control {
+                        control.cancel();
+                    }
+                }
+            }))
+        });
         Ok(Runtime {
+            fenced_off,
             root,
             planning,
             controls,
@@ -285,6 +302,8 @@ pub struct Runtime {
     controls: Arc<std::sync::Mutex<HashMap<String, FlowControl>>>,
     /// Hands decisions recorded in the store (`manus-rt approvals`) to the flows here.
     decisions: Option<AbortOnDrop>,
+    /// Cluster: stops the flows here whose runs other nodes took over.
+    fenced_off: Option<AbortOnDrop>,
 }
 
 /// A task stopped when its holder is dropped.
@@ -439,6 +458,74 @@ impl Runtime {
         self.start_flow(run).await
     }
 
+    /// Cluster (`[cluster]`): queue a task for whichever node has room first (this one
+    /// too); its run id. The run is in the store when this returns.
+    pub async fn enqueue(&self, task: &str, mode: FlowMode) -> Result<String, RuntimeError> {
+        let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
+        let now = crate::store::now_ms();
+        let run = StoredRun {
+            id: new_flow_id(),
+            task: task.to_string(),
+            mode,
+            status: "queued".into(),
+            plan: None,
+            usage: Default::default(),
+            usage_by_agent: Default::default(),
+            outcome: None,
+            owner: None,
+            created_at: now,
+            updated_at: now,
+            elapsed_ms: 0,
+        };
+        let id = run.id.clone();
+        store.enqueue(run).await?;
+        Ok(id)
+    }
+
+    /// Cluster: take the oldest queued run, or one whose node fell silent, and run it
+    /// here (a run taken over resumes from its last completed step); `None` when no run
+    /// waits.
+    pub async fn claim(&self, deltas: bool) -> Result<Option<FlowHandle>, RuntimeError> {
+        let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
+        let Some((id, fence)) = store.claim_next().await? else {
+            return Ok(None);
+        };
+        let run = store
+            .get(&id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownRun(id.clone()))?;
+        let seq = store.next_seq(&id).await?;
+        tracing::info!(run = %id, fence, taken_over = seq > 0, "claimed a run");
+        let handle = if seq == 0 {
+            self.start_flow(Run {
+                id: run.id,
+                task: run.task,
+                mode: run.mode,
+                resume: None,
+                deltas,
+                seq,
+                created_at: run.created_at,
+            })
+            .await
+        } else {
+            self.continue_run(run, seq).await
+        };
+        if handle.is_err() {
+            // Let another node try it.
+            let _ = store.release(Some(&id)).await;
+        }
+        handle.map(Some)
+    }
+
+    /// Cluster: let go of every run this node holds, for the other nodes to take over
+    /// from their last completed step; the flows here then stop without writing.
+    pub async fn hand_back(&self) -> Result<(), RuntimeError> {
+        if let Some(store) = &self.store {
+            store.release(None).await?;
+        }
+        Ok(())
+    }
+
     /// The ids of runs that were running in a process that has gone (killed, crashed, or
     /// shut down mid-flow), oldest first: what `resume` can continue.
     pub async fn interrupted_runs(&self) -> Result<Vec<String>, RuntimeError> {
@@ -478,6 +565,12 @@ impl Runtime {
             return Err(busy());
         }
         let seq = store.next_seq(&run.id).await?;
+        self.continue_run(run, seq).await
+    }
+
+    /// Go on with a stored run this runtime now owns, whose next event is `seq`.
+    async fn continue_run(&self, run: StoredRun, seq: u64) -> Result<FlowHandle, RuntimeError> {
+        let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
         let events = store.events(&run.id).await?;
         let outside = store.take_run_decisions(&run.id).await?;
         let paused = match &run.plan {
@@ -565,7 +658,7 @@ impl Runtime {
         let planner = manus_actors::root::start_flow(&self.root, spec)
             .await
             .map_err(RuntimeError::Submit)?;
-        if self.decisions.is_some()
+        if (self.decisions.is_some() || self.fenced_off.is_some())
             && let Ok(mut controls) = self.controls.lock()
         {
             controls.insert(

@@ -6,6 +6,7 @@
 //! OpenAPI document are here too; docs/openapi.json describes every route. `conns.rs` is
 //! the accept loop (header-read time and open connections bounded).
 
+mod cluster;
 pub mod conns;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -83,6 +84,8 @@ pub struct App {
     /// finished: the first is dropped when there are more than `keep_finished`.
     finished: Mutex<VecDeque<(u64, String)>>,
     metrics: Arc<Metrics>,
+    /// Cluster mode: the store flows are queued in and read from, and this node's room.
+    node: Option<cluster::Node>,
 }
 
 /// One flow in the table.
@@ -194,7 +197,12 @@ fn now_ms() -> u64 {
 
 impl App {
     pub fn new(runtime: Runtime, settings: ServerSettings) -> Arc<App> {
+        let node = match (&runtime.config().cluster, runtime.store()) {
+            (Some(c), Some(store)) => Some(cluster::Node::new(store.clone(), c.clone())),
+            _ => None,
+        };
         Arc::new(App {
+            node,
             runtime: tokio::sync::RwLock::new(Some(runtime)),
             settings,
             flows: RwLock::new(HashMap::new()),
@@ -206,7 +214,16 @@ impl App {
     }
 
     /// Put a started flow in the table and log its events as they come.
-    pub fn track(self: &Arc<Self>, mut handle: FlowHandle) -> String {
+    pub fn track(self: &Arc<Self>, handle: FlowHandle) -> String {
+        self.track_holding(handle, None)
+    }
+
+    /// `track`, holding `permit` (a cluster node's room) until the flow ends.
+    fn track_holding(
+        self: &Arc<Self>,
+        mut handle: FlowHandle,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> String {
         let id = handle.id.clone();
         let (logged, _) = watch::channel(0);
         let entry = Arc::new(Entry {
@@ -240,6 +257,7 @@ impl App {
                 };
                 entry.logged.send_replace(count);
             }
+            drop(permit);
             app.retire(seq, flow_id);
         });
         id
@@ -487,23 +505,36 @@ async fn submit(
             "the service is shutting down".into(),
         ));
     };
+    if app.node.is_some() {
+        // Durable once queued; whichever node has room runs it.
+        let id = runtime
+            .enqueue(&b.task, mode)
+            .await
+            .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+        return Ok(created(&id, "queued"));
+    }
     let handle = runtime
         .submit(&b.task, SubmitOptions { mode, deltas: true })
         .await
         .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
     let id = app.track(handle);
+    Ok(created(&id, "running"))
+}
+
+/// The answer to a flow submitted: 201, where it is, and its status.
+fn created(id: &str, status: &str) -> Response {
     let location = format!("/v1/flows/{id}");
     let reply = json!({
         "id": id,
-        "status": "running",
+        "status": status,
         "links": {"self": location, "events": format!("{location}/events")},
     });
-    Ok((
+    (
         StatusCode::CREATED,
         [(header::LOCATION, location)],
         Json(reply),
     )
-        .into_response())
+        .into_response()
 }
 
 /// A flow as JSON: the summary fields, plus the plan and outcome when `full`.
@@ -549,6 +580,15 @@ fn describe(entry: &Entry, full: bool) -> Value {
 }
 
 async fn list(State(app): State<Arc<App>>) -> Json<Value> {
+    if let Some(node) = &app.node {
+        // Every node's flows, as the store has them.
+        let runs = node.store.list(100).await.unwrap_or_default();
+        let flows: Vec<Value> = runs
+            .iter()
+            .map(|r| cluster::describe_stored(r, false))
+            .collect();
+        return Json(json!({ "flows": flows }));
+    }
     let ids: Vec<String> = app
         .order
         .lock()
@@ -567,7 +607,15 @@ async fn show(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(describe(&*app.entry(&id)?, true)))
+    match (app.entry(&id), &app.node) {
+        (Ok(entry), _) => Ok(Json(describe(&entry, true))),
+        // A flow another node runs (or ran).
+        (Err(_), Some(node)) => Ok(Json(cluster::describe_stored(
+            &cluster::stored(&node.store, &id).await?,
+            true,
+        ))),
+        (Err(e), None) => Err(e),
+    }
 }
 
 async fn cancel(State(app): State<Arc<App>>, Path(id): Path<String>) -> Result<Response, ApiError> {
@@ -738,13 +786,15 @@ async fn decide(
 
 /// The event log from after `Last-Event-ID` (or `?after=N`), then live, ending after
 /// `flow_finished`.
+/// A flow's events as the service streams them.
+type EventStream = std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
+
 async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let entry = app.entry(&id)?;
+) -> Result<Sse<axum::response::sse::KeepAliveStream<EventStream>>, ApiError> {
     let given = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -758,6 +808,13 @@ async fn events(
             )
         })?,
     };
+    if let Some(node) = &app.node {
+        // Numbered as stored, from the store: the same on every node.
+        cluster::stored(&node.store, &id).await?;
+        let stream = cluster::follow_stored(node.store.clone(), id, after as u64);
+        return Ok(Sse::new(Box::pin(stream) as EventStream).keep_alive(KeepAlive::default()));
+    }
+    let entry = app.entry(&id)?;
     let logged = entry.logged.subscribe();
     let stream = futures_util::stream::unfold(
         (entry, after, logged, false),
@@ -792,7 +849,7 @@ async fn events(
             }
         },
     );
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(Box::pin(stream) as EventStream).keep_alive(KeepAlive::default()))
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {

@@ -1,5 +1,6 @@
 //! `serve`: the HTTP service (routes in `manus_rt::serve`) until Ctrl-C or SIGTERM; on
-//! start it resumes the runs a killed predecessor left mid-flow, unless configured not to.
+//! start it resumes the runs a killed predecessor left mid-flow, unless configured not to;
+//! a cluster node instead claims queued runs, and drains on stop.
 
 use std::process::ExitCode;
 
@@ -8,6 +9,15 @@ use manus_rt::{Config, Runtime};
 
 use super::exit;
 use super::terminal::serve_until_stopped;
+
+/// How long a stopping cluster node lets its flows finish before handing them back.
+const DRAIN_SECS: u64 = 30;
+
+fn runtime_node_name(c: &manus_rt::cluster::ClusterSettings) -> String {
+    c.node_id
+        .clone()
+        .unwrap_or_else(|| "(named by its host)".into())
+}
 
 pub async fn run(config: Config, bind: &str) -> ExitCode {
     let settings = config.server.clone();
@@ -31,9 +41,12 @@ pub async fn run(config: Config, bind: &str) -> ExitCode {
             "bearer tokens required"
         }
     );
-    // Runs a killed predecessor left mid-flow continue here, unless configured otherwise.
+    // Runs a killed predecessor left mid-flow continue here, unless configured otherwise;
+    // in a cluster, whichever node has room takes them over when their lease lapses.
+    let cluster = runtime.config().cluster.clone();
+    let store_url = runtime.config().store.clone();
     let mut resumed = vec![];
-    if settings.resume_on_start {
+    if settings.resume_on_start && cluster.is_none() {
         for id in runtime.interrupted_runs().await.unwrap_or_default() {
             match runtime.resume(&id).await {
                 Ok(handle) => {
@@ -48,7 +61,21 @@ pub async fn run(config: Config, bind: &str) -> ExitCode {
     for handle in resumed {
         app.track(handle);
     }
+    if let (Some(c), Some(url)) = (&cluster, &store_url) {
+        eprintln!(
+            "manus-rt: cluster node {}: takes up to {} flow(s) at once from the shared queue",
+            runtime_node_name(c),
+            c.max_flows
+        );
+        app.start_claiming(url);
+    }
     serve_until_stopped(|stopping| manus_rt::serve::run(listener, app.clone(), stopping)).await;
+    if cluster.is_some() {
+        eprintln!(
+            "manus-rt: draining: no more flows are taken; running ones get {DRAIN_SECS} s to finish"
+        );
+        app.drain(std::time::Duration::from_secs(DRAIN_SECS)).await;
+    }
     app.shutdown().await;
     ExitCode::SUCCESS
 }

@@ -43,6 +43,8 @@ pub(super) struct ConfigFile {
     #[serde(default)]
     pub(super) server: ServerToml,
     #[serde(default)]
+    pub(super) cluster: ClusterToml,
+    #[serde(default)]
     pub(super) approvals: ApprovalsToml,
 }
 
@@ -74,6 +76,15 @@ pub(super) struct ServerToml {
     pub(super) keep_finished_flows: Option<Spanned<i64>>,
     pub(super) allowed_hosts: Option<Spanned<Vec<String>>>,
     pub(super) max_connections: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClusterToml {
+    pub(super) enabled: Option<Spanned<bool>>,
+    pub(super) node_id: Option<Spanned<String>>,
+    pub(super) lease_secs: Option<Spanned<i64>>,
+    pub(super) max_flows: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -11,6 +11,7 @@
 mod agents;
 mod approvals;
 mod browser;
+mod cluster;
 mod discover;
 mod error;
 mod file;
@@ -86,6 +87,8 @@ pub struct Config {
     pub retention: crate::store::Retention,
     /// `[server]`, for `manus-rt serve`; `MANUS_API_TOKENS` (comma-separated) adds tokens.
     pub server: crate::serve::ServerSettings,
+    /// `[cluster]`: this node shares queued flows with the others of the store.
+    pub cluster: Option<crate::cluster::ClusterSettings>,
     /// The shipped example is in use (no config file of the user's): its model may be
     /// one found on this machine (`discover`).
     pub example: bool,

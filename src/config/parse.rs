@@ -23,7 +23,7 @@ use super::file::ConfigFile;
 use super::llm::{self, LlmDraft};
 use super::mcp::{self, ServersFile};
 use super::values::Table;
-use super::{browser, flow, sandbox, service, telemetry, tools};
+use super::{browser, cluster, flow, sandbox, service, telemetry, tools};
 
 /// A config as its text says it, checked: everything but what the environment and the disk
 /// supply. `Parsed::resolve` makes it a `Config`.
@@ -54,6 +54,8 @@ pub struct Parsed {
     pub(super) retention: Retention,
     /// With the file's tokens only.
     pub(super) server: ServerSettings,
+    /// With the line of `[cluster] enabled`, for the store check `resolve` makes.
+    pub(super) cluster: Option<(crate::cluster::ClusterSettings, Option<usize>)>,
 }
 
 /// Parse and check config text; `source` names it in errors.
@@ -102,6 +104,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
     let store = service::store(&file.store, lines)?;
     let retention = service::retention(&file.store, lines)?;
     let server = service::server(&file.server, lines)?;
+    let cluster = cluster::build(&file.cluster, lines)?;
     Ok(Parsed {
         source: source.to_string(),
         llm,
@@ -121,5 +124,6 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         store,
         retention,
         server,
+        cluster,
     })
 }

@@ -1,7 +1,7 @@
 //! `Parsed::resolve`: the step that reads what a parsed config asks of the world, and the
 //! only part of the config that does. From the environment (through the lookup it is given):
 //! the LLM profiles' API keys, the `OTEL_*` variables, `DOCKER_HOST`, the proxy password,
-//! the Brave key and `MANUS_API_TOKENS`. From the disk: the cassettes and the MCP servers
+//! the Brave key, `MANUS_API_TOKENS`, `MANUS_STORE_URL` and `MANUS_NODE_ID`. From the disk: the cassettes and the MCP servers
 //! file (whose ids the agents' `mcp_servers` are checked against).
 
 use std::collections::BTreeMap;
@@ -66,6 +66,31 @@ impl Parsed {
         let mut tools = self.tools;
         Arc::make_mut(&mut tools.search).brave_api_key =
             env(&self.brave_key_env).filter(|k| !k.is_empty());
+        let mut store = self.store;
+        if let Some(url) = env("MANUS_STORE_URL").filter(|u| !u.is_empty()) {
+            store = Some(
+                crate::store::StoreUrl::parse(&url)
+                    .map_err(|why| in_file(Problem::whole(format!("MANUS_STORE_URL: {why}"))))?,
+            );
+        }
+        let cluster = match self.cluster {
+            None => None,
+            Some((mut c, line)) => {
+                if !matches!(store, Some(crate::store::StoreUrl::Postgres(_))) {
+                    return Err(in_file(Problem::at(
+                        line,
+                        "[cluster] enabled",
+                        "[cluster] enabled = true needs a PostgreSQL run store, which the nodes share: \
+                         [store] url = \"postgres://USER:PASSWORD@HOST:PORT/DB\" (or MANUS_STORE_URL)"
+                            .into(),
+                    )));
+                }
+                if let Some(id) = env("MANUS_NODE_ID").filter(|i| !i.is_empty()) {
+                    c.node_id = Some(id);
+                }
+                Some(c)
+            }
+        };
         let mut server = self.server;
         if let Some(tokens) = env("MANUS_API_TOKENS") {
             server.api_tokens.extend(
@@ -90,7 +115,8 @@ impl Parsed {
             mcp_servers,
             mcp_serve_tools: self.mcp_serve_tools,
             mcp_http: self.mcp_http,
-            store: self.store,
+            store,
+            cluster,
             retention: self.retention,
             server,
             example: false,

@@ -9,6 +9,7 @@
 //! `tap.rs` sits between a flow's planner and its `FlowHandle` and turns events into writes.
 //! `prune.rs` forgets ended runs past the retention (`[store] keep_days`, `keep_runs`).
 
+pub(crate) mod cluster;
 mod postgres;
 mod prune;
 mod sql;
@@ -132,6 +133,19 @@ pub trait Backend: Send {
     fn execute(&mut self, sql: &str, params: &[Val]) -> Result<u64, String>;
     /// The rows of a query, each column an integer, a text or NULL.
     fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, String>;
+    /// As `transaction`, for a cluster node (`cluster.rs`): `fences` are the runs `node`
+    /// holds, with the fence of its claim. Their leases are locked first; the statements of
+    /// a run whose lease is now another's, or at another fence, are left out, and such runs
+    /// returned. Every write statement's first parameter is its run's id.
+    fn fenced(
+        &mut self,
+        node: &str,
+        fences: &std::collections::HashMap<String, i64>,
+        stmts: &[Stmt],
+    ) -> Result<Vec<String>, String> {
+        let _ = (node, fences);
+        self.transaction(stmts).map(|()| vec![])
+    }
 }
 
 /// Open the backend a URL names (on the store's own thread: the PostgreSQL client runs a

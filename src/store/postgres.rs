@@ -68,6 +68,28 @@ fn bind(params: &[Val]) -> Vec<Box<dyn ToSql + Sync>> {
         .collect()
 }
 
+/// Run `stmts` in `tx`, each prepared once per connection, in order (a statement may use a
+/// table the one before created).
+fn execute_all<'s>(
+    tx: &mut postgres::Transaction<'_>,
+    prepared: &mut HashMap<&'static str, Statement>,
+    stmts: impl Iterator<Item = &'s Stmt>,
+) -> Result<(), String> {
+    for s in stmts {
+        let st = match prepared.get(s.sql) {
+            Some(st) => st.clone(),
+            None => {
+                let st = tx.prepare(s.sql).map_err(why)?;
+                prepared.insert(s.sql, st.clone());
+                st
+            }
+        };
+        let params = bind(&s.params);
+        tx.execute(&st, &refs(&params)).map_err(why)?;
+    }
+    Ok(())
+}
+
 fn refs(boxed: &[Box<dyn ToSql + Sync>]) -> Vec<&(dyn ToSql + Sync)> {
     boxed.iter().map(|b| b.as_ref()).collect()
 }
@@ -76,20 +98,51 @@ impl Backend for Postgres {
     fn transaction(&mut self, stmts: &[Stmt]) -> Result<(), String> {
         self.client()?;
         let mut tx = self.client.transaction().map_err(why)?;
-        for s in stmts {
-            // Prepared in order: a statement may use a table the one before created.
-            let st = match self.prepared.get(s.sql) {
-                Some(st) => st.clone(),
-                None => {
-                    let st = tx.prepare(s.sql).map_err(why)?;
-                    self.prepared.insert(s.sql, st.clone());
-                    st
-                }
-            };
-            let params = bind(&s.params);
-            tx.execute(&st, &refs(&params)).map_err(why)?;
-        }
+        execute_all(&mut tx, &mut self.prepared, stmts.iter())?;
         tx.commit().map_err(why)
+    }
+
+    fn fenced(
+        &mut self,
+        node: &str,
+        fences: &HashMap<String, i64>,
+        stmts: &[Stmt],
+    ) -> Result<Vec<String>, String> {
+        let mine = |s: &Stmt| match s.params.first() {
+            Some(Val::Text(run)) => fences.contains_key(run),
+            _ => false,
+        };
+        let runs: Vec<String> = {
+            let mut r: Vec<String> = stmts
+                .iter()
+                .filter(|s| mine(s))
+                .filter_map(|s| s.params.first()?.text().map(String::from))
+                .collect();
+            r.sort();
+            r.dedup();
+            r
+        };
+        self.client()?;
+        let mut tx = self.client.transaction().map_err(why)?;
+        let held: Vec<String> = tx
+            .query(super::cluster::LOCK_LEASES, &[&runs])
+            .map_err(why)?
+            .iter()
+            .filter(|row| {
+                let (run, holder, fence): (String, String, i64) =
+                    (row.get(0), row.get(1), row.get(2));
+                holder == node && fences.get(&run) == Some(&fence)
+            })
+            .map(|row| row.get(0))
+            .collect();
+        let lost: Vec<String> = runs.into_iter().filter(|r| !held.contains(r)).collect();
+        let kept = stmts.iter().filter(|s| match s.params.first() {
+            Some(Val::Text(run)) => !lost.contains(run),
+            _ => true,
+        });
+        execute_all(&mut tx, &mut self.prepared, kept)?;
+        tx.commit().map_err(why)?;
+        Ok(lost)
     }
 
     fn execute(&mut self, sql: &str, params: &[Val]) -> Result<u64, String> {

@@ -200,9 +200,14 @@ pub fn get(db: &mut dyn Backend, id: &str) -> Result<Option<StoredRun>, String> 
 }
 
 pub fn events(db: &mut dyn Backend, id: &str) -> Result<Vec<StoredEvent>, String> {
+    events_from(db, id, 0)
+}
+
+/// A run's events numbered `from` and after, in order.
+pub fn events_from(db: &mut dyn Backend, id: &str, from: u64) -> Result<Vec<StoredEvent>, String> {
     db.query(
-        "SELECT seq, at, event FROM manus_events WHERE run_id = $1 ORDER BY seq",
-        &[text(id)],
+        "SELECT seq, at, event FROM manus_events WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
+        &[text(id), Val::Int(from as i64)],
     )?
     .iter()
     .map(|r| {

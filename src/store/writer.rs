@@ -4,6 +4,7 @@
 //! process's heartbeat, which tells other processes that its running flows are alive, and
 //! prunes ended runs past the retention (`prune.rs`), a chunk at a time between batches.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -60,6 +61,17 @@ enum Job {
     Prune(Retention, oneshot::Sender<Result<Vec<String>, String>>),
     /// Flush, retire this process's heartbeat, and stop.
     Close(oneshot::Sender<()>),
+    /// Cluster: claim the oldest queued run, or one whose lease lapsed; its id and fence.
+    Claim(oneshot::Sender<Result<Option<(String, i64)>, String>>),
+    /// Cluster: let go of one run, or of all this node's, for other nodes to take over.
+    Release(Option<String>, oneshot::Sender<Result<(), String>>),
+}
+
+/// What a cluster node's store does besides a process's: renew its leases with each
+/// heartbeat, fence its writes, and say which runs it lost.
+struct Node {
+    lease: Duration,
+    lost: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 /// The run store of one process; cheap to clone.
@@ -76,8 +88,34 @@ impl RunStore {
     /// Connect, create the tables if they are missing, and register this process. A store
     /// that cannot be reached is an error here, not later.
     pub async fn open(url: &StoreUrl) -> Result<RunStore, StoreError> {
+        RunStore::start(url, Owner::this_process(), None).await
+    }
+
+    /// Open the store as cluster node `node` (`[cluster]`, PostgreSQL): its leases are
+    /// renewed three times per `lease`, its writes are fenced, and the ids of the runs it
+    /// lost to other nodes come out of the receiver.
+    pub async fn open_node(
+        url: &StoreUrl,
+        node: &crate::cluster::ClusterSettings,
+    ) -> Result<(RunStore, tokio::sync::mpsc::UnboundedReceiver<String>), StoreError> {
+        let (lost, lost_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut owner = Owner::this_process();
+        if let Some(name) = &node.node_id {
+            owner.id = format!("{name}:{}:{:x}", owner.pid, now_ms());
+        }
+        let node = Node {
+            lease: node.lease,
+            lost,
+        };
+        Ok((RunStore::start(url, owner, Some(node)).await?, lost_rx))
+    }
+
+    async fn start(
+        url: &StoreUrl,
+        owner: Owner,
+        node: Option<Node>,
+    ) -> Result<RunStore, StoreError> {
         let described = url.describe();
-        let owner = Owner::this_process();
         let (jobs, rx) = mpsc::channel();
         let (ready_tx, ready) = oneshot::channel();
         let (url_c, owner_c) = (url.clone(), owner.clone());
@@ -100,6 +138,12 @@ impl RunStore {
                             params: vec![],
                         })
                         .collect();
+                    if node.is_some() {
+                        setup.extend(super::cluster::SCHEMA.iter().map(|s| super::Stmt {
+                            sql: s,
+                            params: vec![],
+                        }));
+                    }
                     setup.push(sql::heartbeat(&owner_c, now_ms()));
                     // Two processes creating the tables at once can collide on PostgreSQL
                     // (IF NOT EXISTS is not atomic there): the loser tries again and finds
@@ -117,7 +161,7 @@ impl RunStore {
                 match opened {
                     Ok(db) => {
                         let _ = ready_tx.send(Ok(()));
-                        serve(db, &owner_c, &rx, &hurry_c);
+                        serve(db, &owner_c, node, &rx, &hurry_c);
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -218,6 +262,13 @@ impl RunStore {
         self.read(move |db, _| sql::events(db, &id)).await
     }
 
+    /// A run's events numbered `from` and after, in order.
+    pub async fn events_from(&self, id: &str, from: u64) -> Result<Vec<StoredEvent>, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::events_from(db, &id, from))
+            .await
+    }
+
     /// The sequence number a run's next event gets.
     pub(crate) async fn next_seq(&self, id: &str) -> Result<u64, StoreError> {
         let id = id.to_string();
@@ -288,6 +339,29 @@ impl RunStore {
             .await
     }
 
+    /// Cluster: claim the oldest queued run, or one whose node's lease lapsed: its id and
+    /// the fence this node's writes to it carry from now on.
+    pub(crate) async fn claim_next(&self) -> Result<Option<(String, i64)>, StoreError> {
+        self.ask(Job::Claim).await
+    }
+
+    /// Cluster: let go of run `id`, or of every run this node holds, at once: their leases
+    /// lapse and other nodes take them over from their last completed step.
+    pub(crate) async fn release(&self, id: Option<&str>) -> Result<(), StoreError> {
+        let id = id.map(String::from);
+        self.ask(|done| Job::Release(id, done)).await
+    }
+
+    /// Cluster: queue a run for whichever node has room first, and tell the nodes: the
+    /// run is committed when this returns.
+    pub(crate) async fn enqueue(&self, run: StoredRun) -> Result<(), StoreError> {
+        self.read(move |db, _| {
+            let now = now_ms();
+            db.transaction(&[run.upsert(now), super::cluster::announce(&run.id)])
+        })
+        .await
+    }
+
     /// Apply `retention` in the background from now on: every ten minutes, on the store's
     /// thread and a chunk at a time between batches of writes, ended runs past it are
     /// pruned (never a running or resumable one).
@@ -350,7 +424,16 @@ impl Hurry {
 }
 
 /// The store thread's loop: until closed, or until every handle is gone.
-fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &Hurry) {
+fn serve(
+    mut db: Box<dyn Backend>,
+    owner: &Owner,
+    node: Option<Node>,
+    jobs: &Receiver<Job>,
+    hurry: &Hurry,
+) {
+    let heartbeat = node.as_ref().map_or(HEARTBEAT, |n| n.lease / 3);
+    // Cluster: the runs this node claimed, with the fence of the claim (-1 once lost).
+    let mut fences: HashMap<String, i64> = HashMap::new();
     let mut beat = Instant::now();
     let mut next = None;
     let mut folds = Folds::default();
@@ -361,7 +444,7 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
         let job = match next.take() {
             Some(job) => Ok(job),
             None => {
-                let mut wait = HEARTBEAT.saturating_sub(beat.elapsed());
+                let mut wait = heartbeat.saturating_sub(beat.elapsed());
                 if let Some(at) = prune_at {
                     wait = wait.min(at.saturating_duration_since(Instant::now()));
                 }
@@ -389,7 +472,12 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
                         }
                     }
                     let full = batch.len() == BATCH;
-                    let done = apply(db.as_mut(), &mut folds, std::mem::take(&mut batch));
+                    let done = apply(
+                        db.as_mut(),
+                        &mut folds,
+                        std::mem::take(&mut batch),
+                        node.as_ref().map(|n| (n, owner, &mut fences)),
+                    );
                     for w in waiting.drain(..) {
                         let _ = w.send(done.clone());
                     }
@@ -399,6 +487,17 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
                 }
             }
             Ok(Job::Read(f)) => f(db.as_mut(), owner),
+            Ok(Job::Claim(done)) => {
+                let claimed = claim(db.as_mut(), owner, node.as_ref());
+                if let Ok(Some((id, fence))) = &claimed {
+                    fences.insert(id.clone(), *fence);
+                }
+                let _ = done.send(claimed);
+            }
+            Ok(Job::Release(id, done)) => {
+                let stmt = super::cluster::release(&owner.id, id.as_deref());
+                let _ = done.send(db.transaction(&[stmt]));
+            }
             Ok(Job::Retain(r)) => {
                 retention = r;
                 prune_at = r.bounded().then(Instant::now);
@@ -445,9 +544,17 @@ fn serve(mut db: Box<dyn Backend>, owner: &Owner, jobs: &Receiver<Job>, hurry: &
             };
             prune_at = Some(Instant::now() + again);
         }
-        if beat.elapsed() >= HEARTBEAT {
+        if beat.elapsed() >= heartbeat {
             beat = Instant::now();
-            if let Err(e) = db.transaction(&[sql::heartbeat(owner, now_ms())]) {
+            let now = now_ms();
+            let mut stmts = vec![sql::heartbeat(owner, now)];
+            if let Some(n) = &node {
+                stmts.push(super::cluster::renew(
+                    &owner.id,
+                    now + n.lease.as_millis() as i64,
+                ));
+            }
+            if let Err(e) = db.transaction(&stmts) {
                 tracing::warn!("run store: cannot refresh this process's heartbeat: {e}");
             }
         }
@@ -460,15 +567,62 @@ fn retire(db: &mut dyn Backend, owner: &Owner) {
     }
 }
 
+/// Claim the oldest claimable run for this node, its lease running one lease from now.
+fn claim(
+    db: &mut dyn Backend,
+    owner: &Owner,
+    node: Option<&Node>,
+) -> Result<Option<(String, i64)>, String> {
+    let node = node.ok_or("only a cluster node claims runs")?;
+    let now = now_ms();
+    let until = now + node.lease.as_millis() as i64;
+    let rows = db.query(
+        super::cluster::CLAIM,
+        &[
+            super::Val::Text(owner.id.clone()),
+            super::Val::Int(now),
+            super::Val::Int(until),
+        ],
+    )?;
+    Ok(rows
+        .first()
+        .map(|r| (r[0].text().unwrap_or_default().to_string(), r[1].int())))
+}
+
 /// Write a batch in one transaction: its events, memories, and the newest state of each run
-/// they changed. A failure is logged (the flows go on) and returned to those who wait.
-fn apply(db: &mut dyn Backend, folds: &mut Folds, batch: Vec<Write>) -> Result<(), String> {
+/// they changed. A failure is logged (the flows go on) and returned to those who wait. On a
+/// cluster node the writes are fenced: a run another node has taken over is written no
+/// more, and reported lost once.
+fn apply(
+    db: &mut dyn Backend,
+    folds: &mut Folds,
+    batch: Vec<Write>,
+    node: Option<(&Node, &Owner, &mut HashMap<String, i64>)>,
+) -> Result<(), String> {
     let mut stmts = Vec::with_capacity(batch.len() + 1);
+    let mut closed = vec![];
     for w in batch {
+        if let Write::Closed(id) = &w {
+            closed.push(id.to_string());
+        }
         folds.fold(w, &mut stmts);
     }
     folds.snapshots(now_ms(), &mut stmts);
-    db.transaction(&stmts).inspect_err(|e| {
+    let written = match node {
+        None => db.transaction(&stmts),
+        Some((node, owner, fences)) => db.fenced(&owner.id, fences, &stmts).map(|lost| {
+            for run in lost {
+                if fences.insert(run.clone(), -1) != Some(-1) {
+                    tracing::warn!(run = %run, "run store: another node has taken this run over; it is stopped here and written no more");
+                    let _ = node.lost.send(run);
+                }
+            }
+            for run in closed {
+                fences.remove(&run);
+            }
+        }),
+    };
+    written.inspect_err(|e| {
         tracing::error!(
             "run store: {} write(s) lost, the flows go on: {e}",
             stmts.len()

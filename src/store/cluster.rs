@@ -1,0 +1,122 @@
+//! The cluster's SQL (PostgreSQL only): the queue of runs no node has taken, the leases by
+//! which a node holds the runs it executes, and their fences. A run is `queued` until a node
+//! claims it (`FOR UPDATE SKIP LOCKED`: two nodes never take the same one); the claim writes
+//! a lease (`manus_leases`: the node, a fence that grows with every claim, and when the
+//! lease lapses) that the node renews with its heartbeat. A run whose lease lapsed is
+//! claimed again like a queued one, by any node, with the next fence; every write of a run
+//! checks, in its own transaction, that the lease is still the writer's at its fence
+//! (`Backend::fenced`), so a node that lost a run never writes to it again.
+
+use super::{Stmt, Val};
+
+/// Made when a cluster node opens the store.
+pub const SCHEMA: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS manus_leases (
+        run_id TEXT PRIMARY KEY,
+        node TEXT NOT NULL,
+        fence BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS manus_runs_by_status ON manus_runs (status, created_at)",
+];
+
+/// The channel a queued run is announced on (its id is the payload).
+pub const QUEUE_CHANNEL: &str = "manus_queue";
+
+/// Announce a run just queued, to the nodes that listen (sent on commit).
+pub fn announce(id: &str) -> Stmt {
+    Stmt {
+        sql: "SELECT pg_notify('manus_queue', $1)",
+        params: vec![Val::Text(id.to_string())],
+    }
+}
+
+/// Take the oldest run that is queued, or whose lease lapsed before `now`, for `node`
+/// until `until`: its id and the lease's fence, or nothing when there is none. One
+/// statement, so the claim and the lease commit together.
+pub const CLAIM: &str = "WITH next AS (
+        SELECT r.id FROM manus_runs r LEFT JOIN manus_leases l ON l.run_id = r.id
+        WHERE r.status = 'queued' OR (r.status = 'running' AND l.expires_at < $2)
+        ORDER BY r.created_at LIMIT 1
+        FOR UPDATE OF r SKIP LOCKED),
+    took AS (
+        UPDATE manus_runs SET status = 'running', owner = $1, updated_at = $2
+        FROM next WHERE manus_runs.id = next.id RETURNING manus_runs.id)
+    INSERT INTO manus_leases (run_id, node, fence, expires_at)
+        SELECT id, $1, 1, $3 FROM took
+    ON CONFLICT (run_id) DO UPDATE
+        SET node = excluded.node, fence = manus_leases.fence + 1, expires_at = excluded.expires_at
+    RETURNING run_id, fence";
+
+/// Extend every lease `node` holds to `until`.
+pub fn renew(node: &str, until: i64) -> Stmt {
+    Stmt {
+        sql: "UPDATE manus_leases SET expires_at = $2 WHERE node = $1",
+        params: vec![Val::Text(node.to_string()), Val::Int(until)],
+    }
+}
+
+/// Let go of run `id` (or of every run `node` holds, with `None`) at once: the lease
+/// lapses, and another node takes the run over from its last completed step.
+pub fn release(node: &str, id: Option<&str>) -> Stmt {
+    match id {
+        Some(id) => Stmt {
+            sql: "UPDATE manus_leases SET expires_at = 0 WHERE node = $1 AND run_id = $2",
+            params: vec![Val::Text(node.to_string()), Val::Text(id.to_string())],
+        },
+        None => Stmt {
+            sql: "UPDATE manus_leases SET expires_at = 0 WHERE node = $1",
+            params: vec![Val::Text(node.to_string())],
+        },
+    }
+}
+
+/// The leases of these runs, locked until the transaction ends: (run, node, fence).
+pub const LOCK_LEASES: &str =
+    "SELECT run_id, node, fence FROM manus_leases WHERE run_id = ANY($1) FOR UPDATE";
+
+/// Wake `wake` whenever a run is queued (`LISTEN manus_queue` on a connection of its own,
+/// on a thread of its own: the client blocks), until `stop` is set; a lost connection is
+/// made again after a second.
+pub fn listen(
+    url: &str,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    use postgres::fallible_iterator::FallibleIterator;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let url = url.to_string();
+    std::thread::Builder::new()
+        .name("run-queue".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let listening =
+                    postgres::Client::connect(&url, postgres::NoTls).and_then(|mut c| {
+                        c.batch_execute(&format!("LISTEN {QUEUE_CHANNEL}"))?;
+                        Ok(c)
+                    });
+                let mut client = match listening {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!("cannot listen for queued runs: {e}; trying again");
+                        std::thread::sleep(Duration::from_secs(1));
+                        continue;
+                    }
+                };
+                // A wake-up at the start: runs may have been queued while not listening.
+                wake.notify_one();
+                while !stop.load(Ordering::Relaxed) && !client.is_closed() {
+                    let mut notes = client.notifications();
+                    let mut heard = notes.timeout_iter(Duration::from_millis(500));
+                    match heard.next() {
+                        Ok(Some(_)) => wake.notify_one(),
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!("lost the queue's notifications: {e}");
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+}
