@@ -608,7 +608,13 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     match (app.entry(&id), &app.node) {
-        (Ok(entry), _) => Ok(Json(describe(&entry, true))),
+        (Ok(entry), node) => {
+            let mut out = describe(&entry, true);
+            if let Some(node) = node {
+                out["node"] = json!(node.store.owner());
+            }
+            Ok(Json(out))
+        }
         // A flow another node runs (or ran).
         (Err(_), Some(node)) => Ok(Json(cluster::describe_stored(
             &cluster::stored(&node.store, &id).await?,

@@ -7,6 +7,7 @@ mod support;
 mod approvals;
 mod browser;
 mod cli;
+mod cluster;
 mod compaction;
 mod data_analysis;
 mod evals;

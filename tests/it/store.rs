@@ -10,7 +10,6 @@ use crate::support;
 
 use std::path::Path;
 use std::process::{Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use manus_rt::engine::plan::StepStatus;
@@ -18,7 +17,7 @@ use manus_rt::store::{RunStore, StoreUrl, StoredRun};
 use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, RuntimeError, SubmitOptions};
 use serde_json::{Value, json};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, plan_reply};
+use support::scenario::{Scratch, config_with, done, plan_reply, postgres_database};
 use tokio::io::AsyncReadExt;
 
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
@@ -380,36 +379,6 @@ async fn sigkill_with_two_steps_in_flight_then_resume_runs_both_again() {
         FlowEvent::Resumed { rerun, .. } if rerun == &[1, 2]
     )));
     store.close().await;
-}
-
-/// A fresh database on the test server (MANUS_TEST_POSTGRES_URL names its maintenance
-/// database and a role that may create databases); its URL.
-fn postgres_database() -> Option<String> {
-    let Ok(base) = std::env::var("MANUS_TEST_POSTGRES_URL") else {
-        eprintln!(
-            "\n!!! MANUS_TEST_POSTGRES_URL is not set: the PostgreSQL store tests are SKIPPED.\n\
-             !!! scripts/test.sh starts a server and sets it; run the suite that way.\n"
-        );
-        return None;
-    };
-    static N: AtomicU32 = AtomicU32::new(0);
-    let name = format!(
-        "manus_test_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
-    let base_c = base.clone();
-    let create = format!("CREATE DATABASE {name}");
-    // The blocking client runs a runtime of its own: keep it off the test's.
-    std::thread::spawn(move || {
-        let mut client = postgres::Client::connect(&base_c, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot reach the test server {base_c}: {e}"));
-        client.batch_execute(&create).unwrap();
-    })
-    .join()
-    .unwrap();
-    let (server, _) = base.rsplit_once('/').expect("a URL ending in /DATABASE");
-    Some(format!("{server}/{name}"))
 }
 
 #[tokio::test]

@@ -426,3 +426,33 @@ pub fn write_chart_fixtures(workspace: &Path) {
     }
     std::fs::write(data.join("orders.csv"), orders).unwrap();
 }
+
+/// A fresh database on the test server (MANUS_TEST_POSTGRES_URL names its maintenance
+/// database and a role that may create databases); its URL.
+pub fn postgres_database() -> Option<String> {
+    let Ok(base) = std::env::var("MANUS_TEST_POSTGRES_URL") else {
+        eprintln!(
+            "\n!!! MANUS_TEST_POSTGRES_URL is not set: the PostgreSQL store tests are SKIPPED.\n\
+             !!! scripts/test.sh starts a server and sets it; run the suite that way.\n"
+        );
+        return None;
+    };
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name = format!(
+        "manus_test_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let base_c = base.clone();
+    let create = format!("CREATE DATABASE {name}");
+    // The blocking client runs a runtime of its own: keep it off the test's.
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&base_c, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot reach the test server {base_c}: {e}"));
+        client.batch_execute(&create).unwrap();
+    })
+    .join()
+    .unwrap();
+    let (server, _) = base.rsplit_once('/').expect("a URL ending in /DATABASE");
+    Some(format!("{server}/{name}"))
+}

@@ -1,0 +1,406 @@
+//! Cluster mode against the test suite's PostgreSQL, with real `manus-rt serve` processes on
+//! 127.0.0.1 sharing one store and one scripted model: flows submitted to any node all
+//! complete, spread over the nodes; a node SIGKILLed mid-run has its flows finished by the
+//! others, no completed step run again; a node paused (SIGSTOP) past its lease and then let
+//! go on writes nothing to the runs taken from it; any node streams any run's events in
+//! order.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::llm_server::{Reply, Request, ScriptedLlm};
+use crate::support::scenario::{Scratch, free_port, postgres_database};
+
+const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
+
+/// A model for any number of flows: a two-step plan, each step one `bash` call (which
+/// sleeps `secs`) and then `terminate`, and a summary.
+fn any_flow(secs: f64) -> Arc<dyn Fn(&Request) -> Option<Reply> + Send + Sync> {
+    Arc::new(move |r: &Request| {
+        let body = r.json();
+        let tools: Vec<&str> = body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["function"]["name"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if tools.contains(&"planning") {
+            return Some(Reply::tool(
+                "planning",
+                json!({"command": "create", "plan_id": "p", "title": "Two parts",
+                       "steps": ["[MANUS] do the first part", "[MANUS] do the second part"]}),
+            ));
+        }
+        if tools.is_empty() {
+            return Some(Reply::text("Both parts are done."));
+        }
+        let ran = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        Some(if ran {
+            Reply::tool("terminate", json!({"status": "success"})).with_text("part done")
+        } else {
+            Reply::tool("bash", json!({"command": format!("sleep {secs}; echo ok")}))
+        })
+    })
+}
+
+struct Node {
+    name: String,
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Node {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `n` serve processes on one store, each with its own workspace.
+async fn cluster(
+    dir: &Scratch,
+    server: &ScriptedLlm,
+    store: &str,
+    n: usize,
+    lease: u64,
+) -> Vec<Node> {
+    let mut nodes = vec![];
+    for i in 1..=n {
+        let name = format!("node-{i}");
+        let config = format!(
+            "[llm]\napi_type = \"openai\"\nbase_url = \"{}\"\nmodel = \"scripted\"\napi_key = \"k\"\nmax_retries = 2\n\n\
+             [runtime]\nworkspace = \"{}\"\n\n[agents.manus]\nprofile = \"manus\"\nreplicas = 8\nmax_steps = 4\n\n\
+             [flow]\nflow_timeout_secs = 600\n\n[store]\nurl = \"{store}\"\n\n\
+             [cluster]\nenabled = true\nlease_secs = {lease}\nmax_flows = 6\n",
+            server.base_url(),
+            dir.path().join(&name).display()
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, config).unwrap();
+        let port = free_port();
+        let log = dir.path().join(format!("{name}.log"));
+        let child = Command::new(BIN)
+            .arg("--config")
+            .arg(&path)
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .env("MANUS_NODE_ID", &name)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        nodes.push(Node {
+            name,
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+        });
+    }
+    let http = reqwest::Client::new();
+    for node in &nodes {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http
+            .get(format!("{}/healthz", node.url))
+            .send()
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{} did not start:\n{}",
+                node.name,
+                node.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    nodes
+}
+
+async fn submit(http: &reqwest::Client, node: &Node, task: &str) -> String {
+    let r = http
+        .post(format!("{}/v1/flows", node.url))
+        .json(&json!({"task": task}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "queued");
+    body["id"].as_str().unwrap().to_string()
+}
+
+/// Every run of the store as `node` lists them, by id.
+async fn runs(http: &reqwest::Client, node: &Node) -> HashMap<String, Value> {
+    let body: Value = http
+        .get(format!("{}/v1/flows", node.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["id"].as_str().unwrap().to_string(), f.clone()))
+        .collect()
+}
+
+/// Wait until every run of `ids` is completed, as `node` sees them.
+async fn all_completed(http: &reqwest::Client, node: &Node, ids: &[String], within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut left = vec![];
+        for id in ids {
+            let run: Value = http
+                .get(format!("{}/v1/flows/{id}", node.url))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            match run["status"].as_str() {
+                Some("completed") => {}
+                Some("queued" | "running") => left.push(format!("{id}: {}", run["status"])),
+                _ => panic!("{id} ended otherwise: {run}"),
+            }
+        }
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not completed in time: {left:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A run's events as `node` streams them, to its end.
+async fn events(http: &reqwest::Client, node: &Node, id: &str) -> Vec<(u64, Value)> {
+    let text = http
+        .get(format!("{}/v1/flows/{id}/events", node.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut out = vec![];
+    let mut seq = 0;
+    for line in text.lines() {
+        if let Some(n) = line.strip_prefix("id: ") {
+            seq = n.parse().unwrap();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            out.push((seq, serde_json::from_str(data).unwrap()));
+        }
+    }
+    out
+}
+
+/// The stored history of a run holds one end, and no completed step started again.
+fn one_history(id: &str, events: &[(u64, Value)]) {
+    let numbers: Vec<u64> = events.iter().map(|(n, _)| *n).collect();
+    assert!(
+        numbers.windows(2).all(|w| w[1] == w[0] + 1),
+        "{id}: events out of order: {numbers:?}"
+    );
+    let finished = events
+        .iter()
+        .filter(|(_, e)| e["event"] == "flow_finished")
+        .count();
+    assert_eq!(finished, 1, "{id}");
+    let mut completed = std::collections::HashSet::new();
+    for (_, e) in events {
+        let step = e["step"].as_u64();
+        match e["event"].as_str() {
+            Some("step_finished") if e["status"] == "completed" => {
+                assert!(
+                    completed.insert(step),
+                    "{id}: step {step:?} completed twice"
+                );
+            }
+            Some("step_started") => {
+                assert!(
+                    !completed.contains(&step),
+                    "{id}: completed step {step:?} started again"
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The node (by index) whose name the run's owner starts with.
+fn owner_of(nodes: &[Node], run: &Value) -> Option<usize> {
+    let owner = run["node"].as_str()?;
+    nodes
+        .iter()
+        .position(|n| owner.starts_with(&format!("{}:", n.name)))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_nodes_share_three_hundred_flows() {
+    let Some(store) = postgres_database() else {
+        return;
+    };
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(any_flow(0.0)));
+    let dir = Scratch::new("cluster-300");
+    let nodes = cluster(&dir, &server, &store, 3, 5).await;
+    let http = reqwest::Client::new();
+    let mut ids = vec![];
+    for i in 0..300 {
+        ids.push(submit(&http, &nodes[i % 3], &format!("flow {i}")).await);
+    }
+    all_completed(&http, &nodes[0], &ids, Duration::from_secs(600)).await;
+    let mut per_node = [0; 3];
+    for id in &ids {
+        let run: Value = http
+            .get(format!("{}/v1/flows/{id}", nodes[2].url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(n) = owner_of(&nodes, &run) {
+            per_node[n] += 1;
+        }
+    }
+    assert_eq!(per_node.iter().sum::<usize>(), 300, "{per_node:?}");
+    assert!(
+        per_node.iter().all(|&n| n > 0),
+        "every node ran flows: {per_node:?}"
+    );
+    // Any node streams any run, in order, to its end.
+    for id in ids.iter().step_by(50) {
+        one_history(id, &events(&http, &nodes[1], id).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_nodes_flows_finish_on_the_others() {
+    let Some(store) = postgres_database() else {
+        return;
+    };
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(any_flow(1.5)));
+    let dir = Scratch::new("cluster-kill");
+    let mut nodes = cluster(&dir, &server, &store, 3, 3).await;
+    let http = reqwest::Client::new();
+    let mut ids = vec![];
+    for i in 0..9 {
+        ids.push(submit(&http, &nodes[i % 3], &format!("slow flow {i}")).await);
+    }
+    // Once every flow runs somewhere, kill the node that runs the most.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let all = runs(&http, &nodes[0]).await;
+    let mut held = [0; 3];
+    for id in &ids {
+        if all[id]["status"] == "running"
+            && let Some(n) = owner_of(&nodes, &all[id])
+        {
+            held[n] += 1;
+        }
+    }
+    let victim = (0..3).max_by_key(|&n| held[n]).unwrap();
+    assert!(held[victim] > 0, "{held:?}");
+    let taken: Vec<&String> = ids
+        .iter()
+        .filter(|id| all[*id]["status"] == "running" && owner_of(&nodes, &all[*id]) == Some(victim))
+        .collect();
+    let killed = nodes.remove(victim);
+    killed.signal("-KILL");
+    all_completed(&http, &nodes[0], &ids, Duration::from_secs(120)).await;
+    for id in &ids {
+        let history = events(&http, &nodes[1], id).await;
+        one_history(id, &history);
+    }
+    // The killed node's runs were taken over: they resumed on another node.
+    let now = runs(&http, &nodes[1]).await;
+    for id in taken {
+        assert!(
+            !now[id]["node"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{}:", killed.name)),
+            "{id} still names the killed node"
+        );
+        let history = events(&http, &nodes[0], id).await;
+        assert!(
+            history.iter().any(|(_, e)| e["event"] == "resumed"),
+            "{id} was not resumed"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_paused_past_its_lease_writes_nothing() {
+    let Some(store) = postgres_database() else {
+        return;
+    };
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(any_flow(1.5)));
+    let dir = Scratch::new("cluster-stop");
+    let nodes = cluster(&dir, &server, &store, 2, 3).await;
+    let http = reqwest::Client::new();
+    let mut ids = vec![];
+    for i in 0..4 {
+        ids.push(submit(&http, &nodes[0], &format!("paused flow {i}")).await);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let all = runs(&http, &nodes[1]).await;
+    let paused = (0..2)
+        .max_by_key(|&n| {
+            ids.iter()
+                .filter(|id| {
+                    owner_of(&nodes, &all[*id]) == Some(n) && all[*id]["status"] == "running"
+                })
+                .count()
+        })
+        .unwrap();
+    let other = 1 - paused;
+    nodes[paused].signal("-STOP");
+    // Past the lease (3 s) and the time the other node needs to take the runs over.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    nodes[paused].signal("-CONT");
+    all_completed(&http, &nodes[other], &ids, Duration::from_secs(120)).await;
+    // Let the paused node's flows try to go on and write.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for id in &ids {
+        one_history(id, &events(&http, &nodes[other], id).await);
+    }
+    let log = nodes[paused].log();
+    assert!(
+        log.contains("another node has taken this run over"),
+        "{log}"
+    );
+}
