@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::llm_server::{Reply, Request, ScriptedLlm};
+use crate::support::llm_server::{Reply, Request, Responder, ScriptedLlm};
 use crate::support::scenario::{Scratch, free_port, postgres_database};
 
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 
 /// A model for any number of flows: a two-step plan, each step one `bash` call (which
 /// sleeps `secs`) and then `terminate`, and a summary.
-fn any_flow(secs: f64) -> Arc<dyn Fn(&Request) -> Option<Reply> + Send + Sync> {
+fn any_flow(secs: f64) -> Responder {
     Arc::new(move |r: &Request| {
         let body = r.json();
         let tools: Vec<&str> = body["tools"]
