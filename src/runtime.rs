@@ -241,7 +241,7 @@ impl RuntimeBuilder {
         let decisions = store
             .clone()
             .filter(|_| approving || config.cluster.is_some())
-            .map(|s| hand_over_decisions(s, controls.clone()));
+            .map(|s| hand_over_decisions(s, controls.clone(), config.cluster.is_some()));
         // A cluster node stops the flows another node took over (its writes are fenced off).
         let fenced_off = lost.map(|mut lost| {
             let controls = controls.clone();
@@ -315,6 +315,44 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Cluster: hand the answers and cancels sent through other nodes to the flows here.
+async fn hand_over_commands(
+    store: &RunStore,
+    controls: &std::sync::Mutex<HashMap<String, FlowControl>>,
+) {
+    use crate::store::cluster::Command;
+    let found = match store.undelivered_commands().await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!("cannot read the commands recorded in the store: {e}");
+            return;
+        }
+    };
+    let handed: Vec<(String, Command)> = {
+        let Ok(controls) = controls.lock() else {
+            return;
+        };
+        found
+            .into_iter()
+            .filter_map(|(run, command)| {
+                let control = controls.get(&run)?;
+                match &command {
+                    Command::Answer { question_id, text } => {
+                        control.answer(*question_id, text.clone())
+                    }
+                    Command::Cancel => control.cancel(),
+                }
+                Some((run, command))
+            })
+            .collect()
+    };
+    for (run, command) in handed {
+        if let Err(e) = store.command_delivered(&run, command).await {
+            tracing::warn!(run = %run, "cannot mark a command handed: {e}");
+        }
+    }
+}
+
 /// How often decisions recorded in the store are looked for.
 const DECISIONS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -323,12 +361,16 @@ const DECISIONS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 fn hand_over_decisions(
     store: RunStore,
     controls: Arc<std::sync::Mutex<HashMap<String, FlowControl>>>,
+    cluster: bool,
 ) -> AbortOnDrop {
     AbortOnDrop(tokio::spawn(async move {
         let mut every = tokio::time::interval(DECISIONS_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
+            if cluster {
+                hand_over_commands(&store, &controls).await;
+            }
             let found = match store.undelivered().await {
                 Ok(found) => found,
                 Err(e) => {

@@ -521,6 +521,11 @@ async fn submit(
     Ok(created(&id, "running"))
 }
 
+/// 202 with `body`: the request is taken and will be carried out.
+fn accepted(body: Value) -> Response {
+    (StatusCode::ACCEPTED, Json(body)).into_response()
+}
+
 /// The answer to a flow submitted: 201, where it is, and its status.
 fn created(id: &str, status: &str) -> Response {
     let location = format!("/v1/flows/{id}");
@@ -625,7 +630,14 @@ async fn show(
 }
 
 async fn cancel(State(app): State<Arc<App>>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let entry = app.entry(&id)?;
+    let entry = match (app.entry(&id), &app.node) {
+        (Ok(entry), _) => entry,
+        (Err(_), Some(node)) => {
+            cluster::cancel_elsewhere(&node.store, &id).await?;
+            return Ok(accepted(json!({"id": id, "status": "cancelling"})));
+        }
+        (Err(e), None) => return Err(e),
+    };
     let running = entry
         .state
         .lock()
@@ -638,11 +650,7 @@ async fn cancel(State(app): State<Arc<App>>, Path(id): Path<String>) -> Result<R
         ));
     }
     entry.control.cancel();
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"id": id, "status": "cancelling"})),
-    )
-        .into_response())
+    Ok(accepted(json!({"id": id, "status": "cancelling"})))
 }
 
 #[derive(Deserialize)]
@@ -657,8 +665,17 @@ async fn answer(
     Path(id): Path<String>,
     parsed: Result<Json<AnswerBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let entry = app.entry(&id)?;
     let b = body(parsed)?;
+    let entry = match (app.entry(&id), &app.node) {
+        (Ok(entry), _) => entry,
+        (Err(_), Some(node)) => {
+            cluster::answer_elsewhere(&node.store, &id, b.question_id, b.text).await?;
+            return Ok(accepted(
+                json!({"id": id, "question_id": b.question_id, "status": "answered"}),
+            ));
+        }
+        (Err(e), None) => return Err(e),
+    };
     let open = match entry.state.lock() {
         Ok(mut st) => st.view.questions.remove(&b.question_id).is_some(),
         Err(_) => false,
@@ -673,11 +690,9 @@ async fn answer(
         ));
     }
     entry.control.answer(b.question_id, b.text);
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"id": id, "question_id": b.question_id, "status": "answered"})),
-    )
-        .into_response())
+    Ok(accepted(
+        json!({"id": id, "question_id": b.question_id, "status": "answered"}),
+    ))
 }
 
 fn approval_json(id: &u64, a: &crate::view::Approval) -> Value {
@@ -744,7 +759,6 @@ async fn decide(
     headers: HeaderMap,
     parsed: Result<Json<DecideBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let entry = app.entry(&id)?;
     let b = body(parsed)?;
     let arguments = match b.arguments {
         None => None,
@@ -759,6 +773,28 @@ async fn decide(
             format!("`arguments`: {why}"),
         )
     })?;
+    let decision = manus_actors::protocol::Decision {
+        approve: b.approve,
+        arguments,
+        reason: b.reason,
+        by: decider(&headers),
+        at_ms: now_ms() as i64,
+    };
+    let status = if decision.approve {
+        "approved"
+    } else {
+        "rejected"
+    };
+    let entry = match (app.entry(&id), &app.node) {
+        (Ok(entry), _) => entry,
+        (Err(_), Some(node)) => {
+            cluster::decide_elsewhere(&node.store, &id, aid, decision).await?;
+            return Ok(accepted(
+                json!({"id": id, "approval_id": aid, "status": status}),
+            ));
+        }
+        (Err(e), None) => return Err(e),
+    };
     let open = match entry.state.lock() {
         Ok(mut st) => st.view.approvals.remove(&aid).is_some(),
         Err(_) => false,
@@ -771,23 +807,10 @@ async fn decide(
             ),
         ));
     }
-    let approve = b.approve;
-    entry.control.decide(
-        aid,
-        manus_actors::protocol::Decision {
-            approve,
-            arguments,
-            reason: b.reason,
-            by: decider(&headers),
-            at_ms: now_ms() as i64,
-        },
-    );
-    let status = if approve { "approved" } else { "rejected" };
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"id": id, "approval_id": aid, "status": status})),
-    )
-        .into_response())
+    entry.control.decide(aid, decision);
+    Ok(accepted(
+        json!({"id": id, "approval_id": aid, "status": status}),
+    ))
 }
 
 /// The event log from after `Last-Event-ID` (or `?after=N`), then live, ending after

@@ -181,3 +181,84 @@ pub fn follow_stored(
         },
     )
 }
+
+/// Run `id` folded from its stored events: its open questions and approvals, whichever node
+/// runs it; an error unless it is still running.
+async fn running_view(store: &RunStore, id: &str) -> Result<crate::view::FlowView, ApiError> {
+    let run = stored(store, id).await?;
+    if run.status != "running" {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("flow `{id}` is {}, not running", run.status),
+        ));
+    }
+    let events = store
+        .events(id)
+        .await
+        .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    let mut view = crate::view::FlowView::default();
+    for e in &events {
+        view.apply(&e.event);
+    }
+    Ok(view)
+}
+
+fn unavailable(e: crate::store::StoreError) -> ApiError {
+    ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+}
+
+/// An answer to a flow another node runs: recorded in the store, handed over by that node.
+pub async fn answer_elsewhere(
+    store: &RunStore,
+    id: &str,
+    question_id: u64,
+    text: String,
+) -> Result<(), ApiError> {
+    if !running_view(store, id)
+        .await?
+        .questions
+        .contains_key(&question_id)
+    {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!(
+                "flow `{id}` has no open question {question_id}; GET /v1/flows/{id}/events shows them"
+            ),
+        ));
+    }
+    let command = crate::store::cluster::Command::Answer { question_id, text };
+    store.send(id, command).await.map_err(unavailable)?;
+    Ok(())
+}
+
+/// A cancel of a flow another node runs, through the store.
+pub async fn cancel_elsewhere(store: &RunStore, id: &str) -> Result<(), ApiError> {
+    running_view(store, id).await?;
+    let command = crate::store::cluster::Command::Cancel;
+    store.send(id, command).await.map_err(unavailable)?;
+    Ok(())
+}
+
+/// A decision on an approval request of a flow another node runs, through the store.
+pub async fn decide_elsewhere(
+    store: &RunStore,
+    id: &str,
+    approval_id: u64,
+    decision: manus_actors::protocol::Decision,
+) -> Result<(), ApiError> {
+    if !running_view(store, id)
+        .await?
+        .approvals
+        .contains_key(&approval_id)
+    {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("flow `{id}` has no undecided approval request {approval_id}"),
+        ));
+    }
+    store
+        .decide(id, approval_id, decision)
+        .await
+        .map_err(unavailable)?;
+    Ok(())
+}

@@ -7,17 +7,93 @@
 //! checks, in its own transaction, that the lease is still the writer's at its fence
 //! (`Backend::fenced`), so a node that lost a run never writes to it again.
 
-use super::{Stmt, Val};
+use super::{Backend, Stmt, Val};
 
 /// Made when a cluster node opens the store.
-pub const SCHEMA: [&str; 2] = [
+pub const SCHEMA: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS manus_leases (
         run_id TEXT PRIMARY KEY,
         node TEXT NOT NULL,
         fence BIGINT NOT NULL,
         expires_at BIGINT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS manus_runs_by_status ON manus_runs (status, created_at)",
+    // Answers and cancels sent to a node that does not run the flow: the node that runs it
+    // hands them over and marks them applied (approvals go to manus_decisions).
+    "CREATE TABLE IF NOT EXISTS manus_commands (
+        run_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        id BIGINT NOT NULL,
+        payload TEXT NOT NULL,
+        applied BIGINT NOT NULL,
+        PRIMARY KEY (run_id, kind, id))",
 ];
+
+/// Something a person asked of a flow through a node that does not run it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Answer { question_id: u64, text: String },
+    Cancel,
+}
+
+impl Command {
+    fn key(&self) -> (&'static str, i64, String) {
+        match self {
+            Command::Answer { question_id, text } => ("answer", *question_id as i64, text.clone()),
+            Command::Cancel => ("cancel", 0, String::new()),
+        }
+    }
+}
+
+/// Record `command` for run `id`, unless the same one is recorded: true if this one was.
+pub fn send(db: &mut dyn Backend, id: &str, command: &Command) -> Result<bool, String> {
+    let (kind, n, payload) = command.key();
+    let added = db.execute(
+        "INSERT INTO manus_commands (run_id, kind, id, payload, applied) VALUES ($1, $2, $3, $4, 0)
+         ON CONFLICT (run_id, kind, id) DO NOTHING",
+        &[
+            Val::Text(id.into()),
+            Val::Text(kind.into()),
+            Val::Int(n),
+            Val::Text(payload),
+        ],
+    )?;
+    Ok(added == 1)
+}
+
+/// The commands not yet handed to the runs `me` runs: (run, command).
+pub fn undelivered(db: &mut dyn Backend, me: &str) -> Result<Vec<(String, Command)>, String> {
+    let rows = db.query(
+        "SELECT c.run_id, c.kind, c.id, c.payload FROM manus_commands c
+         JOIN manus_runs r ON r.id = c.run_id
+         WHERE c.applied = 0 AND r.owner = $1 AND r.status = 'running'",
+        &[Val::Text(me.into())],
+    )?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let run = r[0].text()?.to_string();
+            let command = match r[1].text()? {
+                "answer" => Command::Answer {
+                    question_id: r[2].int() as u64,
+                    text: r[3].text().unwrap_or_default().to_string(),
+                },
+                "cancel" => Command::Cancel,
+                _ => return None,
+            };
+            Some((run, command))
+        })
+        .collect())
+}
+
+/// Mark `command` handed to run `id`'s flow.
+pub fn delivered(db: &mut dyn Backend, id: &str, command: &Command) -> Result<(), String> {
+    let (kind, n, _) = command.key();
+    db.execute(
+        "UPDATE manus_commands SET applied = 1 WHERE run_id = $1 AND kind = $2 AND id = $3",
+        &[Val::Text(id.into()), Val::Text(kind.into()), Val::Int(n)],
+    )?;
+    Ok(())
+}
 
 /// The channel a queued run is announced on (its id is the payload).
 pub const QUEUE_CHANNEL: &str = "manus_queue";

@@ -362,6 +362,37 @@ impl RunStore {
         .await
     }
 
+    /// Cluster: record an answer or a cancel for run `id`, which another node runs: true
+    /// if it is the first such one. That node hands it to the flow within a second.
+    pub async fn send(
+        &self,
+        id: &str,
+        command: super::cluster::Command,
+    ) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| super::cluster::send(db, &id, &command))
+            .await
+    }
+
+    /// Cluster: the commands recorded for runs this node runs and not yet handed to them.
+    pub(crate) async fn undelivered_commands(
+        &self,
+    ) -> Result<Vec<(String, super::cluster::Command)>, StoreError> {
+        self.read(|db, me| super::cluster::undelivered(db, &me.id))
+            .await
+    }
+
+    /// Cluster: mark a command handed to its run's flow.
+    pub(crate) async fn command_delivered(
+        &self,
+        id: &str,
+        command: super::cluster::Command,
+    ) -> Result<(), StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| super::cluster::delivered(db, &id, &command))
+            .await
+    }
+
     /// Apply `retention` in the background from now on: every ten minutes, on the store's
     /// thread and a chunk at a time between batches of writes, ended runs past it are
     /// pruned (never a running or resumable one).

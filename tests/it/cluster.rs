@@ -404,3 +404,168 @@ async fn a_node_paused_past_its_lease_writes_nothing() {
         "{log}"
     );
 }
+
+/// The node that does not run a flow takes its answers and cancels (and approvals) and
+/// the node that runs it carries them out, through the store, within a second or so.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_and_cancels_reach_the_node_running_the_flow() {
+    let Some(store) = postgres_database() else {
+        return;
+    };
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(Arc::new(|r: &Request| {
+        let body = r.json();
+        let tools: Vec<&str> = body["tools"]
+            .as_array()
+            .map(|t| t.iter().filter_map(|t| t["function"]["name"].as_str()).collect())
+            .unwrap_or_default();
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let task = messages.iter().find(|m| m["role"] == "user").map(|m| m["content"].to_string()).unwrap_or_default();
+        if tools.contains(&"planning") {
+            return Some(Reply::tool(
+                "planning",
+                json!({"command": "create", "plan_id": "p", "title": "One", "steps": ["[MANUS] the one part"]}),
+            ));
+        }
+        if tools.is_empty() {
+            return Some(Reply::text("Done."));
+        }
+        let results: Vec<String> = messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].to_string())
+            .collect();
+        Some(match results.last() {
+            None if task.contains("colour") => Reply::tool("ask_human", json!({"inquire": "Which colour?"})),
+            None => Reply::tool("bash", json!({"command": "sleep 60"})),
+            Some(answer) => Reply::tool("terminate", json!({"status": "success"}))
+                .with_text(&format!("the person said {answer}")),
+        })
+    })));
+    let dir = Scratch::new("cluster-commands");
+    let nodes = cluster(&dir, &server, &store, 2, 5).await;
+    let http = reqwest::Client::new();
+    let asking = submit(&http, &nodes[0], "ask for a colour").await;
+    let slow = submit(&http, &nodes[0], "wait a long time").await;
+    // Where each runs, once it runs.
+    let owner = |id: String| {
+        let (http, nodes) = (&http, &nodes);
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let run: Value = http
+                    .get(format!("{}/v1/flows/{id}", nodes[0].url))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                if run["status"] == "running"
+                    && let Some(n) = owner_of(nodes, &run)
+                {
+                    return n;
+                }
+                assert!(Instant::now() < deadline, "{id} never ran: {run}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let running = owner(asking.clone()).await;
+    let elsewhere = 1 - running;
+    // The question, as the node running the flow shows it; the other node answers it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let question = loop {
+        let run: Value = http
+            .get(format!("{}/v1/flows/{asking}", nodes[running].url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(q) = run["questions"].as_array().and_then(|q| q.first()) {
+            break q["id"].as_u64().unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the question never opened: {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Its event reaches the store within a batch.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = http
+            .post(format!(
+                "{}/v1/flows/{asking}/answers",
+                nodes[elsewhere].url
+            ))
+            .json(&json!({"question_id": question, "text": "teal"}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 202 {
+            break;
+        }
+        assert_eq!(r.status(), 404, "{}", r.text().await.unwrap());
+        assert!(
+            Instant::now() < deadline,
+            "the other node never saw the question"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    all_completed(
+        &http,
+        &nodes[elsewhere],
+        std::slice::from_ref(&asking),
+        Duration::from_secs(30),
+    )
+    .await;
+    let run: Value = http
+        .get(format!("{}/v1/flows/{asking}", nodes[elsewhere].url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        run["plan"]["steps"][0]["notes"]
+            .as_str()
+            .unwrap()
+            .contains("teal"),
+        "{run}"
+    );
+
+    let elsewhere = 1 - owner(slow.clone()).await;
+    let sent = Instant::now();
+    let r = http
+        .delete(format!("{}/v1/flows/{slow}", nodes[elsewhere].url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let run: Value = http
+            .get(format!("{}/v1/flows/{slow}", nodes[elsewhere].url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if run["status"] == "cancelled" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not cancelled: {run}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        sent.elapsed()
+    );
+}
