@@ -936,6 +936,14 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         "Flows finished, by status.",
         &finished,
     );
+    if let Some(store) = app.runtime.read().await.as_ref().and_then(|r| r.store()) {
+        metric(
+            "manus_store_statements_total",
+            "counter",
+            "Statements sent to the run store's database (with each transaction's BEGIN and COMMIT).",
+            &[("", store.statements().to_string())],
+        );
+    }
     metric(
         "manus_llm_calls_total",
         "counter",

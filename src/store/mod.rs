@@ -148,6 +148,45 @@ pub trait Backend: Send {
     }
 }
 
+/// A backend that counts the statements it sends the database (a transaction's own
+/// BEGIN and COMMIT, and a fenced one's lease lock, included): what `RunStore::statements`
+/// reports.
+struct Counted {
+    inner: Box<dyn Backend>,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Counted {
+    fn add(&self, n: usize) {
+        self.sent
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Backend for Counted {
+    fn transaction(&mut self, stmts: &[Stmt]) -> Result<(), String> {
+        self.add(stmts.len() + 2);
+        self.inner.transaction(stmts)
+    }
+    fn execute(&mut self, sql: &str, params: &[Val]) -> Result<u64, String> {
+        self.add(1);
+        self.inner.execute(sql, params)
+    }
+    fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, String> {
+        self.add(1);
+        self.inner.query(sql, params)
+    }
+    fn fenced(
+        &mut self,
+        node: &str,
+        fences: &std::collections::HashMap<String, i64>,
+        stmts: &[Stmt],
+    ) -> Result<Vec<String>, String> {
+        self.add(stmts.len() + 3);
+        self.inner.fenced(node, fences, stmts)
+    }
+}
+
 /// Open the backend a URL names (on the store's own thread: the PostgreSQL client runs a
 /// runtime of its own and must not be called from async code).
 fn connect(url: &StoreUrl) -> Result<Box<dyn Backend>, String> {

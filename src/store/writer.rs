@@ -82,6 +82,8 @@ pub struct RunStore {
     hurry: Arc<Hurry>,
     owner: Arc<Owner>,
     url: Arc<String>,
+    /// Statements sent to the database so far.
+    sent: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RunStore {
@@ -116,6 +118,8 @@ impl RunStore {
         node: Option<Node>,
     ) -> Result<RunStore, StoreError> {
         let described = url.describe();
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let sent_c = sent.clone();
         let (jobs, rx) = mpsc::channel();
         let (ready_tx, ready) = oneshot::channel();
         let (url_c, owner_c) = (url.clone(), owner.clone());
@@ -130,7 +134,13 @@ impl RunStore {
                 // Nobody waits on a write: under a burst the store catches up in the gaps
                 // (its queue grows meanwhile).
                 manus_actors::background::give_way("run store");
-                let opened = super::connect(&url_c).and_then(|mut db| {
+                let opened = super::connect(&url_c).map(|inner| {
+                    Box::new(super::Counted {
+                        inner,
+                        sent: sent_c,
+                    }) as Box<dyn Backend>
+                });
+                let opened = opened.and_then(|mut db| {
                     let mut setup: Vec<super::Stmt> = sql::SCHEMA
                         .iter()
                         .map(|s| super::Stmt {
@@ -180,6 +190,7 @@ impl RunStore {
                     hurry,
                     owner: Arc::new(owner),
                     url: Arc::new(described),
+                    sent,
                 });
             }
             Ok(Err(e)) => e,
@@ -194,6 +205,12 @@ impl RunStore {
     /// The store's URL, without a password.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// How many statements this process has sent the database (transactions' BEGIN and
+    /// COMMIT included).
+    pub fn statements(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
     }
 
     /// This process's name in the store (the owner of the runs it runs).

@@ -6,140 +6,14 @@
 //! order.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::llm_server::{Reply, Request, Responder, ScriptedLlm};
-use crate::support::scenario::{Scratch, free_port, postgres_database};
-
-const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
-
-/// A model for any number of flows: a two-step plan, each step one `bash` call (which
-/// sleeps `secs`) and then `terminate`, and a summary.
-fn any_flow(secs: f64) -> Responder {
-    Arc::new(move |r: &Request| {
-        let body = r.json();
-        let tools: Vec<&str> = body["tools"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .filter_map(|t| t["function"]["name"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if tools.contains(&"planning") {
-            return Some(Reply::tool(
-                "planning",
-                json!({"command": "create", "plan_id": "p", "title": "Two parts",
-                       "steps": ["[MANUS] do the first part", "[MANUS] do the second part"]}),
-            ));
-        }
-        if tools.is_empty() {
-            return Some(Reply::text("Both parts are done."));
-        }
-        let ran = body["messages"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
-        Some(if ran {
-            Reply::tool("terminate", json!({"status": "success"})).with_text("part done")
-        } else {
-            Reply::tool("bash", json!({"command": format!("sleep {secs}; echo ok")}))
-        })
-    })
-}
-
-struct Node {
-    name: String,
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Node {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `n` serve processes on one store, each with its own workspace.
-async fn cluster(
-    dir: &Scratch,
-    server: &ScriptedLlm,
-    store: &str,
-    n: usize,
-    lease: u64,
-) -> Vec<Node> {
-    let mut nodes = vec![];
-    for i in 1..=n {
-        let name = format!("node-{i}");
-        let config = format!(
-            "[llm]\napi_type = \"openai\"\nbase_url = \"{}\"\nmodel = \"scripted\"\napi_key = \"k\"\nmax_retries = 2\n\n\
-             [runtime]\nworkspace = \"{}\"\n\n[agents.manus]\nprofile = \"manus\"\nreplicas = 8\nmax_steps = 4\n\n\
-             [flow]\nflow_timeout_secs = 600\n\n[store]\nurl = \"{store}\"\n\n\
-             [cluster]\nenabled = true\nlease_secs = {lease}\nmax_flows = 6\n",
-            server.base_url(),
-            dir.path().join(&name).display()
-        );
-        let path = dir.path().join(format!("{name}.toml"));
-        std::fs::write(&path, config).unwrap();
-        let port = free_port();
-        let log = dir.path().join(format!("{name}.log"));
-        let child = Command::new(BIN)
-            .arg("--config")
-            .arg(&path)
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .env("MANUS_NODE_ID", &name)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        nodes.push(Node {
-            name,
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            log,
-        });
-    }
-    let http = reqwest::Client::new();
-    for node in &nodes {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http
-            .get(format!("{}/healthz", node.url))
-            .send()
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "{} did not start:\n{}",
-                node.name,
-                node.log()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    nodes
-}
+use crate::support::cluster::{Node, any_flow, cluster, owner_of};
+use crate::support::llm_server::{Reply, Request, ScriptedLlm};
+use crate::support::scenario::{Scratch, postgres_database};
 
 async fn submit(http: &reqwest::Client, node: &Node, task: &str) -> String {
     let r = http
@@ -253,14 +127,6 @@ fn one_history(id: &str, events: &[(u64, Value)]) {
             _ => {}
         }
     }
-}
-
-/// The node (by index) whose name the run's owner starts with.
-fn owner_of(nodes: &[Node], run: &Value) -> Option<usize> {
-    let owner = run["node"].as_str()?;
-    nodes
-        .iter()
-        .position(|n| owner.starts_with(&format!("{}:", n.name)))
 }
 
 #[tokio::test(flavor = "multi_thread")]

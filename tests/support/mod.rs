@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod cluster;
 pub mod llama;
 pub mod llm_server;
 pub mod otlp;
