@@ -151,7 +151,9 @@ pub fn owner_of(nodes: &[Node], run: &Value) -> Option<usize> {
 pub struct PrivatePostgres {
     pub url: String,
     dir: PathBuf,
+    /// The postmaster's own PID (as root, `runuser` stands between it and `runner`).
     pid: Option<i32>,
+    runner: Child,
 }
 
 impl PrivatePostgres {
@@ -193,7 +195,7 @@ impl PrivatePostgres {
             .unwrap();
         assert!(ok.success(), "initdb failed");
         let port = free_port();
-        as_pg(bin.join("postgres"))
+        let runner = as_pg(bin.join("postgres"))
             .arg("-D")
             .arg(&data)
             .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-k", ""])
@@ -208,7 +210,12 @@ impl PrivatePostgres {
         let pid = std::fs::read_to_string(data.join("postmaster.pid"))
             .ok()
             .and_then(|t| t.lines().next()?.trim().parse().ok());
-        PrivatePostgres { url, dir, pid }
+        PrivatePostgres {
+            url,
+            dir,
+            pid,
+            runner,
+        }
     }
 }
 
@@ -237,6 +244,8 @@ impl Drop for PrivatePostgres {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
+        let _ = self.runner.kill();
+        let _ = self.runner.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
