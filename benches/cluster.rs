@@ -93,10 +93,9 @@ async fn wait_completed(url: &str, count: i64) {
     }
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
-    let flows = env_or("FLOWS", 300) as usize;
-    let lease = env_or("LEASE", 5);
+fn main() {
+    // The store's server is started (and stopped) outside the async runtime: its client
+    // blocks.
     let private;
     let url = match postgres_database() {
         Some(url) => url,
@@ -105,6 +104,17 @@ async fn main() {
             private.url.clone()
         }
     };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench(&url));
+}
+
+async fn bench(url: &str) {
+    let url = url.to_string();
+    let flows = env_or("FLOWS", 300) as usize;
+    let lease = env_or("LEASE", 5);
     let server = ScriptedLlm::start().await;
     server.set_recording(false);
     server.set_responder(Some(any_flow(0.0)));
