@@ -505,6 +505,9 @@ pub enum BrowserOwnerMsg {
     Run {
         /// The WebDriver endpoint to open a session on, if the owner has none.
         webdriver_url: String,
+        /// The endpoint the flow's browser was on, which stopped answering: its session
+        /// is gone, and the request fails saying so.
+        moved_from: Option<String>,
         request: BrowserRequest,
         span: tracing::Span,
         reply: RpcReplyPort<Result<BrowserReply, String>>,

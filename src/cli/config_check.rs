@@ -113,6 +113,7 @@ fn describe(c: &Config) -> String {
     let driver = match &b.webdriver {
         WebDriverSource::Url(u) => format!("WebDriver at {u}"),
         WebDriverSource::Launch(p) => format!("launches {p}"),
+        WebDriverSource::Pool(urls) => format!("spreads browsers over {}", urls.join(", ")),
     };
     s.push_str(&format!(
         "Browser: {driver} on first use, {}, {}x{}, page load limit {}s, screenshots {}, search: {}\n",

@@ -21,7 +21,40 @@ pub(super) fn build(
         "chromedriver_path",
         "a program's path",
     )?;
+    if let Some(urls) = &b.webdriver_urls
+        && (b.webdriver_url.is_some() || b.chromedriver_path.is_some())
+    {
+        return Err(Problem::at(
+            lines.of(urls),
+            "[browser] webdriver_urls",
+            "[browser] webdriver_urls names the WebDriver endpoints to spread browsers over; \
+             leave out webdriver_url and chromedriver_path with it"
+                .into(),
+        ));
+    }
     let webdriver = match (&b.webdriver_url, chromedriver) {
+        _ if b.webdriver_urls.is_some() => {
+            let urls = b.webdriver_urls.as_ref().expect("matched");
+            let list = urls.get_ref();
+            let bad = list
+                .iter()
+                .find(|u| !(u.starts_with("http://") || u.starts_with("https://")));
+            if list.is_empty() || bad.is_some() {
+                return Err(Problem::at(
+                    lines.of(urls),
+                    "[browser] webdriver_urls",
+                    match bad {
+                        Some(u) => format!("[browser] webdriver_urls: \"{u}\" must start with http:// or https://"),
+                        None => "[browser] webdriver_urls is empty: name at least one WebDriver endpoint".into(),
+                    },
+                ));
+            }
+            WebDriverSource::Pool(
+                list.iter()
+                    .map(|u| u.trim_end_matches('/').to_string())
+                    .collect(),
+            )
+        }
         (Some(u), Some(_)) => {
             return Err(Problem::at(
                 lines.of(u),

@@ -91,6 +91,7 @@ pub(super) struct ClusterToml {
 #[serde(deny_unknown_fields)]
 pub(super) struct BrowserToml {
     pub(super) webdriver_url: Option<Spanned<String>>,
+    pub(super) webdriver_urls: Option<Spanned<Vec<String>>>,
     pub(super) chromedriver_path: Option<Spanned<String>>,
     pub(super) headless: Option<bool>,
     pub(super) chromium_path: Option<Spanned<String>>,

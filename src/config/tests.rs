@@ -151,6 +151,25 @@ fn browser_and_search_settings_parse_and_bad_keys_are_named() {
         d.browser.webdriver,
         WebDriverSource::Launch("chromedriver".into())
     );
+    let pool = load(&format!(
+        "{MINIMAL}\n[browser]\nwebdriver_urls = [\"http://a:4444/\", \"https://b:4444\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        pool.browser.webdriver,
+        WebDriverSource::Pool(vec!["http://a:4444".into(), "https://b:4444".into()])
+    );
+    for (extra, says) in [
+        ("webdriver_urls = [\"ftp://a\"]", "must start with http"),
+        ("webdriver_urls = []", "is empty"),
+        (
+            "webdriver_urls = [\"http://a\"]\nwebdriver_url = \"http://b\"",
+            "leave out webdriver_url",
+        ),
+    ] {
+        let e = load(&format!("{MINIMAL}\n[browser]\n{extra}\n")).unwrap_err();
+        assert!(e.message.contains(says) && e.line.is_some(), "{e}");
+    }
     assert!(
         d.llm["default"].vision == sees_images("m")
             && sees_images("gpt-4o-mini")

@@ -806,3 +806,96 @@ async fn a_browser_action_is_a_span_under_its_tool_call() {
         "one trace"
     );
 }
+
+/// `[browser] webdriver_urls`: two chromedrivers (as two hosts would run them); the two
+/// flows' browsers go one to each (the fewest browsers first), and when one endpoint stops,
+/// its flow is told its browser was lost and goes on in a fresh one on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsers_spread_over_two_webdrivers_and_move_when_one_stops() {
+    let mut first = Chromedriver::start();
+    let second = Chromedriver::start();
+    let site = TestSite::start().await;
+    let server = ScriptedLlm::start().await;
+    for who in ["alpha", "beta"] {
+        server.push_for(
+            &format!("flow {who}"),
+            [
+                browse(json!({"action": "go_to_url", "url": site.url(&format!("/whoami/{who}"))})),
+                // Time for the test to stop one endpoint.
+                browse(json!({"action": "go_to_url", "url": site.url(&format!("/whoami/{who}-two"))}))
+                    .delay(3000),
+                browse(json!({"action": "go_to_url", "url": site.url(&format!("/whoami/{who}-three"))})),
+                done(&format!("{who} done")),
+            ],
+        );
+    }
+    let dir = Scratch::new("browser-pool");
+    let urls = format!("[\"{}\", \"{}\"]", first.url(), second.url());
+    let rt = Runtime::builder()
+        .config(browser_config(
+            &server,
+            &dir,
+            &first,
+            &[
+                ("browser.webdriver_url", ""),
+                ("browser.webdriver_urls", &urls),
+            ],
+        ))
+        .start()
+        .await
+        .unwrap();
+    let alpha = run_single(&rt, "flow alpha: browse").await;
+    let beta = run_single(&rt, "flow beta: browse").await;
+    // Once both have opened their first page (its result reached the model), each has a
+    // browser, one on each endpoint.
+    let opened = |who: &str| {
+        server.requests().iter().any(|r| {
+            r.messages().iter().any(|m| {
+                m["role"] == "tool"
+                    && m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains(&format!("Page of {who}")))
+            })
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !(opened("alpha") && opened("beta")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flows did not open their pages"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        !first.group_members("--user-data-dir").is_empty()
+            && !second.group_members("--user-data-dir").is_empty(),
+        "the browsers did not spread over both endpoints"
+    );
+    first.kill();
+    let (a, b) = tokio::join!(alpha.outcome(), beta.outcome());
+    rt.shutdown().await;
+    assert_completed(&a);
+    assert_completed(&b);
+    let results: Vec<String> = server
+        .requests()
+        .iter()
+        .flat_map(|r| r.messages().clone())
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(String::from))
+        .collect();
+    let lost: Vec<&String> = results
+        .iter()
+        .filter(|t| t.contains("the browser was lost"))
+        .collect();
+    assert!(
+        !lost.is_empty(),
+        "no flow was told of its lost browser: {results:#?}"
+    );
+    assert!(
+        lost.iter()
+            .all(|t| t.contains(&second.url()) && t.contains(&first.url())),
+        "{lost:?}"
+    );
+    // The moved flow's next action worked, on the endpoint left.
+    assert!(results.iter().any(|t| t.contains("-three")), "{results:?}");
+}

@@ -64,6 +64,10 @@ pub enum WebDriverSource {
     Url(String),
     /// A chromedriver binary to launch on a free loopback port.
     Launch(String),
+    /// Several running endpoints (chromedrivers, or Selenium-Grid-compatible hubs) on other
+    /// hosts: each flow's browser goes to the reachable one with the fewest browsers, and
+    /// moves to another when its endpoint stops answering.
+    Pool(Vec<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,22 +135,90 @@ pub struct SupervisorState {
     /// A local forwarder that adds the proxy's credentials, when it has some.
     proxy: Option<proxy::AuthForwarder>,
     owners: HashMap<String, ActorRef<BrowserOwnerMsg>>,
+    /// With several endpoints (`WebDriverSource::Pool`): where each flow's browser is.
+    placed: HashMap<String, String>,
+    /// Asks the endpoints whether they answer.
+    http: reqwest::Client,
 }
 
+/// How long an endpoint of a pool has to answer `GET /status`.
+const STATUS_WAIT: Duration = Duration::from_secs(2);
+
 impl SupervisorState {
-    /// The WebDriver endpoint, launching (or relaunching) chromedriver if that is our job.
-    async fn endpoint(&mut self) -> Result<String, String> {
+    /// The WebDriver endpoint for `flow`'s browser, launching (or relaunching) chromedriver
+    /// if that is our job; with a pool, the endpoint it is on, or (when that stopped
+    /// answering, or it has none) the answering one with the fewest browsers, and the one
+    /// it moved from.
+    async fn endpoint(&mut self, flow: &str) -> Result<(String, Option<String>), String> {
         let path = match &self.settings.webdriver {
-            WebDriverSource::Url(url) => return Ok(url.clone()),
+            WebDriverSource::Url(url) => return Ok((url.clone(), None)),
+            WebDriverSource::Pool(urls) => return self.place(flow, &urls.clone()).await,
             WebDriverSource::Launch(path) => path.clone(),
         };
+        self.launched(&path).await.map(|u| (u, None))
+    }
+
+    async fn place(
+        &mut self,
+        flow: &str,
+        urls: &[String],
+    ) -> Result<(String, Option<String>), String> {
+        let current = self.placed.get(flow).cloned();
+        if let Some(u) = &current {
+            if self.answers(u).await {
+                return Ok((u.clone(), None));
+            }
+            tracing::warn!(
+                flow,
+                "the WebDriver endpoint {u} does not answer; moving the flow's browser"
+            );
+        }
+        let load = |u: &String| self.placed.values().filter(|p| *p == u).count();
+        let mut by_load: Vec<&String> = urls
+            .iter()
+            .filter(|u| Some(*u) != current.as_ref())
+            .collect();
+        by_load.sort_by_key(|u| load(u));
+        for u in by_load {
+            if self.answers(u).await {
+                self.placed.insert(flow.to_string(), u.clone());
+                return Ok((u.clone(), current));
+            }
+            tracing::warn!("the WebDriver endpoint {u} does not answer");
+        }
+        Err(format!(
+            "no WebDriver endpoint of [browser] webdriver_urls answers ({})",
+            urls.join(", ")
+        ))
+    }
+
+    /// Whether a WebDriver endpoint answers `GET /status` and is ready for a session.
+    async fn answers(&self, url: &str) -> bool {
+        let asked = self
+            .http
+            .get(format!("{url}/status"))
+            .timeout(STATUS_WAIT)
+            .send()
+            .await;
+        match asked {
+            Ok(r) if r.status().is_success() => r
+                .json::<serde_json::Value>()
+                .await
+                .map(|v| v["value"]["ready"] != serde_json::Value::Bool(false))
+                .unwrap_or(true),
+            _ => false,
+        }
+    }
+
+    /// The chromedriver at `path` we launched, started (again) if it is not running.
+    async fn launched(&mut self, path: &str) -> Result<String, String> {
         if let Some(d) = &mut self.driver {
             if d.alive() {
                 return Ok(d.url.clone());
             }
             tracing::warn!("chromedriver has exited; starting it again");
         }
-        let d = self.driver.insert(Driver::launch(&path).await?);
+        let d = self.driver.insert(Driver::launch(path).await?);
         Ok(d.url.clone())
     }
 
@@ -181,6 +253,8 @@ impl Actor for BrowserSupervisor {
             driver: None,
             proxy: None,
             owners: HashMap::new(),
+            placed: HashMap::new(),
+            http: reqwest::Client::new(),
         })
     }
 
@@ -198,11 +272,11 @@ impl Actor for BrowserSupervisor {
                 reply,
             } => {
                 let ready = async {
-                    let url = st.endpoint().await?;
+                    let url = st.endpoint(&flow_id).await?;
                     let proxy = st.proxy_server().await?;
                     Ok::<_, String>((url, proxy))
                 };
-                let (webdriver_url, proxy) = match ready.await {
+                let ((webdriver_url, moved_from), proxy) = match ready.await {
                     Ok(r) => r,
                     Err(e) => {
                         let _ = reply.send(Err(e));
@@ -233,6 +307,7 @@ impl Actor for BrowserSupervisor {
                 };
                 if let Err(e) = owner.send_message(BrowserOwnerMsg::Run {
                     webdriver_url,
+                    moved_from,
                     request,
                     span,
                     reply,
@@ -243,6 +318,7 @@ impl Actor for BrowserSupervisor {
             }
             BrowserMsg::Release { flow_id } => {
                 // The owner closes its session as it stops; nothing here waits for it.
+                st.placed.remove(&flow_id);
                 if let Some(o) = st.owners.remove(&flow_id) {
                     o.stop(Some("flow ended".into()));
                 }

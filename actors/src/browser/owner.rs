@@ -111,10 +111,23 @@ impl Actor for BrowserOwner {
     ) -> Result<(), ActorProcessingErr> {
         let BrowserOwnerMsg::Run {
             webdriver_url,
+            moved_from,
             request,
             span: parent,
             reply,
         } = msg;
+        if let Some(from) = moved_from
+            && st.session.is_some()
+        {
+            tracing::warn!(flow = %st.flow_id, "the browser's WebDriver endpoint {from} stopped answering; the flow's browser moves to {webdriver_url}");
+            st.drop_session().await;
+            let _ = reply.send(Err(format!(
+                "the browser was lost: its WebDriver endpoint {from} stopped answering, so this flow's \
+                 browser starts again on {webdriver_url} with the next action; open tabs, pages and \
+                 logins are gone. Open the page again."
+            )));
+            return Ok(());
+        }
         let what = match &request {
             BrowserRequest::Act(a) => a.name(),
             BrowserRequest::State { .. } => "state",
