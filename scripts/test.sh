@@ -18,6 +18,7 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v bash >/dev/null 2>&1 || missing+=(bash)
 command -v pgrep >/dev/null 2>&1 || missing+=(procps)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # The data-analysis flow test computes with pandas (and numpy, which it brings), as the
 # DataAnalysis agent does, in whichever python3 imports it: the one on PATH, or Debian's
 # /usr/bin/python3 when another comes first. Charts need no system fonts (one is bundled).
@@ -157,6 +158,45 @@ export MANUS_TEST_SANDBOX_IMAGE="manus-rt-sandbox:test"
 if ! docker image inspect "$MANUS_TEST_SANDBOX_IMAGE" >/dev/null 2>&1; then
   deploy/sandbox/build.sh --minimal --tag "$MANUS_TEST_SANDBOX_IMAGE"
 fi
+
+# A second engine for the test that spreads sandboxes over two engines: over TCP on
+# 127.0.0.1 with TLS client certificates (made here once, under target/). The test starts
+# and stops it itself (it stops it mid-run); here it only gets the image, copied from the
+# first engine when its id changed (the data root stays under target/ too).
+engine2="$repo/target/test-docker2"
+certs="$engine2/certs"
+if [ ! -s "$certs/key.pem" ]; then
+  mkdir -p "$certs"
+  ( cd "$certs"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=manus-rt test CA" \
+      -keyout ca-key.pem -out ca.pem
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server-key.pem -out server.csr
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 3650 \
+      -extfile server.ext -out server.pem
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=manus-rt test client" -keyout key.pem -out client.csr
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 3650 \
+      -extfile client.ext -out cert.pem ) >/dev/null 2>&1 ||
+    { echo "test.sh: cannot make the second engine's certificates" >&2; exit 1; }
+fi
+image_id=$(docker image inspect -f '{{.Id}}' "$MANUS_TEST_SANDBOX_IMAGE")
+if [ "$(cat "$engine2/image-id" 2>/dev/null)" != "$image_id" ]; then
+  echo "test.sh: copying the sandbox image to the second engine" >&2
+  run2=$(mktemp -d /tmp/manus-rt-dockerd2.XXXXXX)
+  port2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p "$engine2/data"
+  dockerd --data-root "$engine2/data" --exec-root "$run2/exec" -H "unix://$run2/docker.sock" \
+    --pidfile "$run2/dockerd.pid" --bridge=none --iptables=false --ip-forward=false --ip-masq=false \
+    >"$engine2/dockerd.log" 2>&1 &
+  dockerd2_pid=$!
+  for _ in $(seq 1 60); do DOCKER_HOST="unix://$run2/docker.sock" docker version >/dev/null 2>&1 && break; sleep 0.5; done
+  docker save "$MANUS_TEST_SANDBOX_IMAGE" | DOCKER_HOST="unix://$run2/docker.sock" docker load >/dev/null
+  kill "$dockerd2_pid"; wait "$dockerd2_pid" 2>/dev/null || true
+  rm -rf "$run2"
+  echo "$image_id" >"$engine2/image-id"
+fi
+export MANUS_TEST_DOCKER2_ROOT="$engine2"
 
 cargo test --workspace --locked "$@"
 

@@ -403,16 +403,34 @@ fn hand_over_decisions(
     }))
 }
 
-/// Reach the engine, check the image, and start the supervisor that owns them.
+/// Reach the engines, check the image on each that answers (at least one must), and start
+/// the supervisor that owns them; an engine that does not answer now is tried again when
+/// a container is placed.
 async fn start_sandbox(
     settings: &SandboxSettings,
 ) -> Result<(ActorRef<SandboxMsg>, SandboxSettings), RuntimeError> {
-    let docker = settings.connect().await.map_err(RuntimeError::Sandbox)?;
-    settings
-        .check_image(&docker)
-        .await
-        .map_err(RuntimeError::Sandbox)?;
-    let (supervisor, _) = Actor::spawn(None, SandboxSupervisor, (docker, settings.clone()))
+    let mut engines = vec![];
+    let mut why = vec![];
+    for host in &settings.hosts {
+        let checked = match host.connect().await {
+            Ok(docker) => settings.check_image(&docker).await.map(|()| docker),
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(docker) => engines.push(Some(docker)),
+            Err(e) => {
+                if settings.hosts.len() > 1 {
+                    tracing::warn!("sandbox engine {}: {e}", host.url);
+                }
+                why.push(e);
+                engines.push(None);
+            }
+        }
+    }
+    if engines.iter().all(Option::is_none) {
+        return Err(RuntimeError::Sandbox(why.join("; ")));
+    }
+    let (supervisor, _) = Actor::spawn(None, SandboxSupervisor, (engines, settings.clone()))
         .await
         .map_err(|e| RuntimeError::Sandbox(e.to_string()))?;
     Ok((supervisor, settings.clone()))

@@ -99,7 +99,7 @@ fn describe(c: &Config) -> String {
         Some(sb) => s.push_str(&format!(
             "Sandbox: tools work in {} via {} (memory {} MiB, {} CPU, pids {}, network {}, idle {}s, at most {})\n",
             sb.image,
-            sb.docker_host,
+            sb.engines_text(),
             sb.memory_limit >> 20,
             sb.cpu_limit,
             sb.pids_limit,

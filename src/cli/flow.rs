@@ -42,7 +42,7 @@ pub async fn start(config: Config, record: Option<&Path>) -> Option<Runtime> {
         Some(s) => eprintln!(
             "note: code and files live in a sandbox container per flow ({} via {}, in {}){}",
             s.image,
-            s.docker_host,
+            s.engines_text(),
             s.work_dir,
             match &s.mount {
                 Some(host) => format!(", which sees {} on this machine", host.display()),

@@ -153,6 +153,7 @@ pub(super) struct McpToml {
 pub(super) struct SandboxToml {
     pub(super) use_sandbox: Option<bool>,
     pub(super) docker_host: Option<Spanned<String>>,
+    pub(super) hosts: Option<Spanned<Vec<HostToml>>>,
     pub(super) image: Option<Spanned<String>>,
     pub(super) work_dir: Option<Spanned<String>>,
     pub(super) memory_limit: Option<Spanned<String>>,
@@ -162,6 +163,23 @@ pub(super) struct SandboxToml {
     pub(super) idle_timeout_secs: Option<Spanned<i64>>,
     pub(super) max_sandboxes: Option<Spanned<i64>>,
     pub(super) mount_workspace: Option<bool>,
+}
+
+/// One of `[sandbox] hosts`: a socket's URL, or a TCP engine with its TLS files.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum HostToml {
+    Socket(String),
+    Tls(TlsHostToml),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TlsHostToml {
+    pub(super) url: String,
+    pub(super) ca: String,
+    pub(super) cert: String,
+    pub(super) key: String,
 }
 
 #[derive(Debug, Default, Deserialize)]

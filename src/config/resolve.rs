@@ -51,9 +51,10 @@ impl Parsed {
             .map_err(in_file)?;
         let sandbox = self.sandbox.map(|(mut s, named_in_file)| {
             if !named_in_file {
-                s.docker_host = env("DOCKER_HOST")
+                let url = env("DOCKER_HOST")
                     .filter(|h| h.starts_with("unix://"))
                     .unwrap_or_else(|| sandbox::DEFAULT_DOCKER_HOST.into());
+                s.hosts = vec![manus_actors::sandbox::DockerHost { url, tls: None }];
             }
             s
         });

@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use manus_actors::sandbox::SandboxSettings;
+use manus_actors::sandbox::{DockerHost, SandboxSettings, TlsFiles};
 
 use super::error::{Lines, Problem};
-use super::file::SandboxToml;
+use super::file::{HostToml, SandboxToml};
 use super::values::{Bounds, Table};
 
 /// The engine's socket when neither the file nor `DOCKER_HOST` names one.
@@ -60,10 +60,10 @@ pub(super) fn build(
             format!("[sandbox] work_dir = \"{work_dir}\" must be an absolute path"),
         ));
     }
+    let hosts = hosts(sb, docker_host.as_deref(), lines)?;
+    let named = docker_host.is_some() || sb.hosts.is_some();
     let settings = SandboxSettings {
-        docker_host: docker_host
-            .clone()
-            .unwrap_or_else(|| DEFAULT_DOCKER_HOST.into()),
+        hosts,
         image: table
             .text(&sb.image, "image", "an image's name")?
             .unwrap_or_else(|| "manus-rt-sandbox:latest".into()),
@@ -85,10 +85,62 @@ pub(super) fn build(
             .unwrap_or(false)
             .then(|| workspace.to_path_buf()),
     };
-    Ok(sb
-        .use_sandbox
-        .unwrap_or(false)
-        .then_some((settings, docker_host.is_some())))
+    Ok(sb.use_sandbox.unwrap_or(false).then_some((settings, named)))
+}
+
+/// The engines: `hosts`, else `docker_host`, else the default socket (which `resolve`
+/// replaces with `DOCKER_HOST`'s when the file names none).
+fn hosts(
+    sb: &SandboxToml,
+    docker_host: Option<&str>,
+    lines: Lines,
+) -> Result<Vec<DockerHost>, Problem> {
+    let Some(list) = &sb.hosts else {
+        return Ok(vec![DockerHost {
+            url: docker_host.unwrap_or(DEFAULT_DOCKER_HOST).to_string(),
+            tls: None,
+        }]);
+    };
+    let problem = |why: String| {
+        Problem::at(
+            lines.of(list),
+            "[sandbox] hosts",
+            format!("[sandbox] hosts: {why}"),
+        )
+    };
+    if docker_host.is_some() {
+        return Err(problem(
+            "leave out docker_host with hosts (hosts lists every engine)".into(),
+        ));
+    }
+    if list.get_ref().is_empty() {
+        return Err(problem("is empty: name at least one engine".into()));
+    }
+    list.get_ref()
+        .iter()
+        .map(|h| match h {
+            HostToml::Socket(url) if url.starts_with("unix://") => Ok(DockerHost {
+                url: url.clone(),
+                tls: None,
+            }),
+            HostToml::Socket(url) => Err(problem(format!(
+                "\"{url}\": a socket is unix:///path/docker.sock; an engine over TCP is \
+                 {{ url = \"tcp://host:2376\", ca = \"ca.pem\", cert = \"cert.pem\", key = \"key.pem\" }}"
+            ))),
+            HostToml::Tls(t) if t.url.starts_with("tcp://") || t.url.starts_with("https://") => Ok(DockerHost {
+                url: t.url.clone(),
+                tls: Some(TlsFiles {
+                    ca: t.ca.clone().into(),
+                    cert: t.cert.clone().into(),
+                    key: t.key.clone().into(),
+                }),
+            }),
+            HostToml::Tls(t) => Err(problem(format!(
+                "\"{}\": an engine with TLS files is reached over tcp://host:port",
+                t.url
+            ))),
+        })
+        .collect()
 }
 
 /// `512m`, `2g`, `1048576` → bytes.

@@ -317,7 +317,7 @@ fn resolve_takes_secrets_from_the_environment_it_is_given() {
         Some("in-file"),
         "a key in the file: OPENAI_API_KEY is not read"
     );
-    assert_eq!(c.sandbox.unwrap().docker_host, "unix:///run/other.sock");
+    assert_eq!(c.sandbox.unwrap().engines_text(), "unix:///run/other.sock");
     assert_eq!(c.browser.proxy.unwrap().password.as_deref(), Some("pw-env"));
     assert_eq!(c.tools.search.brave_api_key.as_deref(), Some("brave-env"));
     assert_eq!(c.server.api_tokens, ["a", "b", "c"]);
@@ -327,7 +327,7 @@ fn resolve_takes_secrets_from_the_environment_it_is_given() {
     assert_eq!(c.llm["default"].api_key, None);
     assert_eq!(c.llm["azure"].api_key.as_deref(), Some("in-file"));
     assert_eq!(
-        c.sandbox.unwrap().docker_host,
+        c.sandbox.unwrap().engines_text(),
         "unix:///var/run/docker.sock"
     );
     assert_eq!(c.browser.proxy.unwrap().password.as_deref(), Some("pw"));
@@ -706,4 +706,42 @@ fn a_missing_key_is_reported_on_its_tables_header_line() {
         (None, Some("[llm] model")),
         "{e}"
     );
+}
+
+#[test]
+fn sandbox_hosts_are_sockets_or_tls_engines() {
+    let c = load(&format!(
+        "{MINIMAL}\n[sandbox]\nuse_sandbox = true\nhosts = [\"unix:///run/a.sock\", \
+         {{ url = \"tcp://10.0.0.2:2376\", ca = \"ca.pem\", cert = \"cert.pem\", key = \"key.pem\" }}]\n"
+    ))
+    .unwrap();
+    let hosts = c.sandbox.unwrap().hosts;
+    assert_eq!(hosts.len(), 2);
+    assert_eq!(
+        (hosts[0].url.as_str(), hosts[0].tls.is_none()),
+        ("unix:///run/a.sock", true)
+    );
+    let tls = hosts[1].tls.as_ref().unwrap();
+    assert_eq!(
+        (hosts[1].url.as_str(), tls.key.to_str()),
+        ("tcp://10.0.0.2:2376", Some("key.pem"))
+    );
+    for (extra, says) in [
+        ("hosts = [\"tcp://10.0.0.2:2375\"]", "a socket is unix://"),
+        ("hosts = []", "is empty"),
+        (
+            "hosts = [\"unix:///a\"]\ndocker_host = \"unix:///b\"",
+            "leave out docker_host",
+        ),
+        (
+            "hosts = [{ url = \"unix:///a\", ca = \"c\", cert = \"c\", key = \"k\" }]",
+            "reached over tcp://",
+        ),
+    ] {
+        let e = load(&format!(
+            "{MINIMAL}\n[sandbox]\nuse_sandbox = true\n{extra}\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains(says) && e.line.is_some(), "{extra}: {e}");
+    }
 }

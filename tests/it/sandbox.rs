@@ -467,3 +467,223 @@ async fn charts_and_reports_are_read_and_written_in_the_container() {
     );
     rt.shutdown().await;
 }
+
+/// The second engine scripts/test.sh prepared (TLS certificates and the image in its data
+/// root), started here over TCP on 127.0.0.1, stopped by its PID.
+struct SecondEngine {
+    child: std::process::Child,
+    port: u16,
+    root: std::path::PathBuf,
+    run: std::path::PathBuf,
+}
+
+impl SecondEngine {
+    fn start() -> SecondEngine {
+        let root = std::path::PathBuf::from(std::env::var("MANUS_TEST_DOCKER2_ROOT").expect(
+            "MANUS_TEST_DOCKER2_ROOT is not set: run the suite with scripts/test.sh, which prepares a second engine",
+        ));
+        let port = support::scenario::free_port();
+        let run = std::env::temp_dir().join(format!("manus-rt-dockerd2-{}", std::process::id()));
+        std::fs::create_dir_all(&run).unwrap();
+        let certs = root.join("certs");
+        let child = Command::new("dockerd")
+            .arg("--data-root")
+            .arg(root.join("data"))
+            .arg("--exec-root")
+            .arg(run.join("exec"))
+            .arg("--pidfile")
+            .arg(run.join("dockerd.pid"))
+            .args(["-H", &format!("tcp://127.0.0.1:{port}"), "--tlsverify"])
+            .arg("--tlscacert")
+            .arg(certs.join("ca.pem"))
+            .arg("--tlscert")
+            .arg(certs.join("server.pem"))
+            .arg("--tlskey")
+            .arg(certs.join("server-key.pem"))
+            .args([
+                "--bridge=none",
+                "--iptables=false",
+                "--ip-forward=false",
+                "--ip-masq=false",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(run.join("dockerd.log")).unwrap())
+            .spawn()
+            .expect("dockerd runs");
+        let engine = SecondEngine {
+            child,
+            port,
+            root,
+            run,
+        };
+        for _ in 0..120 {
+            if !engine
+                .docker(&["version", "-f", "{{.Server.Version}}"])
+                .is_empty()
+            {
+                return engine;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        panic!("the second engine did not come up");
+    }
+
+    fn url(&self) -> String {
+        format!("tcp://127.0.0.1:{}", self.port)
+    }
+
+    /// The config's entry for this engine.
+    fn host_toml(&self) -> String {
+        let certs = self.root.join("certs");
+        format!(
+            "{{ url = \"{}\", ca = \"{}\", cert = \"{}\", key = \"{}\" }}",
+            self.url(),
+            certs.join("ca.pem").display(),
+            certs.join("cert.pem").display(),
+            certs.join("key.pem").display()
+        )
+    }
+
+    fn docker(&self, args: &[&str]) -> String {
+        let certs = self.root.join("certs");
+        let out = Command::new("docker")
+            .env_remove("DOCKER_HOST")
+            .arg("--tlsverify")
+            .arg("--tlscacert")
+            .arg(certs.join("ca.pem"))
+            .arg("--tlscert")
+            .arg(certs.join("cert.pem"))
+            .arg("--tlskey")
+            .arg(certs.join("key.pem"))
+            .args(["-H", &self.url()])
+            .args(args)
+            .output()
+            .expect("the docker client runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Stop the engine (SIGTERM, as a host going down for maintenance would) and wait.
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for SecondEngine {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            // Its flows' containers go with it.
+            let left = self.docker(&["ps", "-aq", "--filter", "label=manus-rt.flow"]);
+            for id in left.split_whitespace() {
+                self.docker(&["rm", "-f", id]);
+            }
+            self.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.run);
+    }
+}
+
+/// `[sandbox] hosts`: a local socket and an engine over TCP with TLS client certificates.
+/// Two flows' containers go one to each (the fewest first); when the TCP engine stops, the
+/// flow whose container was there is told it was lost and goes on in a new container on
+/// the engine left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandboxes_spread_over_two_engines_and_survive_one_stopping() {
+    let mut second = SecondEngine::start();
+    let server = ScriptedLlm::start().await;
+    for who in ["alpha", "beta"] {
+        server.push_for(
+            &format!("flow {who}"),
+            [
+                python(&format!("print('{who} here')")),
+                // Time for the test to stop an engine.
+                python(&format!("print('{who} again')")).delay(4000),
+                python(&format!("print('{who} once more')")),
+                done(&format!("{who} done")),
+            ],
+        );
+    }
+    let (first, _) = engine();
+    let hosts = format!("[\"{first}\", {}]", second.host_toml());
+    let dir = Scratch::new("sandbox-two-engines");
+    let config = sandbox_config_with(
+        &server,
+        &dir,
+        &[("sandbox.docker_host", ""), ("sandbox.hosts", &hosts)],
+    );
+    let rt = Runtime::builder().config(config).start().await.unwrap();
+    let single = |task: &'static str| {
+        rt.submit(
+            task,
+            SubmitOptions {
+                mode: FlowMode::Single,
+                ..Default::default()
+            },
+        )
+    };
+    let alpha = single("flow alpha: compute").await.unwrap();
+    let beta = single("flow beta: compute").await.unwrap();
+    // Once both have run their first call, each has a container, one on each engine.
+    let ran = |who: &str| {
+        server.requests().iter().any(|r| {
+            r.messages().iter().any(|m| {
+                m["role"] == "tool"
+                    && m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains(&format!("{who} here")))
+            })
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !(ran("alpha") && ran("beta")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flows did not run their first calls"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let on = |listed: String| listed.split_whitespace().count();
+    let label = ["ps", "-q", "--filter", "label=manus-rt.flow"];
+    assert_eq!(
+        (on(docker(&label)), on(second.docker(&label))),
+        (1, 1),
+        "one container on each engine"
+    );
+    second.stop();
+    let (a, b) = tokio::join!(alpha.outcome(), beta.outcome());
+    rt.shutdown().await;
+    assert_eq!(
+        (a.status, b.status),
+        (FlowStatus::Completed, FlowStatus::Completed),
+        "{} / {}",
+        a.reason,
+        b.reason
+    );
+    let results: Vec<String> = server
+        .requests()
+        .iter()
+        .flat_map(|r| r.messages().clone())
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(String::from))
+        .collect();
+    let lost: Vec<&String> = results
+        .iter()
+        .filter(|t| t.contains("the sandbox was lost"))
+        .collect();
+    assert!(
+        !lost.is_empty() && lost.iter().all(|t| t.contains(&second.url())),
+        "{results:#?}"
+    );
+    // The moved flow's next call ran, in a new container on the engine left.
+    assert!(
+        results.iter().any(|t| t.contains("once more")),
+        "{results:#?}"
+    );
+    assert_eq!(
+        docker(&["ps", "-aq", "--filter", "label=manus-rt.flow"]),
+        "",
+        "no container outlives the runtime"
+    );
+}

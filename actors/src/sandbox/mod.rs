@@ -20,8 +20,9 @@ use container::{Container, ContainerArgs};
 /// `[sandbox]`, as data.
 #[derive(Debug, Clone)]
 pub struct SandboxSettings {
-    /// `unix:///path/docker.sock` (Docker or Podman's compatible socket).
-    pub docker_host: String,
+    /// The engines containers may go to (at least one): each flow's container goes to the
+    /// answering one with the fewest of this runtime's containers.
+    pub hosts: Vec<DockerHost>,
     pub image: String,
     /// The working directory inside the container; agents' files live here.
     pub work_dir: String,
@@ -38,29 +39,84 @@ pub struct SandboxSettings {
     pub mount: Option<std::path::PathBuf>,
 }
 
+/// A Docker engine: a local socket, or TCP with TLS client certificates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DockerHost {
+    /// `unix:///path/docker.sock` (Docker or Podman's compatible socket), or
+    /// `tcp://host:port` with `tls`.
+    pub url: String,
+    pub tls: Option<TlsFiles>,
+}
+
+/// PEM files for an engine over TCP: the CA that signed its certificate, and this client's
+/// certificate and key. Only their paths are ever logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub ca: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
 impl SandboxSettings {
-    /// Connect to the engine and check it answers; the error says what to start.
-    pub async fn connect(&self) -> Result<Docker, String> {
-        let path = self
-            .docker_host
-            .strip_prefix("unix://")
-            .unwrap_or(&self.docker_host);
-        let hint = format!(
-            "no Docker engine answers at {} — start dockerd (or Podman's socket service) or set [sandbox] docker_host; \
-             [sandbox] use_sandbox = false runs code on the host instead",
-            self.docker_host
-        );
-        let docker = Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
-            .map_err(|e| format!("{hint} ({e})"))?;
-        docker.ping().await.map_err(|e| format!("{hint} ({e})"))?;
-        Ok(docker)
+    /// The engines, for messages.
+    pub fn engines_text(&self) -> String {
+        self.hosts
+            .iter()
+            .map(|h| h.url.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
-    /// Whether the image is there, with what to do if not.
+    /// Connect to the first engine that answers and check it does; the error says what
+    /// to start.
+    pub async fn connect(&self) -> Result<Docker, String> {
+        let mut why = vec![];
+        for host in &self.hosts {
+            match host.connect().await {
+                Ok(d) => return Ok(d),
+                Err(e) => why.push(e),
+            }
+        }
+        Err(why.join("; "))
+    }
+
+    /// Whether the image is on the engine `docker`, with what to do if not.
     pub async fn check_image(&self, docker: &Docker) -> Result<(), String> {
         docker.inspect_image(&self.image).await.map(|_| ()).map_err(|_| {
             format!("the sandbox image `{}` is not on this engine; build it with deploy/sandbox/build.sh", self.image)
         })
+    }
+}
+
+impl DockerHost {
+    /// Connect to the engine and check it answers; the error says what to start.
+    pub async fn connect(&self) -> Result<Docker, String> {
+        let hint = format!(
+            "no Docker engine answers at {} — start dockerd (or Podman's socket service) or set [sandbox] docker_host \
+             (or hosts); [sandbox] use_sandbox = false runs code on the host instead",
+            self.url
+        );
+        let docker = match &self.tls {
+            Some(tls) => {
+                let addr = self.url.replacen("tcp://", "https://", 1);
+                Docker::connect_with_ssl(
+                    &addr,
+                    &tls.key,
+                    &tls.cert,
+                    &tls.ca,
+                    120,
+                    bollard::API_DEFAULT_VERSION,
+                )
+                .map_err(|e| format!("{hint} ({e})"))?
+            }
+            None => {
+                let path = self.url.strip_prefix("unix://").unwrap_or(&self.url);
+                Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
+                    .map_err(|e| format!("{hint} ({e})"))?
+            }
+        };
+        docker.ping().await.map_err(|e| format!("{hint} ({e})"))?;
+        Ok(docker)
     }
 }
 
@@ -181,10 +237,23 @@ pub struct Check {
 }
 
 impl SandboxSettings {
-    /// Check the engine, the image and a real container round trip, saying what to fix.
+    /// Check each engine, the image on it and a real container round trip, saying what to
+    /// fix.
     pub async fn doctor(&self) -> Vec<Check> {
         let mut checks = vec![];
-        let docker = match self.connect().await {
+        for host in &self.hosts {
+            let one = SandboxSettings {
+                hosts: vec![host.clone()],
+                ..self.clone()
+            };
+            checks.extend(one.doctor_one(host).await);
+        }
+        checks
+    }
+
+    async fn doctor_one(&self, host: &DockerHost) -> Vec<Check> {
+        let mut checks = vec![];
+        let docker = match host.connect().await {
             Ok(d) => d,
             Err(e) => return vec![Check { ok: false, what: e }],
         };
@@ -196,7 +265,7 @@ impl SandboxSettings {
             .unwrap_or_else(|| "unknown".into());
         checks.push(Check {
             ok: true,
-            what: format!("engine at {} answers (version {version})", self.docker_host),
+            what: format!("engine at {} answers (version {version})", host.url),
         });
         if let Err(e) = self.check_image(&docker).await {
             checks.push(Check { ok: false, what: e });
@@ -207,9 +276,10 @@ impl SandboxSettings {
             what: format!("image {} is present", self.image),
         });
         let trial = async {
-            let (sup, _) = Actor::spawn(None, SandboxSupervisor, (docker, self.clone()))
-                .await
-                .map_err(|e| e.to_string())?;
+            let (sup, _) =
+                Actor::spawn(None, SandboxSupervisor, (vec![Some(docker)], self.clone()))
+                    .await
+                    .map_err(|e| e.to_string())?;
             let handle = SandboxHandle {
                 supervisor: sup.clone(),
                 work_dir: self.work_dir.clone(),
@@ -252,27 +322,69 @@ impl SandboxSettings {
 pub struct SandboxSupervisor;
 
 pub struct SupervisorState {
-    docker: Docker,
+    /// A client per engine of `settings.hosts`, `None` while it does not answer.
+    engines: Vec<Option<Docker>>,
     settings: SandboxSettings,
-    /// Each flow's container actor and when the flow last used it.
-    containers: HashMap<String, (ActorRef<ContainerMsg>, Instant)>,
+    /// Each flow's container actor, when the flow last used it, and its engine.
+    containers: HashMap<String, (ActorRef<ContainerMsg>, Instant, usize)>,
+}
+
+/// How long an engine has to answer a ping before a flow's container there counts as lost.
+const PING_WAIT: Duration = Duration::from_secs(3);
+
+impl SupervisorState {
+    /// Whether engine `i` answers (connecting to it again if it did not before).
+    async fn answers(&mut self, i: usize) -> bool {
+        if let Some(d) = &self.engines[i]
+            && matches!(tokio::time::timeout(PING_WAIT, d.ping()).await, Ok(Ok(_)))
+        {
+            return true;
+        }
+        self.engines[i] =
+            match tokio::time::timeout(PING_WAIT, self.settings.hosts[i].connect()).await {
+                Ok(Ok(d)) => Some(d),
+                _ => None,
+            };
+        self.engines[i].is_some()
+    }
+
+    /// The answering engine with the fewest containers, for a new one.
+    async fn place(&mut self) -> Result<usize, String> {
+        let load = |i: usize| self.containers.values().filter(|(_, _, e)| *e == i).count();
+        let mut order: Vec<usize> = (0..self.engines.len()).collect();
+        order.sort_by_key(|&i| load(i));
+        for i in order {
+            if self.answers(i).await {
+                return Ok(i);
+            }
+            tracing::warn!(
+                "the Docker engine {} does not answer",
+                self.settings.hosts[i].url
+            );
+        }
+        Err(format!(
+            "no Docker engine of the sandbox answers ({})",
+            self.settings.engines_text()
+        ))
+    }
 }
 
 impl Actor for SandboxSupervisor {
     type Msg = SandboxMsg;
     type State = SupervisorState;
-    type Arguments = (Docker, SandboxSettings);
+    /// A client per engine of the settings' hosts (`None`: not answering at start).
+    type Arguments = (Vec<Option<Docker>>, SandboxSettings);
 
     async fn pre_start(
         &self,
         myself: ActorRef<SandboxMsg>,
-        (docker, settings): (Docker, SandboxSettings),
+        (engines, settings): (Vec<Option<Docker>>, SandboxSettings),
     ) -> Result<SupervisorState, ActorProcessingErr> {
         let every =
             (settings.idle_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
         myself.send_interval(every, || SandboxMsg::Sweep);
         Ok(SupervisorState {
-            docker,
+            engines,
             settings,
             containers: HashMap::new(),
         })
@@ -291,9 +403,25 @@ impl Actor for SandboxSupervisor {
                 span,
                 reply,
             } => {
+                // A flow whose engine stopped answering has lost its container: say so, and
+                // the next call makes a new one on an engine that answers.
+                if let Some(engine) = st.containers.get(&flow_id).map(|(_, _, e)| *e)
+                    && !st.answers(engine).await
+                {
+                    let (c, _, _) = st.containers.remove(&flow_id).expect("just found");
+                    c.stop(Some("its engine stopped answering".into()));
+                    let url = &st.settings.hosts[engine].url;
+                    tracing::warn!(flow = %flow_id, "the sandbox's Docker engine {url} stopped answering; the flow's container is lost");
+                    let _ = reply.send(Err(format!(
+                        "the sandbox was lost: its Docker engine {url} stopped answering. The next call starts a new \
+                         container on an engine that answers; the files and processes of the old one are gone, so make \
+                         again what later steps need"
+                    )));
+                    return Ok(());
+                }
                 let full = st.containers.len() >= st.settings.max_sandboxes;
                 let container = match st.containers.get_mut(&flow_id) {
-                    Some((c, used)) => {
+                    Some((c, used, _)) => {
                         *used = Instant::now();
                         c.clone()
                     }
@@ -305,15 +433,24 @@ impl Actor for SandboxSupervisor {
                         return Ok(());
                     }
                     None => {
+                        let engine = match st.place().await {
+                            Ok(e) => e,
+                            Err(e) => {
+                                let _ = reply.send(Err(e));
+                                return Ok(());
+                            }
+                        };
                         let args = ContainerArgs {
-                            docker: st.docker.clone(),
+                            docker: st.engines[engine]
+                                .clone()
+                                .expect("placed on an answering engine"),
                             settings: st.settings.clone(),
                             flow_id: flow_id.clone(),
                         };
                         match Actor::spawn_linked(None, Container, args, myself.get_cell()).await {
                             Ok((c, _)) => {
                                 st.containers
-                                    .insert(flow_id.clone(), (c.clone(), Instant::now()));
+                                    .insert(flow_id.clone(), (c.clone(), Instant::now(), engine));
                                 c
                             }
                             Err(e) => {
@@ -330,7 +467,7 @@ impl Actor for SandboxSupervisor {
                 }
             }
             SandboxMsg::Release { flow_id } => {
-                if let Some((c, _)) = st.containers.remove(&flow_id) {
+                if let Some((c, _, _)) = st.containers.remove(&flow_id) {
                     let _ = c
                         .stop_and_wait(Some("flow ended".into()), Some(Duration::from_secs(30)))
                         .await;
@@ -340,11 +477,11 @@ impl Actor for SandboxSupervisor {
                 let idle: Vec<String> = st
                     .containers
                     .iter()
-                    .filter(|(_, (_, used))| used.elapsed() >= st.settings.idle_timeout)
+                    .filter(|(_, (_, used, _))| used.elapsed() >= st.settings.idle_timeout)
                     .map(|(f, _)| f.clone())
                     .collect();
                 for flow_id in idle {
-                    if let Some((c, _)) = st.containers.remove(&flow_id) {
+                    if let Some((c, _, _)) = st.containers.remove(&flow_id) {
                         tracing::info!(flow = %flow_id, "removing an idle sandbox");
                         let _ = c
                             .stop_and_wait(Some("idle".into()), Some(Duration::from_secs(30)))
@@ -362,7 +499,7 @@ impl Actor for SandboxSupervisor {
         st: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         // No container outlives the runtime.
-        for (_, (c, _)) in st.containers.drain() {
+        for (_, (c, _, _)) in st.containers.drain() {
             let _ = c
                 .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(30)))
                 .await;
@@ -387,7 +524,7 @@ impl Actor for SandboxSupervisor {
             _ => None,
         };
         if let Some(id) = gone {
-            st.containers.retain(|_, (c, _)| c.get_id() != id);
+            st.containers.retain(|_, (c, _, _)| c.get_id() != id);
         }
         Ok(())
     }
