@@ -17,7 +17,8 @@ pub struct ClusterSettings {
     /// How long a node's runs stay its own without a renewal (its heartbeat renews them
     /// three times per lease).
     pub lease: Duration,
-    /// Flows this node runs at once; it claims no more.
+    /// Flows this node runs at once; it claims no more (by default 8, or fewer if its
+    /// `[flow] planner_replicas` are fewer).
     pub max_flows: usize,
 }
 

@@ -840,7 +840,7 @@ async fn events(
     if let Some(node) = &app.node {
         // Numbered as stored, from the store: the same on every node.
         cluster::stored(&node.store, &id).await?;
-        let stream = cluster::follow_stored(node.store.clone(), id, after as u64);
+        let stream = cluster::follow_stored(node, id, after as u64);
         return Ok(Sse::new(Box::pin(stream) as EventStream).keep_alive(KeepAlive::default()));
     }
     let entry = app.entry(&id)?;

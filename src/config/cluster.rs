@@ -19,6 +19,7 @@ const FLOWS: Bounds<i64> = Bounds::new(1, 100_000, " (flows at once)");
 /// for the store check `resolve` makes.
 pub(super) fn build(
     c: &ClusterToml,
+    planner_replicas: u32,
     lines: Lines,
 ) -> Result<Option<(ClusterSettings, Option<usize>)>, Problem> {
     let Some(enabled) = &c.enabled else {
@@ -34,9 +35,12 @@ pub(super) fn build(
         lease: table
             .number(&c.lease_secs, "lease_secs", LEASE)?
             .map_or(defaults.lease, |s| Duration::from_secs(s as u64)),
+        // By default no more than the flows its planners can take at once.
         max_flows: table
             .number(&c.max_flows, "max_flows", FLOWS)?
-            .map_or(defaults.max_flows, |n| n as usize),
+            .map_or(defaults.max_flows.min(planner_replicas as usize), |n| {
+                n as usize
+            }),
     };
     Ok(Some((settings, lines.of(enabled))))
 }

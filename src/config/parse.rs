@@ -104,7 +104,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
     let store = service::store(&file.store, lines)?;
     let retention = service::retention(&file.store, lines)?;
     let server = service::server(&file.server, lines)?;
-    let cluster = cluster::build(&file.cluster, lines)?;
+    let cluster = cluster::build(&file.cluster, flow.planner_replicas, lines)?;
     Ok(Parsed {
         source: source.to_string(),
         llm,

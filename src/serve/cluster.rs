@@ -21,8 +21,9 @@ use super::{ApiError, App};
 use crate::cluster::ClusterSettings;
 use crate::store::{RunStore, StoreUrl, StoredRun};
 
-/// How often a stream of a run looks for its new events in the store.
-const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+/// How long a stream of a run waits for word of its new events (`LISTEN manus_events`)
+/// before it looks in the store anyway.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
 /// What a cluster node's service keeps: the store, the room it has, its wake-ups.
 pub struct Node {
@@ -31,6 +32,8 @@ pub struct Node {
     /// One permit per flow this node may run at once.
     room: Arc<Semaphore>,
     wake: Arc<Notify>,
+    /// The ids of runs with new events in the store, as the store announces them.
+    written: tokio::sync::broadcast::Sender<String>,
     stop: Arc<AtomicBool>,
 }
 
@@ -41,6 +44,7 @@ impl Node {
             store,
             settings,
             wake: Arc::new(Notify::new()),
+            written: tokio::sync::broadcast::channel(1024).0,
             stop: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -52,7 +56,12 @@ impl App {
     pub fn start_claiming(self: &Arc<Self>, url: &StoreUrl) {
         let Some(node) = &self.node else { return };
         if let StoreUrl::Postgres(url) = url
-            && let Err(e) = crate::store::cluster::listen(url, node.wake.clone(), node.stop.clone())
+            && let Err(e) = crate::store::cluster::listen(
+                url,
+                node.wake.clone(),
+                node.written.clone(),
+                node.stop.clone(),
+            )
         {
             tracing::warn!("cannot listen for queued runs ({e}); polling instead");
         }
@@ -147,14 +156,15 @@ pub async fn stored(store: &RunStore, id: &str) -> Result<StoredRun, ApiError> {
 /// Run `id`'s events from the store after event number `after` (event `n` is the store's
 /// event `n - 1`), following new ones until the flow finishes.
 pub fn follow_stored(
-    store: RunStore,
+    node: &Node,
     id: String,
     after: u64,
-) -> impl Stream<Item = Result<Event, Infallible>> {
+) -> impl Stream<Item = Result<Event, Infallible>> + use<> {
     let pending: std::collections::VecDeque<crate::store::StoredEvent> = Default::default();
+    let (store, heard) = (node.store.clone(), node.written.subscribe());
     futures_util::stream::unfold(
-        (store, id, after, pending, false),
-        |(store, id, next, mut pending, done)| async move {
+        (store, id, after, pending, false, heard),
+        |(store, id, next, mut pending, done, mut heard)| async move {
             if done {
                 return None;
             }
@@ -167,11 +177,24 @@ pub fn follow_stored(
                         .id((e.seq + 1).to_string())
                         .event(kind)
                         .data(data.to_string());
-                    return Some((Ok(event), (store, id, e.seq + 1, pending, finished)));
+                    return Some((Ok(event), (store, id, e.seq + 1, pending, finished, heard)));
                 }
                 match store.events_from(&id, next).await {
                     Ok(events) if !events.is_empty() => pending.extend(events),
-                    Ok(_) => tokio::time::sleep(FOLLOW_EVERY).await,
+                    Ok(_) => {
+                        // Until word that this run has new events, or a second passes.
+                        let _ = tokio::time::timeout(FOLLOW_EVERY, async {
+                            loop {
+                                match heard.recv().await {
+                                    Ok(run) if run == id => return,
+                                    Ok(_)
+                                    | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                                    Err(_) => std::future::pending::<()>().await,
+                                }
+                            }
+                        })
+                        .await;
+                    }
                     Err(e) => {
                         tracing::warn!(run = %id, "cannot read the run's events: {e}");
                         return None;

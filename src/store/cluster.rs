@@ -97,6 +97,16 @@ pub fn delivered(db: &mut dyn Backend, id: &str, command: &Command) -> Result<()
 
 /// The channel a queued run is announced on (its id is the payload).
 pub const QUEUE_CHANNEL: &str = "manus_queue";
+/// The channel a run's new events are announced on (its id is the payload), once committed.
+pub const EVENTS_CHANNEL: &str = "manus_events";
+
+/// Announce that run `id` has new events (sent on commit, with them).
+pub fn written(id: &str) -> Stmt {
+    Stmt {
+        sql: "SELECT pg_notify('manus_events', $1)",
+        params: vec![Val::Text(id.to_string())],
+    }
+}
 
 /// Announce a run just queued, to the nodes that listen (sent on commit).
 pub fn announce(id: &str) -> Stmt {
@@ -150,12 +160,13 @@ pub fn release(node: &str, id: Option<&str>) -> Stmt {
 pub const LOCK_LEASES: &str =
     "SELECT run_id, node, fence FROM manus_leases WHERE run_id = ANY($1) FOR UPDATE";
 
-/// Wake `wake` whenever a run is queued (`LISTEN manus_queue` on a connection of its own,
-/// on a thread of its own: the client blocks), until `stop` is set; a lost connection is
-/// made again after a second.
+/// Wake `wake` whenever a run is queued, and tell `written` the id of each run with new
+/// events (`LISTEN` on a connection of its own, on a thread of its own: the client
+/// blocks), until `stop` is set; a lost connection is made again after a second.
 pub fn listen(
     url: &str,
     wake: std::sync::Arc<tokio::sync::Notify>,
+    written: tokio::sync::broadcast::Sender<String>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     use postgres::fallible_iterator::FallibleIterator;
@@ -168,7 +179,9 @@ pub fn listen(
             while !stop.load(Ordering::Relaxed) {
                 let listening =
                     postgres::Client::connect(&url, postgres::NoTls).and_then(|mut c| {
-                        c.batch_execute(&format!("LISTEN {QUEUE_CHANNEL}"))?;
+                        c.batch_execute(&format!(
+                            "LISTEN {QUEUE_CHANNEL}; LISTEN {EVENTS_CHANNEL}"
+                        ))?;
                         Ok(c)
                     });
                 let mut client = match listening {
@@ -185,6 +198,9 @@ pub fn listen(
                     let mut notes = client.notifications();
                     let mut heard = notes.timeout_iter(Duration::from_millis(500));
                     match heard.next() {
+                        Ok(Some(n)) if n.channel() == EVENTS_CHANNEL => {
+                            let _ = written.send(n.payload().to_string());
+                        }
                         Ok(Some(_)) => wake.notify_one(),
                         Ok(None) => {}
                         Err(e) => {

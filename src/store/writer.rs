@@ -656,6 +656,16 @@ fn apply(
         folds.fold(w, &mut stmts);
     }
     folds.snapshots(now_ms(), &mut stmts);
+    if node.is_some() {
+        // Nodes that stream these runs hear of the new events when they commit.
+        let mut runs: Vec<String> = stmts
+            .iter()
+            .filter_map(|s| s.params.first()?.text().map(String::from))
+            .collect();
+        runs.sort();
+        runs.dedup();
+        stmts.extend(runs.iter().map(|r| super::cluster::written(r)));
+    }
     let written = match node {
         None => db.transaction(&stmts),
         Some((node, owner, fences)) => db.fenced(&owner.id, fences, &stmts).map(|lost| {

@@ -869,7 +869,9 @@ async fn browsers_spread_over_two_webdrivers_and_move_when_one_stops() {
     assert!(
         !first.group_members("--user-data-dir").is_empty()
             && !second.group_members("--user-data-dir").is_empty(),
-        "the browsers did not spread over both endpoints"
+        "the browsers did not spread over both endpoints: {:?} / {:?}",
+        first.group_members("--user-data-dir"),
+        second.group_members("--user-data-dir")
     );
     first.kill();
     let (a, b) = tokio::join!(alpha.outcome(), beta.outcome());

@@ -142,7 +142,7 @@ pub struct SupervisorState {
 }
 
 /// How long an endpoint of a pool has to answer `GET /status`.
-const STATUS_WAIT: Duration = Duration::from_secs(2);
+const STATUS_WAIT: Duration = Duration::from_secs(5);
 
 impl SupervisorState {
     /// The WebDriver endpoint for `flow`'s browser, launching (or relaunching) chromedriver
