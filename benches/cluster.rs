@@ -20,8 +20,8 @@ mod support;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value, json};
-use support::cluster::{PrivatePostgres, any_flow, cluster, owner_of};
+use serde_json::Value;
+use support::cluster::{PrivatePostgres, any_flow, cluster, flow, owner_of, submit};
 use support::llm_server::ScriptedLlm;
 use support::scenario::{Scratch, postgres_database};
 
@@ -67,19 +67,6 @@ async fn statements(http: &reqwest::Client, url: &str) -> u64 {
 
 fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-async fn submit(http: &reqwest::Client, url: &str, task: &str) -> String {
-    let r: Value = http
-        .post(format!("{url}/v1/flows"))
-        .json(&json!({"task": task}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    r["id"].as_str().unwrap().to_string()
 }
 
 async fn wait_completed(url: &str, count: i64) {
@@ -131,7 +118,7 @@ async fn bench(url: &str) {
     };
     let started = Instant::now();
     for i in 0..flows {
-        submit(&http, &nodes[i % 3].url, &format!("flow {i}")).await;
+        submit(&http, &nodes[i % 3], &format!("flow {i}")).await;
     }
     let submitted = started.elapsed();
     wait_completed(&url, flows as i64).await;
@@ -182,19 +169,12 @@ async fn bench(url: &str) {
     server.set_responder(Some(any_flow(3.0)));
     let mut slow = vec![];
     for i in 0..9 {
-        slow.push(submit(&http, &nodes[i % 3].url, &format!("slow flow {i}")).await);
+        slow.push(submit(&http, &nodes[i % 3], &format!("slow flow {i}")).await);
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let mut held: Vec<Vec<String>> = vec![vec![]; 3];
     for id in &slow {
-        let run: Value = http
-            .get(format!("{}/v1/flows/{id}", nodes[0].url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let run: Value = flow(&http, &nodes[0], id).await;
         if run["status"] == "running"
             && let Some(n) = owner_of(&nodes, &run)
         {

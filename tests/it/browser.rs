@@ -849,14 +849,8 @@ async fn browsers_spread_over_two_webdrivers_and_move_when_one_stops() {
     // Once both have opened their first page (its result reached the model), each has a
     // browser, one on each endpoint.
     let opened = |who: &str| {
-        server.requests().iter().any(|r| {
-            r.messages().iter().any(|m| {
-                m["role"] == "tool"
-                    && m["content"]
-                        .as_str()
-                        .is_some_and(|c| c.contains(&format!("Page of {who}")))
-            })
-        })
+        let text = format!("Page of {who}");
+        server.tool_results().iter().any(|t| t.contains(&text))
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !(opened("alpha") && opened("beta")) {
@@ -878,13 +872,7 @@ async fn browsers_spread_over_two_webdrivers_and_move_when_one_stops() {
     rt.shutdown().await;
     assert_completed(&a);
     assert_completed(&b);
-    let results: Vec<String> = server
-        .requests()
-        .iter()
-        .flat_map(|r| r.messages().clone())
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["content"].as_str().map(String::from))
-        .collect();
+    let results = server.tool_results();
     let lost: Vec<&String> = results
         .iter()
         .filter(|t| t.contains("the browser was lost"))

@@ -11,22 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::cluster::{Node, any_flow, cluster, owner_of};
+use crate::support::cluster::{Node, any_flow, cluster, flow, owner_of, submit};
 use crate::support::llm_server::{Reply, Request, ScriptedLlm};
 use crate::support::scenario::{Scratch, postgres_database};
-
-async fn submit(http: &reqwest::Client, node: &Node, task: &str) -> String {
-    let r = http
-        .post(format!("{}/v1/flows", node.url))
-        .json(&json!({"task": task}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let body: Value = r.json().await.unwrap();
-    assert_eq!(body["status"], "queued");
-    body["id"].as_str().unwrap().to_string()
-}
 
 /// Every run of the store as `node` lists them, by id.
 async fn runs(http: &reqwest::Client, node: &Node) -> HashMap<String, Value> {
@@ -52,14 +39,7 @@ async fn all_completed(http: &reqwest::Client, node: &Node, ids: &[String], with
     loop {
         let mut left = vec![];
         for id in ids {
-            let run: Value = http
-                .get(format!("{}/v1/flows/{id}", node.url))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let run: Value = flow(http, node, id).await;
             match run["status"].as_str() {
                 Some("completed") => {}
                 Some("queued" | "running") => left.push(format!("{id}: {}", run["status"])),
@@ -147,14 +127,7 @@ async fn three_nodes_share_three_hundred_flows() {
     all_completed(&http, &nodes[0], &ids, Duration::from_secs(600)).await;
     let mut per_node = [0; 3];
     for id in &ids {
-        let run: Value = http
-            .get(format!("{}/v1/flows/{id}", nodes[2].url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let run: Value = flow(&http, &nodes[2], &id).await;
         if let Some(n) = owner_of(&nodes, &run) {
             per_node[n] += 1;
         }
@@ -166,14 +139,7 @@ async fn three_nodes_share_three_hundred_flows() {
     );
     // A node that did not run it streams any run, in order, to its end.
     for id in ids.iter().step_by(25) {
-        let run: Value = http
-            .get(format!("{}/v1/flows/{id}", nodes[0].url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let run: Value = flow(&http, &nodes[0], &id).await;
         let elsewhere = (owner_of(&nodes, &run).unwrap() + 1) % 3;
         one_history(id, &events(&http, &nodes[elsewhere], id).await);
     }
@@ -329,14 +295,7 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
         async move {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
-                let run: Value = http
-                    .get(format!("{}/v1/flows/{id}", nodes[0].url))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let run: Value = flow(&http, &nodes[0], &id).await;
                 if run["status"] == "running"
                     && let Some(n) = owner_of(nodes, &run)
                 {
@@ -352,14 +311,7 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
     // The question, as the node running the flow shows it; the other node answers it.
     let deadline = Instant::now() + Duration::from_secs(30);
     let question = loop {
-        let run: Value = http
-            .get(format!("{}/v1/flows/{asking}", nodes[running].url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let run: Value = flow(&http, &nodes[running], &asking).await;
         if let Some(q) = run["questions"].as_array().and_then(|q| q.first()) {
             break q["id"].as_u64().unwrap();
         }
@@ -398,14 +350,7 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
         Duration::from_secs(30),
     )
     .await;
-    let run: Value = http
-        .get(format!("{}/v1/flows/{asking}", nodes[elsewhere].url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let run: Value = flow(&http, &nodes[elsewhere], &asking).await;
     assert!(
         run["plan"]["steps"][0]["notes"]
             .as_str()
@@ -424,14 +369,7 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
     assert_eq!(r.status(), 202);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let run: Value = http
-            .get(format!("{}/v1/flows/{slow}", nodes[elsewhere].url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let run: Value = flow(&http, &nodes[elsewhere], &slow).await;
         if run["status"] == "cancelled" {
             break;
         }

@@ -628,14 +628,8 @@ async fn sandboxes_spread_over_two_engines_and_survive_one_stopping() {
     let ids = [alpha.id.clone(), beta.id.clone()];
     // Once both have run their first call, each has a container, one on each engine.
     let ran = |who: &str| {
-        server.requests().iter().any(|r| {
-            r.messages().iter().any(|m| {
-                m["role"] == "tool"
-                    && m["content"]
-                        .as_str()
-                        .is_some_and(|c| c.contains(&format!("{who} here")))
-            })
-        })
+        let text = format!("{who} here");
+        server.tool_results().iter().any(|t| t.contains(&text))
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !(ran("alpha") && ran("beta")) {
@@ -669,13 +663,7 @@ async fn sandboxes_spread_over_two_engines_and_survive_one_stopping() {
         a.reason,
         b.reason
     );
-    let results: Vec<String> = server
-        .requests()
-        .iter()
-        .flat_map(|r| r.messages().clone())
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["content"].as_str().map(String::from))
-        .collect();
+    let results = server.tool_results();
     let lost: Vec<&String> = results
         .iter()
         .filter(|t| t.contains("the sandbox was lost"))

@@ -137,6 +137,31 @@ pub async fn cluster(
     nodes
 }
 
+/// Queue `task` on `node`: the run's id (the node answered 201, queued).
+pub async fn submit(http: &reqwest::Client, node: &Node, task: &str) -> String {
+    let r = http
+        .post(format!("{}/v1/flows", node.url))
+        .json(&json!({"task": task}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "queued");
+    body["id"].as_str().unwrap().to_string()
+}
+
+/// Run `id` as `node` shows it (`GET /v1/flows/{id}`).
+pub async fn flow(http: &reqwest::Client, node: &Node, id: &str) -> Value {
+    http.get(format!("{}/v1/flows/{id}", node.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// The node (by index) whose name the run's owner starts with.
 pub fn owner_of(nodes: &[Node], run: &Value) -> Option<usize> {
     let owner = run["node"].as_str()?;

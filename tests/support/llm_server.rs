@@ -164,6 +164,17 @@ impl ScriptedLlm {
         self.shared.requests.lock().unwrap().clone()
     }
 
+    /// The text of every tool result the model was sent, request by request (a result is
+    /// in every later request of its conversation too).
+    pub fn tool_results(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .flat_map(|r| r.messages().clone())
+            .filter(|m| m["role"] == "tool")
+            .filter_map(|m| m["content"].as_str().map(String::from))
+            .collect()
+    }
+
     /// Number of requests received so far.
     pub fn request_count(&self) -> usize {
         self.shared.requests.lock().unwrap().len()
