@@ -127,7 +127,7 @@ async fn three_nodes_share_three_hundred_flows() {
     all_completed(&http, &nodes[0], &ids, Duration::from_secs(600)).await;
     let mut per_node = [0; 3];
     for id in &ids {
-        let run: Value = flow(&http, &nodes[2], &id).await;
+        let run: Value = flow(&http, &nodes[2], id).await;
         if let Some(n) = owner_of(&nodes, &run) {
             per_node[n] += 1;
         }
@@ -139,7 +139,7 @@ async fn three_nodes_share_three_hundred_flows() {
     );
     // A node that did not run it streams any run, in order, to its end.
     for id in ids.iter().step_by(25) {
-        let run: Value = flow(&http, &nodes[0], &id).await;
+        let run: Value = flow(&http, &nodes[0], id).await;
         let elsewhere = (owner_of(&nodes, &run).unwrap() + 1) % 3;
         one_history(id, &events(&http, &nodes[elsewhere], id).await);
     }
@@ -295,7 +295,7 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
         async move {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
-                let run: Value = flow(&http, &nodes[0], &id).await;
+                let run: Value = flow(http, &nodes[0], &id).await;
                 if run["status"] == "running"
                     && let Some(n) = owner_of(nodes, &run)
                 {
