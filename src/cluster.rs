@@ -20,6 +20,9 @@ pub struct ClusterSettings {
     /// Flows this node runs at once; it claims no more (by default 8, or fewer if its
     /// `[flow] planner_replicas` are fewer).
     pub max_flows: usize,
+    /// On `SIGTERM`, how long the node's flows get to finish before it hands the rest to
+    /// the other nodes.
+    pub drain: Duration,
 }
 
 impl Default for ClusterSettings {
@@ -28,6 +31,7 @@ impl Default for ClusterSettings {
             node_id: None,
             lease: Duration::from_secs(10),
             max_flows: 8,
+            drain: Duration::from_secs(30),
         }
     }
 }

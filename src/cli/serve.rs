@@ -10,9 +10,6 @@ use manus_rt::{Config, Runtime};
 use super::exit;
 use super::terminal::serve_until_stopped;
 
-/// How long a stopping cluster node lets its flows finish before handing them back.
-const DRAIN_SECS: u64 = 30;
-
 fn runtime_node_name(c: &manus_rt::cluster::ClusterSettings) -> String {
     c.node_id
         .clone()
@@ -70,11 +67,12 @@ pub async fn run(config: Config, bind: &str) -> ExitCode {
         app.start_claiming(url);
     }
     serve_until_stopped(|stopping| manus_rt::serve::run(listener, app.clone(), stopping)).await;
-    if cluster.is_some() {
+    if let Some(c) = &cluster {
         eprintln!(
-            "manus-rt: draining: no more flows are taken; running ones get {DRAIN_SECS} s to finish"
+            "manus-rt: draining: no more flows are taken; running ones get {} s to finish ([cluster] drain_secs)",
+            c.drain.as_secs()
         );
-        app.drain(std::time::Duration::from_secs(DRAIN_SECS)).await;
+        app.drain(c.drain).await;
     }
     app.shutdown().await;
     ExitCode::SUCCESS

@@ -41,6 +41,7 @@ pub(super) fn build(
             .map_or(defaults.max_flows.min(planner_replicas as usize), |n| {
                 n as usize
             }),
+        drain: table.seconds(&c.drain_secs, "drain_secs", defaults.drain)?,
     };
     Ok(Some((settings, lines.of(enabled))))
 }

@@ -85,6 +85,7 @@ pub(super) struct ClusterToml {
     pub(super) node_id: Option<Spanned<String>>,
     pub(super) lease_secs: Option<Spanned<i64>>,
     pub(super) max_flows: Option<Spanned<i64>>,
+    pub(super) drain_secs: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -382,3 +382,75 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
         sent.elapsed()
     );
 }
+
+/// SIGTERM drains a node: it takes no more flows, gives its running ones `drain_secs`, hands
+/// the rest back and exits cleanly; the other node resumes them, and a stream picked up
+/// elsewhere with `Last-Event-ID` goes on from the next event.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_drains_a_node_and_hands_its_flows_back() {
+    let Some(store) = postgres_database() else {
+        return;
+    };
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(any_flow(4.0)));
+    let dir = Scratch::new("cluster-drain");
+    let mut nodes = cluster(&dir, &server, &store, 2, 5).await;
+    let http = reqwest::Client::new();
+    let mut ids = vec![];
+    for i in 0..4 {
+        ids.push(submit(&http, &nodes[i % 2], &format!("long flow {i}")).await);
+    }
+    // Once both nodes run flows, stop the first.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let held = loop {
+        let mut held = vec![];
+        for id in &ids {
+            let run = flow(&http, &nodes[1], id).await;
+            if run["status"] == "running" && owner_of(&nodes, &run) == Some(0) {
+                held.push(id.clone());
+            }
+        }
+        if !held.is_empty() {
+            break held;
+        }
+        assert!(Instant::now() < deadline, "node-1 never ran a flow");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    nodes[0].signal("-TERM");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exited = loop {
+        if let Some(status) = nodes[0].child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the node did not stop");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(exited.success(), "{exited}: {}", nodes[0].log());
+    assert!(
+        nodes[0].log().contains("unfinished flow(s) back"),
+        "{}",
+        nodes[0].log()
+    );
+    all_completed(&http, &nodes[1], &ids, Duration::from_secs(60)).await;
+    for id in &held {
+        let history = events(&http, &nodes[1], id).await;
+        one_history(id, &history);
+        assert!(
+            history.iter().any(|(_, e)| e["event"] == "resumed"),
+            "{id} was not handed over"
+        );
+    }
+    // Resumed by number on the node left.
+    let text = http
+        .get(format!("{}/v1/flows/{}/events", nodes[1].url, ids[0]))
+        .header("Last-Event-ID", "3")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let first = text.lines().find_map(|l| l.strip_prefix("id: "));
+    assert_eq!(first, Some("4"), "{text}");
+}
