@@ -6,6 +6,7 @@
 //! OpenAPI document are here too; docs/openapi.json describes every route. `conns.rs` is
 //! the accept loop (header-read time and open connections bounded).
 
+mod agui;
 mod cluster;
 pub mod conns;
 
@@ -23,7 +24,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use manus_actors::protocol::{FlowEvent, FlowMode};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -818,6 +819,9 @@ async fn decide(
 /// A flow's events as the service streams them.
 type EventStream = std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
 
+/// A flow's events with their numbers, from wherever they are kept.
+type Numbered = std::pin::Pin<Box<dyn Stream<Item = (u64, FlowEvent)> + Send>>;
+
 async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
@@ -830,23 +834,68 @@ async fn events(
         .or(q.get("after").map(String::as_str));
     let after = match given {
         None => 0,
-        Some(s) => s.trim().parse::<usize>().map_err(|_| {
+        Some(s) => s.trim().parse::<u64>().map_err(|_| {
             ApiError(
                 StatusCode::BAD_REQUEST,
                 format!("Last-Event-ID must be an event number, got `{s}`"),
             )
         })?,
     };
-    if let Some(node) = &app.node {
+    let ag_ui = match q.get("protocol").map(String::as_str) {
+        None | Some("manus") => false,
+        Some("ag-ui") if after == 0 => true,
+        Some("ag-ui") => {
+            return Err(ApiError(
+                StatusCode::BAD_REQUEST,
+                "an AG-UI stream starts at the run's beginning (its state and open messages need \
+                 it): leave out Last-Event-ID"
+                    .into(),
+            ));
+        }
+        Some(other) => {
+            return Err(ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("protocol=\"{other}\": use \"manus\" (the default) or \"ag-ui\""),
+            ));
+        }
+    };
+    let numbered: Numbered = match &app.node {
         // Numbered as stored, from the store: the same on every node.
-        cluster::stored(&node.store, &id).await?;
-        let stream = cluster::follow_stored(node, id, after as u64);
-        return Ok(Sse::new(Box::pin(stream) as EventStream).keep_alive(KeepAlive::default()));
-    }
-    let entry = app.entry(&id)?;
+        Some(node) => {
+            cluster::stored(&node.store, &id).await?;
+            Box::pin(cluster::follow_stored(node, id, after))
+        }
+        None => Box::pin(follow_entry(app.entry(&id)?, after)),
+    };
+    let stream: EventStream = if ag_ui {
+        let mut run = agui::AgUi::default();
+        Box::pin(numbered.flat_map(move |(_, e)| {
+            let events: Vec<Result<Event, Infallible>> = run
+                .translate(&e)
+                .into_iter()
+                .map(|v| Ok(Event::default().data(v.to_string())))
+                .collect();
+            futures_util::stream::iter(events)
+        }))
+    } else {
+        Box::pin(numbered.map(|(n, e)| {
+            let data = serde_json::to_value(&e).unwrap_or_default();
+            let kind = data["event"].as_str().unwrap_or("event").to_string();
+            Ok(Event::default()
+                .id(n.to_string())
+                .event(kind)
+                .data(data.to_string()))
+        }))
+    };
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// A run's events, each with its number (from 1), as the flow held here logs them: those
+/// after `after`, then each new one, to the last.
+fn follow_entry(entry: Arc<Entry>, after: u64) -> impl Stream<Item = (u64, FlowEvent)> + Send {
     let logged = entry.logged.subscribe();
-    let stream = futures_util::stream::unfold(
-        (entry, after, logged, false),
+    futures_util::stream::unfold(
+        (entry, after as usize, logged, false),
         |(entry, cursor, mut logged, done)| async move {
             if done {
                 return None;
@@ -859,13 +908,10 @@ async fn events(
                     .and_then(|st| st.events.get(cursor).cloned());
                 if let Some(e) = next {
                     let finished = matches!(e, FlowEvent::FlowFinished { .. });
-                    let data = serde_json::to_value(&e).unwrap_or_default();
-                    let kind = data["event"].as_str().unwrap_or("event").to_string();
-                    let event = Event::default()
-                        .id((cursor + 1).to_string())
-                        .event(kind)
-                        .data(data.to_string());
-                    return Some((Ok(event), (entry, cursor + 1, logged, finished)));
+                    return Some((
+                        ((cursor + 1) as u64, e),
+                        (entry, cursor + 1, logged, finished),
+                    ));
                 }
                 let finished = entry
                     .state
@@ -877,8 +923,7 @@ async fn events(
                 }
             }
         },
-    );
-    Ok(Sse::new(Box::pin(stream) as EventStream).keep_alive(KeepAlive::default()))
+    )
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {

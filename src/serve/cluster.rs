@@ -5,13 +5,11 @@
 //! stream resumes on any node (`Last-Event-ID`). On stop the node claims no more, lets its
 //! flows finish for a while, then hands the rest back.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use axum::response::sse::Event;
 use futures_util::Stream;
 use manus_actors::protocol::FlowEvent;
 use serde_json::{Value, json};
@@ -159,7 +157,7 @@ pub fn follow_stored(
     node: &Node,
     id: String,
     after: u64,
-) -> impl Stream<Item = Result<Event, Infallible>> + use<> {
+) -> impl Stream<Item = (u64, FlowEvent)> + Send + use<> {
     let pending: std::collections::VecDeque<crate::store::StoredEvent> = Default::default();
     let (store, heard) = (node.store.clone(), node.written.subscribe());
     futures_util::stream::unfold(
@@ -171,13 +169,8 @@ pub fn follow_stored(
             loop {
                 if let Some(e) = pending.pop_front() {
                     let finished = matches!(e.event, FlowEvent::FlowFinished { .. });
-                    let data = serde_json::to_value(&e.event).unwrap_or_default();
-                    let kind = data["event"].as_str().unwrap_or("event").to_string();
-                    let event = Event::default()
-                        .id((e.seq + 1).to_string())
-                        .event(kind)
-                        .data(data.to_string());
-                    return Some((Ok(event), (store, id, e.seq + 1, pending, finished, heard)));
+                    let next = e.seq + 1;
+                    return Some(((next, e.event), (store, id, next, pending, finished, heard)));
                 }
                 match store.events_from(&id, next).await {
                     Ok(events) if !events.is_empty() => pending.extend(events),

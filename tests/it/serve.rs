@@ -970,3 +970,94 @@ async fn an_approval_survives_a_sigkill_and_is_answered_over_http() {
     let tally = std::fs::read_to_string(dir.workspace().join("tally.txt")).unwrap();
     assert_eq!(tally, "approved\n", "the edited command ran exactly once");
 }
+
+/// `GET /v1/flows/{id}/events?protocol=ag-ui` streams the run as AG-UI events that the
+/// official AG-UI SDK (PyPI ag-ui-protocol) accepts, in an order its rules allow
+/// (tests/peers/agui_check.py): the run, its steps, the agent's words streamed from the
+/// model's token stream, each tool call and result, the plan as state and its deltas; a
+/// failed run ends with RUN_ERROR.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ag_ui_stream_passes_the_official_sdks_checks() {
+    let python = std::env::var("MANUS_TEST_MCP_PYTHON").unwrap_or_else(|_| {
+        panic!("MANUS_TEST_MCP_PYTHON is not set: run the suite with scripts/test.sh, which installs the AG-UI SDK")
+    });
+    let check = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/agui_check.py");
+    let server = ScriptedLlm::start().await;
+    server.push_for(
+        "write the report",
+        [
+            plan_reply(&["[MANUS] write report.txt", "[MANUS] check it"]),
+            Reply::tool(
+                "str_replace_editor",
+                json!({"command": "create", "path": "report.txt", "file_text": "all good\n"}),
+            )
+            .with_text("I will write the report now."),
+            done("report.txt is written."),
+            Reply::tool("bash", json!({"command": "cat report.txt"})),
+            done("It says all good."),
+            Reply::text("The report is written and checked."),
+        ],
+    );
+    server.push_for(
+        "a task that fails",
+        [
+            plan_reply(&["[MANUS] try"]),
+            Reply::tool("terminate", json!({"status": "failure"})).with_text("It cannot be done."),
+            Reply::text("It failed."),
+        ],
+    );
+    let dir = Scratch::new("serve-agui");
+    let svc = Service::start(
+        &dir,
+        &config_with(&server, &dir.workspace(), &[("flow.max_step_retries", "0")]),
+    )
+    .await;
+    for (task, ends, must) in [
+        (
+            "write the report",
+            "RUN_FINISHED",
+            &[
+                "STATE_SNAPSHOT",
+                "STATE_DELTA",
+                "STEP_STARTED",
+                "STEP_FINISHED",
+                "TEXT_MESSAGE_CONTENT",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_RESULT",
+            ][..],
+        ),
+        ("a task that fails", "RUN_ERROR", &["STEP_FINISHED"][..]),
+    ] {
+        let id = svc.submit(task).await;
+        let out = tokio::process::Command::new(&python)
+            .arg(&check)
+            .arg(svc.url(&format!("/v1/flows/{id}/events?protocol=ag-ui")))
+            .output()
+            .await
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {} {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert!(out.status.success(), "{task}: {report}");
+        for kind in must.iter().chain([&ends]) {
+            assert!(
+                report["types"][kind].as_u64().unwrap_or(0) > 0,
+                "{task}: no {kind}: {report}"
+            );
+        }
+    }
+    // A stream in AG-UI starts at the beginning.
+    let r = svc
+        .http
+        .get(svc.url("/v1/flows/x/events?protocol=ag-ui"))
+        .header("Last-Event-ID", "3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
