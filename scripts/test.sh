@@ -51,6 +51,8 @@ everything_version="2026.8.31"
 mcp_version="2.3.0"
 # The AG-UI SDK checks the service's AG-UI event streams (tests/peers/agui_check.py).
 agui_version="1.0.0"
+# The A2A SDK is the client of the service's A2A endpoint (tests/peers/a2a_client.py).
+a2a_version="1.3.0"
 everything="$peers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 if ! grep -qs "\"version\": \"$everything_version\"" "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json"; then
   echo "test.sh: installing @modelcontextprotocol/server-everything@$everything_version" >&2
@@ -58,11 +60,11 @@ if ! grep -qs "\"version\": \"$everything_version\"" "$peers/npm/node_modules/@m
   npm install --prefix "$peers/npm" --no-audit --no-fund --loglevel=error \
     "@modelcontextprotocol/server-everything@$everything_version" >&2
 fi
-if ! "$peers/py/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('ag-ui-protocol') != '$agui_version')" >/dev/null 2>&1; then
-  echo "test.sh: installing the Python MCP SDK (mcp==$mcp_version) and the AG-UI SDK (ag-ui-protocol==$agui_version)" >&2
+if ! "$peers/py/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('ag-ui-protocol') != '$agui_version' or m.version('a2a-sdk') != '$a2a_version')" >/dev/null 2>&1; then
+  echo "test.sh: installing the Python MCP SDK (mcp==$mcp_version), the AG-UI SDK (ag-ui-protocol==$agui_version) and the A2A SDK (a2a-sdk==$a2a_version)" >&2
   rm -rf "$peers/py"
   python3 -m venv "$peers/py"
-  "$peers/py/bin/pip" install -q --disable-pip-version-check "mcp==$mcp_version" "ag-ui-protocol==$agui_version" >&2
+  "$peers/py/bin/pip" install -q --disable-pip-version-check "mcp==$mcp_version" "ag-ui-protocol==$agui_version" "a2a-sdk==$a2a_version" >&2
 fi
 export MANUS_TEST_MCP_EVERYTHING="$everything"
 export MANUS_TEST_MCP_PYTHON="$peers/py/bin/python"

@@ -6,6 +6,7 @@
 //! OpenAPI document are here too; docs/openapi.json describes every route. `conns.rs` is
 //! the accept loop (header-read time and open connections bounded).
 
+mod a2a;
 mod agui;
 mod cluster;
 pub mod conns;
@@ -315,11 +316,13 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/flows/{id}/answers", post(answer))
         .route("/v1/flows/{id}/approvals/{aid}", post(decide))
         .route("/v1/approvals", get(approvals))
+        .route("/a2a", post(a2a::rpc))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     Router::new()
         .merge(guarded)
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/.well-known/agent-card.json", get(agent_card))
         .route(
             "/openapi.json",
             get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
@@ -333,6 +336,15 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(app.clone(), host_check))
         .with_state(app)
+}
+
+/// The A2A agent card (public: it says where to call and that a token is needed).
+async fn agent_card(State(app): State<Arc<App>>, headers: HeaderMap) -> Json<Value> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    Json(a2a::card(&app, host))
 }
 
 /// The `Host` names every service answers: this machine's loopback.

@@ -1061,3 +1061,126 @@ async fn the_ag_ui_stream_passes_the_official_sdks_checks() {
         .unwrap();
     assert_eq!(r.status(), 400);
 }
+
+/// A2A with the official SDK (PyPI a2a-sdk) as the client (tests/peers/a2a_client.py): it
+/// reads the agent card, sends a task with its bearer token, streams it, answers the
+/// question the flow asks (input-required) and sees it complete; a message sent without
+/// streaming completes; a cancel ends a working task as canceled.
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_clients_of_the_official_sdk_run_answer_and_cancel_tasks() {
+    let python = std::env::var("MANUS_TEST_MCP_PYTHON").unwrap_or_else(|_| {
+        panic!("MANUS_TEST_MCP_PYTHON is not set: run the suite with scripts/test.sh, which installs the A2A SDK")
+    });
+    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_client.py");
+    let server = ScriptedLlm::start().await;
+    server.push_for(
+        "pick a colour",
+        [
+            plan_reply(&["[MANUS] ask which colour"]),
+            Reply::tool("ask_human", json!({"inquire": "Which colour?"})),
+            done("The colour is chosen."),
+            Reply::text("The person chose a colour."),
+        ],
+    );
+    server.push_for(
+        "say hello",
+        [
+            plan_reply(&["[MANUS] say hello"]),
+            done("Hello."),
+            Reply::text("Said hello."),
+        ],
+    );
+    server.push_for(
+        "wait a long time",
+        [
+            plan_reply(&["[MANUS] wait"]),
+            Reply::tool("bash", json!({"command": "sleep 60"})),
+        ],
+    );
+    let dir = Scratch::new("serve-a2a");
+    let config = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("server.api_tokens", "[\"a2a-secret\"]"),
+            ("flow.max_step_retries", "0"),
+        ],
+    );
+    let svc = Service::start(&dir, &config).await;
+    let run = |args: Vec<&str>| {
+        let mut cmd = tokio::process::Command::new(&python);
+        cmd.arg(&client)
+            .arg(&svc.base)
+            .args(["--token", "a2a-secret", "--timeout", "60"])
+            .args(args);
+        async move {
+            let out = cmd.output().await.unwrap();
+            let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            (
+                out.status.code(),
+                lines,
+                String::from_utf8_lossy(&out.stderr).to_string(),
+            )
+        }
+    };
+    let (code, lines, stderr) = run(vec![
+        "--text",
+        "pick a colour",
+        "--stream",
+        "--answer",
+        "teal",
+    ])
+    .await;
+    assert_eq!(code, Some(0), "{lines:?}\n{stderr}");
+    assert!(
+        lines.iter().any(|l| l["state"] == "input-required"
+            && l["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("Which colour"))),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().unwrap()["final_state"],
+        "completed",
+        "{lines:?}"
+    );
+    // The answer reached the agent as its question's answer.
+    assert!(
+        server.tool_results().iter().any(|t| t.contains("teal")),
+        "{:?}",
+        server.tool_results()
+    );
+
+    let (code, lines, stderr) = run(vec!["--text", "say hello"]).await;
+    assert_eq!(code, Some(0), "{lines:?}\n{stderr}");
+
+    let (code, lines, stderr) = run(vec![
+        "--text",
+        "wait a long time",
+        "--stream",
+        "--cancel-after-working",
+    ])
+    .await;
+    assert_eq!(code, Some(0), "{lines:?}\n{stderr}");
+    assert_eq!(
+        lines.last().unwrap()["final_state"],
+        "canceled",
+        "{lines:?}"
+    );
+
+    // Without the token the endpoint refuses; the card stays readable and says a token is needed.
+    let (status, card) = svc.get("/.well-known/agent-card.json").await;
+    assert_eq!(status, 200);
+    assert!(card["securitySchemes"]["bearer"].is_object(), "{card}");
+    let r = svc
+        .http
+        .post(svc.url("/a2a"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}
