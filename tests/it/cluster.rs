@@ -15,6 +15,23 @@ use crate::support::cluster::{Node, any_flow, cluster, flow, owner_of, submit};
 use crate::support::llm_server::{Reply, Request, ScriptedLlm};
 use crate::support::scenario::{Scratch, postgres_database};
 
+/// The test server's fresh database, a scripted model answering `any_flow(secs)`, and `n`
+/// nodes on them with a `lease` in seconds; `None` (the test is skipped) without the server.
+async fn started(
+    name: &str,
+    n: usize,
+    lease: u64,
+    secs: f64,
+) -> Option<(ScriptedLlm, Scratch, Vec<Node>, reqwest::Client)> {
+    let store = postgres_database()?;
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(any_flow(secs)));
+    let dir = Scratch::new(name);
+    let nodes = cluster(&dir, &server, &store, n, lease).await;
+    Some((server, dir, nodes, reqwest::Client::new()))
+}
+
 /// Every run of the store as `node` lists them, by id.
 async fn runs(http: &reqwest::Client, node: &Node) -> HashMap<String, Value> {
     let body: Value = http
@@ -111,15 +128,9 @@ fn one_history(id: &str, events: &[(u64, Value)]) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_nodes_share_three_hundred_flows() {
-    let Some(store) = postgres_database() else {
+    let Some((_server, _dir, nodes, http)) = started("cluster-300", 3, 5, 0.0).await else {
         return;
     };
-    let server = ScriptedLlm::start().await;
-    server.set_recording(false);
-    server.set_responder(Some(any_flow(0.0)));
-    let dir = Scratch::new("cluster-300");
-    let nodes = cluster(&dir, &server, &store, 3, 5).await;
-    let http = reqwest::Client::new();
     let mut ids = vec![];
     for i in 0..300 {
         ids.push(submit(&http, &nodes[i % 3], &format!("flow {i}")).await);
@@ -147,15 +158,9 @@ async fn three_nodes_share_three_hundred_flows() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_nodes_flows_finish_on_the_others() {
-    let Some(store) = postgres_database() else {
+    let Some((_server, _dir, mut nodes, http)) = started("cluster-kill", 3, 3, 1.5).await else {
         return;
     };
-    let server = ScriptedLlm::start().await;
-    server.set_recording(false);
-    server.set_responder(Some(any_flow(1.5)));
-    let dir = Scratch::new("cluster-kill");
-    let mut nodes = cluster(&dir, &server, &store, 3, 3).await;
-    let http = reqwest::Client::new();
     let mut ids = vec![];
     for i in 0..9 {
         ids.push(submit(&http, &nodes[i % 3], &format!("slow flow {i}")).await);
@@ -204,15 +209,9 @@ async fn a_killed_nodes_flows_finish_on_the_others() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_paused_past_its_lease_writes_nothing() {
-    let Some(store) = postgres_database() else {
+    let Some((_server, _dir, nodes, http)) = started("cluster-stop", 2, 3, 1.5).await else {
         return;
     };
-    let server = ScriptedLlm::start().await;
-    server.set_recording(false);
-    server.set_responder(Some(any_flow(1.5)));
-    let dir = Scratch::new("cluster-stop");
-    let nodes = cluster(&dir, &server, &store, 2, 3).await;
-    let http = reqwest::Client::new();
     let mut ids = vec![];
     for i in 0..4 {
         ids.push(submit(&http, &nodes[0], &format!("paused flow {i}")).await);
@@ -250,11 +249,9 @@ async fn a_node_paused_past_its_lease_writes_nothing() {
 /// the node that runs it carries them out, through the store, within a second or so.
 #[tokio::test(flavor = "multi_thread")]
 async fn answers_and_cancels_reach_the_node_running_the_flow() {
-    let Some(store) = postgres_database() else {
+    let Some((server, _dir, nodes, http)) = started("cluster-commands", 2, 5, 0.0).await else {
         return;
     };
-    let server = ScriptedLlm::start().await;
-    server.set_recording(false);
     server.set_responder(Some(Arc::new(|r: &Request| {
         let body = r.json();
         let tools: Vec<&str> = body["tools"]
@@ -284,9 +281,6 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
                 .with_text(&format!("the person said {answer}")),
         })
     })));
-    let dir = Scratch::new("cluster-commands");
-    let nodes = cluster(&dir, &server, &store, 2, 5).await;
-    let http = reqwest::Client::new();
     let asking = submit(&http, &nodes[0], "ask for a colour").await;
     let slow = submit(&http, &nodes[0], "wait a long time").await;
     // Where each runs, once it runs.
@@ -388,15 +382,9 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
 /// elsewhere with `Last-Event-ID` goes on from the next event.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_drains_a_node_and_hands_its_flows_back() {
-    let Some(store) = postgres_database() else {
+    let Some((_server, _dir, mut nodes, http)) = started("cluster-drain", 2, 5, 4.0).await else {
         return;
     };
-    let server = ScriptedLlm::start().await;
-    server.set_recording(false);
-    server.set_responder(Some(any_flow(4.0)));
-    let dir = Scratch::new("cluster-drain");
-    let mut nodes = cluster(&dir, &server, &store, 2, 5).await;
-    let http = reqwest::Client::new();
     let mut ids = vec![];
     for i in 0..4 {
         ids.push(submit(&http, &nodes[i % 2], &format!("long flow {i}")).await);
