@@ -786,13 +786,8 @@ async fn decide(
             format!("`arguments`: {why}"),
         )
     })?;
-    let decision = manus_actors::protocol::Decision {
-        approve: b.approve,
-        arguments,
-        reason: b.reason,
-        by: decider(&headers),
-        at_ms: now_ms() as i64,
-    };
+    let decision =
+        manus_actors::protocol::Decision::now(b.approve, arguments, b.reason, decider(&headers));
     let status = if decision.approve {
         "approved"
     } else {

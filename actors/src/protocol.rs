@@ -355,6 +355,27 @@ pub struct Decision {
     pub at_ms: i64,
 }
 
+impl Decision {
+    /// A decision `by` someone (or something: `timeout`, `planner`), made now.
+    pub fn now(
+        approve: bool,
+        arguments: Option<String>,
+        reason: Option<String>,
+        by: impl Into<String>,
+    ) -> Decision {
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        Decision {
+            approve,
+            arguments,
+            reason,
+            by: by.into(),
+            at_ms,
+        }
+    }
+}
+
 /// A paused step going on: the memory it stopped with, the rounds it had used, and the
 /// decision on the call it stopped before.
 #[derive(Debug, Clone)]

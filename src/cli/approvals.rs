@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use manus_rt::Config;
 use manus_rt::approvals::{PendingApproval, edited_arguments, local_user, pending};
 use manus_rt::engine::protocol::Decision;
-use manus_rt::store::{RunStore, StoreError, now_ms};
+use manus_rt::store::{RunStore, StoreError};
 
 use super::args::ApprovalsAction;
 use super::exit;
@@ -125,14 +125,7 @@ async fn decide(
             stored.status
         )));
     }
-    let by = local_user();
-    let decision = Decision {
-        approve,
-        arguments,
-        reason,
-        by,
-        at_ms: now_ms(),
-    };
+    let decision = Decision::now(approve, arguments, reason, local_user());
     if !store.decide(run, id, decision).await? {
         return Ok(exit::not_started_because(format!(
             "request {id} of run {run} was decided already"

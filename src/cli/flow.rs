@@ -117,14 +117,9 @@ async fn ask_approval() -> Decision {
         let line = read_answer().await;
         let (word, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
         let rest = rest.trim();
-        let decision =
-            |approve: bool, arguments: Option<String>, reason: Option<String>| Decision {
-                approve,
-                arguments,
-                reason,
-                by: local_user(),
-                at_ms: manus_rt::store::now_ms(),
-            };
+        let decision = |approve: bool, arguments: Option<String>, reason: Option<String>| {
+            Decision::now(approve, arguments, reason, local_user())
+        };
         match word {
             "y" | "yes" => return decision(true, None, None),
             "n" | "no" => {
@@ -181,13 +176,12 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
                             flow.decide(id, ask_approval().await);
                         }
                         FlowEvent::ApprovalRequested { id, .. } if on_approval == OnApproval::Reject => {
-                            flow.decide(id, Decision {
-                                approve: false,
-                                arguments: None,
-                                reason: Some("no one could be asked (a run without a terminal, --on-approval reject)".into()),
-                                by: local_user(),
-                                at_ms: manus_rt::store::now_ms(),
-                            });
+                            flow.decide(id, Decision::now(
+                                false,
+                                None,
+                                Some("no one could be asked (a run without a terminal, --on-approval reject)".into()),
+                                local_user(),
+                            ));
                         }
                         _ => {}
                     }

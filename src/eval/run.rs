@@ -175,13 +175,8 @@ async fn watch(mut flow: crate::FlowHandle, case: &Case) -> (FlowOutcome, Vec<Ca
                     flow.answer(id, answer);
                 }
                 Some(FlowEvent::ApprovalRequested { id, .. }) => {
-                    flow.decide(id, Decision {
-                        approve: case.approve,
-                        arguments: None,
-                        reason: (!case.approve).then(|| "the eval case rejects calls that need approval".into()),
-                        by: "eval".into(),
-                        at_ms: crate::store::now_ms(),
-                    });
+                    let reason = (!case.approve).then(|| "the eval case rejects calls that need approval".into());
+                    flow.decide(id, Decision::now(case.approve, None, reason, "eval"));
                 }
                 Some(_) => {}
                 None => unreachable!("next_event yields FlowFinished before None"),

@@ -222,13 +222,12 @@ fn reply_to(entry: &Entry, text: String, headers: &HeaderMap) -> Result<(), (i64
             let approve = matches!(word.as_str(), "yes" | "y" | "approve" | "approved" | "ok");
             entry.control.decide(
                 a,
-                Decision {
+                Decision::now(
                     approve,
-                    arguments: None,
-                    reason: (!approve).then_some(text),
-                    by: super::decider(headers),
-                    at_ms: now_ms() as i64,
-                },
+                    None,
+                    (!approve).then_some(text),
+                    super::decider(headers),
+                ),
             );
         }
         (None, None) => {

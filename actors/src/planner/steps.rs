@@ -354,13 +354,12 @@ fn request_signoff(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64, w
         st.emit(FlowEvent::ApprovalDecided {
             id: old,
             step: None,
-            decision: crate::protocol::Decision {
-                approve: false,
-                arguments: None,
-                reason: Some("superseded by a newer version of the plan".into()),
-                by: "planner".into(),
-                at_ms: now_ms(),
-            },
+            decision: crate::protocol::Decision::now(
+                false,
+                None,
+                Some("superseded by a newer version of the plan".into()),
+                "planner",
+            ),
         });
     }
     let steps: Vec<serde_json::Value> = st
@@ -408,13 +407,6 @@ pub(super) async fn signed_off(
     }
 }
 
-/// Milliseconds since the Unix epoch.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Start request `id`'s `[approvals] timeout_secs`, if there is one: then it is decided as
 /// `on_timeout` says.
 fn wait_for_decision(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64) {
@@ -424,17 +416,16 @@ fn wait_for_decision(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64)
     let secs = wait.as_secs();
     let timer = myself.send_after(wait, move || FlowMsg::Decide {
         approval_id: id,
-        decision: crate::protocol::Decision {
+        decision: crate::protocol::Decision::now(
             approve,
-            arguments: None,
-            reason: (!approve).then(|| {
+            None,
+            (!approve).then(|| {
                 format!(
                     "no one decided within {secs}s ([approvals] timeout_secs), so it was rejected"
                 )
             }),
-            by: "timeout".into(),
-            at_ms: now_ms(),
-        },
+            "timeout",
+        ),
     });
     st.approval_deadlines.insert(id, Deadline(timer));
 }
@@ -641,12 +632,13 @@ pub(super) async fn finish(
         s.notes = format!("stopped: {reason}");
     }
     // Requests no one decided are closed, so nothing lists them as waiting.
-    let ended = |reason: &str| crate::protocol::Decision {
-        approve: false,
-        arguments: None,
-        reason: Some(format!("the flow ended: {reason}")),
-        by: "planner".into(),
-        at_ms: now_ms(),
+    let ended = |reason: &str| {
+        crate::protocol::Decision::now(
+            false,
+            None,
+            Some(format!("the flow ended: {reason}")),
+            "planner",
+        )
     };
     for (id, p) in std::mem::take(&mut st.pending) {
         let s = &mut st.plan.steps[p.step];
