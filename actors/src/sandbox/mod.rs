@@ -403,9 +403,12 @@ impl Actor for SandboxSupervisor {
                 span,
                 reply,
             } => {
-                // A flow whose engine stopped answering has lost its container: say so, and
-                // the next call makes a new one on an engine that answers.
-                if let Some(engine) = st.containers.get(&flow_id).map(|(_, _, e)| *e)
+                // With engines to move to, a flow whose engine stopped answering has lost
+                // its container: say so, and the next call makes a new one on an engine
+                // that answers. (With one engine nothing is asked here: a container that
+                // died is made again, as ever.)
+                if st.engines.len() > 1
+                    && let Some(engine) = st.containers.get(&flow_id).map(|(_, _, e)| *e)
                     && !st.answers(engine).await
                 {
                     let (c, _, _) = st.containers.remove(&flow_id).expect("just found");
