@@ -315,44 +315,6 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Cluster: hand the answers and cancels sent through other nodes to the flows here.
-async fn hand_over_commands(
-    store: &RunStore,
-    controls: &std::sync::Mutex<HashMap<String, FlowControl>>,
-) {
-    use crate::store::cluster::Command;
-    let found = match store.undelivered_commands().await {
-        Ok(found) => found,
-        Err(e) => {
-            tracing::warn!("cannot read the commands recorded in the store: {e}");
-            return;
-        }
-    };
-    let handed: Vec<(String, Command)> = {
-        let Ok(controls) = controls.lock() else {
-            return;
-        };
-        found
-            .into_iter()
-            .filter_map(|(run, command)| {
-                let control = controls.get(&run)?;
-                match &command {
-                    Command::Answer { question_id, text } => {
-                        control.answer(*question_id, text.clone())
-                    }
-                    Command::Cancel => control.cancel(),
-                }
-                Some((run, command))
-            })
-            .collect()
-    };
-    for (run, command) in handed {
-        if let Err(e) = store.command_delivered(&run, command).await {
-            tracing::warn!(run = %run, "cannot mark a command handed: {e}");
-        }
-    }
-}
-
 /// How often decisions recorded in the store are looked for.
 const DECISIONS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -363,44 +325,70 @@ fn hand_over_decisions(
     controls: Arc<std::sync::Mutex<HashMap<String, FlowControl>>>,
     cluster: bool,
 ) -> AbortOnDrop {
+    use crate::store::cluster::Command;
     AbortOnDrop(tokio::spawn(async move {
         let mut every = tokio::time::interval(DECISIONS_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
-            if cluster {
-                hand_over_commands(&store, &controls).await;
+            // Cluster: the answers and cancels sent through other nodes.
+            let commands = match cluster {
+                true => store.undelivered_commands().await,
+                false => Ok(vec![]),
+            };
+            match commands {
+                Ok(found) => {
+                    let handed = hand_to_flows(&controls, found, |c, command| match command {
+                        Command::Answer { question_id, text } => {
+                            c.answer(*question_id, text.clone())
+                        }
+                        Command::Cancel => c.cancel(),
+                    });
+                    for (run, command) in handed {
+                        if let Err(e) = store.command_delivered(&run, command).await {
+                            tracing::warn!(run = %run, "cannot mark a command handed: {e}");
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("cannot read the commands recorded in the store: {e}"),
             }
-            let found = match store.undelivered().await {
-                Ok(found) => found,
-                Err(e) => {
-                    tracing::warn!("cannot read the decisions recorded in the store: {e}");
-                    continue;
+            match store.undelivered().await {
+                Ok(found) => {
+                    let found = found
+                        .into_iter()
+                        .map(|(run, id, d)| (run, (id, d)))
+                        .collect();
+                    let handed = hand_to_flows(&controls, found, |c, (id, decision)| {
+                        c.decide(*id, decision.clone())
+                    });
+                    for (run, (id, _)) in handed {
+                        if let Err(e) = store.delivered(&run, id).await {
+                            tracing::warn!(run = %run, "cannot mark decision {id} handed: {e}");
+                        }
+                    }
                 }
-            };
-            // A decision whose flow is not (yet) here waits for the next look: a resume
-            // may be starting it.
-            let handed: Vec<(String, u64)> = {
-                let Ok(mut controls) = controls.lock() else {
-                    return;
-                };
-                controls.retain(|_, c| c.is_running());
-                found
-                    .into_iter()
-                    .filter_map(|(run, id, decision)| {
-                        let control = controls.get(&run)?;
-                        control.decide(id, decision);
-                        Some((run, id))
-                    })
-                    .collect()
-            };
-            for (run, id) in handed {
-                if let Err(e) = store.delivered(&run, id).await {
-                    tracing::warn!(run = %run, "cannot mark decision {id} handed: {e}");
-                }
+                Err(e) => tracing::warn!("cannot read the decisions recorded in the store: {e}"),
             }
         }
     }))
+}
+
+/// Give each of `found` (a run, and what was asked of it) to its flow with `give`, if the
+/// flow runs here; what was given. One whose flow is not (yet) here waits for the next
+/// look: a resume may be starting it.
+fn hand_to_flows<T>(
+    controls: &std::sync::Mutex<HashMap<String, FlowControl>>,
+    found: Vec<(String, T)>,
+    give: impl Fn(&FlowControl, &T),
+) -> Vec<(String, T)> {
+    let Ok(mut controls) = controls.lock() else {
+        return vec![];
+    };
+    controls.retain(|_, c| c.is_running());
+    found
+        .into_iter()
+        .filter(|(run, asked)| controls.get(run).map(|c| give(c, asked)).is_some())
+        .collect()
 }
 
 /// Reach the engines, check the image on each that answers (at least one must), and start
