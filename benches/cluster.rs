@@ -18,26 +18,13 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use manus_rt::store::now_ms;
 use serde_json::Value;
 use support::cluster::{PrivatePostgres, any_flow, cluster, flow, owner_of, submit};
 use support::llm_server::ScriptedLlm;
-use support::scenario::{Scratch, postgres_database};
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
+use support::scenario::{Scratch, env_or, postgres_database};
 
 /// Rows of `sql` on the store, off the async threads (the client blocks).
 async fn query(url: &str, sql: &'static str) -> Vec<postgres::Row> {

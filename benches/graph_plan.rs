@@ -19,14 +19,7 @@ use std::time::{Duration, Instant};
 use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, SubmitOptions};
 use serde_json::json;
 use support::llm_server::{Reply, Request, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done};
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use support::scenario::{Scratch, config_with, done, env_or};
 
 fn plan() -> Reply {
     Reply::tool(

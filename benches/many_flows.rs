@@ -62,7 +62,7 @@ use manus_rt::{
 };
 use serde_json::{Value, json};
 use support::llm_server::{Reply, Request, ScriptedLlm};
-use support::scenario::{Scratch, config_with_for, plan_reply};
+use support::scenario::{Scratch, config_with_for, env_or, plan_reply};
 
 // The allocator the `manus-rt` binary uses.
 manus_rt::use_mimalloc!();
@@ -77,13 +77,6 @@ const DEFAULT_REPLICAS: u64 = 128;
 const DEFAULT_PLANNER_REPLICAS: u64 = 64;
 /// How many times the flows are submitted, one batch after the other, unless REPS says.
 const DEFAULT_REPS: u64 = 5;
-
-fn env_or(key: &str, default: u64) -> u64 {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// How long the model takes on flow `i`'s calls: MODEL_MS, moved by a fixed per-flow
 /// offset within ±jitter.

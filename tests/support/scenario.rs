@@ -456,3 +456,11 @@ pub fn postgres_database() -> Option<String> {
     let (server, _) = base.rsplit_once('/').expect("a URL ending in /DATABASE");
     Some(format!("{server}/{name}"))
 }
+
+/// The number in environment variable `name` (a bench's setting), else `default`.
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
