@@ -597,15 +597,19 @@ fn describe(entry: &Entry, full: bool) -> Value {
     out
 }
 
-async fn list(State(app): State<Arc<App>>) -> Json<Value> {
+async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     if let Some(node) = &app.node {
         // Every node's flows, as the store has them.
-        let runs = node.store.list(100).await.unwrap_or_default();
+        let runs = node
+            .store
+            .list(100)
+            .await
+            .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
         let flows: Vec<Value> = runs
             .iter()
             .map(|r| cluster::describe_stored(r, false))
             .collect();
-        return Json(json!({ "flows": flows }));
+        return Ok(Json(json!({ "flows": flows })));
     }
     let ids: Vec<String> = app
         .order
@@ -618,7 +622,7 @@ async fn list(State(app): State<Arc<App>>) -> Json<Value> {
         .filter_map(|id| app.entry(id).ok())
         .map(|e| describe(&e, false))
         .collect();
-    Json(json!({ "flows": flows }))
+    Ok(Json(json!({ "flows": flows })))
 }
 
 async fn show(

@@ -544,7 +544,17 @@ fn serve(
             }
             Ok(Job::Release(id, done)) => {
                 let stmt = super::cluster::release(&owner.id, id.as_deref());
-                let _ = done.send(db.transaction(&[stmt]));
+                let released = db.transaction(&[stmt]);
+                if released.is_ok() {
+                    // What this node let go of, it writes no more: the node taking it over
+                    // goes on from what is stored now.
+                    for (run, fence) in fences.iter_mut() {
+                        if id.as_ref().is_none_or(|i| i == run) {
+                            *fence = -1;
+                        }
+                    }
+                }
+                let _ = done.send(released);
             }
             Ok(Job::Retain(r)) => {
                 retention = r;
