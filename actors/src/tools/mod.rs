@@ -24,6 +24,9 @@ pub mod web;
 pub mod web_search;
 pub mod worker;
 
+/// Reading the workspace from outside the engine, by the file tools' confinement rule.
+pub use files::{WorkspaceFileError, read_workspace_file};
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;

@@ -166,10 +166,16 @@ impl Root {
 
     /// The bytes of the regular file `rel`.
     pub(crate) fn read(&self, rel: &Path) -> Result<Vec<u8>, Refusal> {
+        self.read_at_most(rel, u64::MAX)
+    }
+
+    /// The first `limit` bytes of the regular file `rel`: a file that grows while it is
+    /// read costs no more memory than `limit`.
+    pub(crate) fn read_at_most(&self, rel: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {
         let (dir, name) = self.parent_of(rel, false)?;
-        let mut file = open_file(&dir, &name, libc::O_RDONLY)?;
+        let file = open_file(&dir, &name, libc::O_RDONLY)?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        file.take(limit).read_to_end(&mut bytes)?;
         Ok(bytes)
     }
 

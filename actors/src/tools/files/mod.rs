@@ -8,6 +8,7 @@
 //! which opens it name by name under the workspace's handle without following links, so
 //! nothing a tool reads or writes can be outside the workspace, whatever changes between
 //! the check and the use; named pipes, sockets, devices and hard-linked files are refused.
+//! `read_workspace_file` is that rule for readers outside the engine (the service).
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -20,6 +21,89 @@ mod beneath;
 mod tests;
 
 use beneath::{Found, Mode, Refusal, Root};
+
+/// Why `read_workspace_file` gave no bytes.
+#[derive(Debug)]
+pub enum WorkspaceFileError {
+    /// Nothing by that name.
+    Missing,
+    /// A folder, not a file.
+    Folder,
+    /// Larger than the limit: its size when looked at (at least), and the limit.
+    TooLarge { size: u64, max: u64 },
+    /// The confinement rule refused it: why (a symbolic link on the way, `..`, an absolute
+    /// path, a named pipe, socket or device, a hard-linked file).
+    Refused(String),
+    /// The workspace or the file could not be read.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for WorkspaceFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkspaceFileError::Missing => write!(f, "there is no such file in the workspace"),
+            WorkspaceFileError::Folder => write!(f, "it is a folder; name a file in it"),
+            WorkspaceFileError::TooLarge { size, max } => {
+                write!(f, "it is {size} bytes, more than the {max} allowed")
+            }
+            WorkspaceFileError::Refused(why) => write!(f, "refused: {why}"),
+            WorkspaceFileError::Io(e) => write!(f, "it cannot be read: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WorkspaceFileError {}
+
+impl From<Refusal> for WorkspaceFileError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            // `..`, an absolute path or a NUL, as `beneath` refuses them.
+            Refusal::Io(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                WorkspaceFileError::Refused(e.to_string())
+            }
+            // Gone since it was found, or a folder on the way is missing.
+            Refusal::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                WorkspaceFileError::Missing
+            }
+            Refusal::Io(e) => WorkspaceFileError::Io(e),
+            refused => WorkspaceFileError::Refused(refused.to_string()),
+        }
+    }
+}
+
+/// The bytes of the regular file `rel` (relative) under the directory `workspace`, at most
+/// `max_bytes` of them, opened by the file tools' own rule: name by name under the
+/// workspace's handle, no symbolic link followed, no `..`, no special or hard-linked file.
+/// For readers outside the engine (the service shows the agents' files). Blocking: call it
+/// off the async threads.
+pub fn read_workspace_file(
+    workspace: &Path,
+    rel: &Path,
+    max_bytes: u64,
+) -> Result<Vec<u8>, WorkspaceFileError> {
+    let root = Root::open(workspace).map_err(WorkspaceFileError::Io)?;
+    match root.find(rel)? {
+        Found::Missing => return Err(WorkspaceFileError::Missing),
+        Found::Dir => return Err(WorkspaceFileError::Folder),
+        Found::File(size) if size > max_bytes => {
+            return Err(WorkspaceFileError::TooLarge {
+                size,
+                max: max_bytes,
+            });
+        }
+        // A link or a special file: the read says which, and refuses it.
+        Found::File(_) | Found::Other => {}
+    }
+    // One byte past the limit tells a file that grew since it was looked at.
+    let bytes = root.read_at_most(rel, max_bytes.saturating_add(1))?;
+    match bytes.len() as u64 {
+        size if size > max_bytes => Err(WorkspaceFileError::TooLarge {
+            size,
+            max: max_bytes,
+        }),
+        _ => Ok(bytes),
+    }
+}
 
 /// What a resolved path names right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

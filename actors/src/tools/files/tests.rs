@@ -173,3 +173,54 @@ async fn a_folder_swapped_for_a_link_while_tools_work_never_lets_a_write_out() {
     assert!(done > 0, "every call was refused: {refused}");
     println!("race: {done} calls done inside, {refused} refused, {swaps} swaps, 0 outside");
 }
+
+/// `read_workspace_file`, the rule as the service uses it: a file inside is read; links
+/// (at the end or on the way), `..`, absolute paths, pipes and hard links are refused with
+/// why, and what they point to is never read; folders, missing names and files over the
+/// limit say so.
+#[test]
+fn the_workspace_reader_keeps_the_tools_rule() {
+    let ws = TempDir::new("reader");
+    let outside = TempDir::new("reader-out");
+    std::fs::write(outside.0.join("secret.txt"), "outside secret\n").unwrap();
+    std::fs::create_dir(ws.0.join("out")).unwrap();
+    std::fs::write(ws.0.join("out/notes.md"), "# notes\n").unwrap();
+    std::fs::write(ws.0.join("ten.bin"), [7u8; 10]).unwrap();
+    std::os::unix::fs::symlink(outside.0.join("secret.txt"), ws.0.join("leak.txt")).unwrap();
+    std::os::unix::fs::symlink(&outside.0, ws.0.join("linked")).unwrap();
+    std::fs::hard_link(outside.0.join("secret.txt"), ws.0.join("hard.txt")).unwrap();
+    let pipe = std::ffi::CString::new(ws.0.join("p").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o644) }, 0);
+    let read = |rel: &str, max: u64| read_workspace_file(&ws.0, Path::new(rel), max);
+
+    assert_eq!(read("out/notes.md", 100).unwrap(), b"# notes\n");
+    assert_eq!(read("./out/notes.md", 100).unwrap(), b"# notes\n");
+    assert_eq!(read("ten.bin", 10).unwrap(), [7u8; 10]);
+    let refused = |rel: &str, needle: &str| match read(rel, 1 << 20) {
+        Err(WorkspaceFileError::Refused(why)) => assert!(why.contains(needle), "{rel}: {why}"),
+        other => panic!("{rel}: {other:?}"),
+    };
+    refused("leak.txt", "symbolic link");
+    refused("linked/secret.txt", "symbolic link");
+    refused("out/../leak.txt", "`..`");
+    refused("../reader-out/secret.txt", "`..`");
+    refused(&outside.0.join("secret.txt").to_string_lossy(), "relative");
+    refused("hard.txt", "hard links");
+    // Nobody opens the pipe's other end: a blocking open would hang here.
+    refused("p", "named pipe");
+    assert!(matches!(read("out", 100), Err(WorkspaceFileError::Folder)));
+    assert!(matches!(read(".", 100), Err(WorkspaceFileError::Folder)));
+    assert!(matches!(
+        read("nope.txt", 100),
+        Err(WorkspaceFileError::Missing)
+    ));
+    assert!(matches!(
+        read("no/such.txt", 100),
+        Err(WorkspaceFileError::Missing)
+    ));
+    assert!(matches!(
+        read("ten.bin", 9),
+        Err(WorkspaceFileError::TooLarge { size: 10, max: 9 })
+    ));
+}
