@@ -482,6 +482,18 @@ impl Runtime {
         self.tools_here.clone()
     }
 
+    /// The host directory (canonical) where this runtime's agents keep their files: the
+    /// workspace, or `None` when they work in a sandbox that does not mount it (`[sandbox]
+    /// mount_workspace = false`: their files are in each flow's container, not here).
+    pub fn workspace(&self) -> Option<&std::path::Path> {
+        let on_host = self
+            .config
+            .sandbox
+            .as_ref()
+            .is_none_or(|s| s.mount.is_some());
+        on_host.then_some(self.tools_here.workspace.as_path())
+    }
+
     /// The run store flows are recorded in, unless `[store] enabled = false`.
     pub fn store(&self) -> Option<&RunStore> {
         self.store.as_ref()
