@@ -4,12 +4,14 @@
 //! it live. Bearer-token auth, the `Host` check (DNS rebinding), the refusal to listen
 //! beyond loopback without tokens, body limits, JSON errors, Prometheus metrics and the
 //! OpenAPI document are here too; docs/openapi.json describes every route. `conns.rs` is
-//! the accept loop (header-read time and open connections bounded).
+//! the accept loop (header-read time and open connections bounded); `console.rs` the web
+//! console's files and the workspace files it shows.
 
 mod a2a;
 mod agui;
 mod cluster;
 pub mod conns;
+mod console;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
@@ -88,6 +90,9 @@ pub struct App {
     metrics: Arc<Metrics>,
     /// Cluster mode: the store flows are queued in and read from, and this node's room.
     node: Option<cluster::Node>,
+    /// Where the flows' files are on this host (`Runtime::workspace`), for GET
+    /// /v1/flows/{id}/files; kept here so reading one needs no lock on the runtime.
+    workspace: Option<std::path::PathBuf>,
 }
 
 /// One flow in the table.
@@ -205,6 +210,7 @@ impl App {
         };
         Arc::new(App {
             node,
+            workspace: runtime.workspace().map(|w| w.to_path_buf()),
             runtime: tokio::sync::RwLock::new(Some(runtime)),
             settings,
             flows: RwLock::new(HashMap::new()),
@@ -315,6 +321,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/flows/{id}/events", get(events))
         .route("/v1/flows/{id}/answers", post(answer))
         .route("/v1/flows/{id}/approvals/{aid}", post(decide))
+        .route("/v1/flows/{id}/files/{*path}", get(console::file))
         .route("/v1/approvals", get(approvals))
         .route("/a2a", post(a2a::rpc))
         .route("/metrics", get(metrics))
@@ -322,6 +329,9 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .merge(guarded)
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        // The console's files hold no data: public, but behind the Host check.
+        .route("/", get(console::page))
+        .route("/console/{name}", get(console::asset))
         .route("/.well-known/agent-card.json", get(agent_card))
         .route(
             "/openapi.json",

@@ -1,7 +1,8 @@
 //! `manus-rt serve` driven over HTTP by a real client (reqwest): submitting, streaming
 //! events as SSE (and resuming them with Last-Event-ID), answering a question, cancelling,
-//! bearer-token auth, malformed and oversized bodies, unknown ids, metrics and the OpenAPI
-//! document. The binary runs against the scripted model on 127.0.0.1.
+//! bearer-token auth, malformed and oversized bodies, unknown ids, metrics, the OpenAPI
+//! document, the web console's files and the workspace files route. The binary runs against
+//! the scripted model on 127.0.0.1.
 
 use crate::support;
 
@@ -1183,4 +1184,236 @@ async fn a2a_clients_of_the_official_sdk_run_answer_and_cancel_tasks() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+}
+
+/// The console's files are compiled in and answered without a token (they hold no data)
+/// but behind the `Host` check, typed, never sniffed, and the page under a policy that runs
+/// only its own scripts; an unknown one is a JSON 404. The workspace files need the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_from_the_binary_under_a_strict_policy() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("serve-console");
+    let svc = Service::start(
+        &dir,
+        &config(
+            &server,
+            &dir,
+            &[
+                ("server.api_tokens", "[\"s3cret\"]"),
+                ("server.allowed_hosts", "[\"manus.internal\"]"),
+            ],
+        ),
+    )
+    .await;
+    let fetch = |path: &str| svc.http.get(svc.url(path)).send();
+    let header = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no {name} on {}", r.url()))
+    };
+    let console = concat!(env!("CARGO_MANIFEST_DIR"), "/src/serve/console/");
+    for (path, file, kind) in [
+        ("/", "index.html", "text/html; charset=utf-8"),
+        (
+            "/console/index.html",
+            "index.html",
+            "text/html; charset=utf-8",
+        ),
+        ("/console/style.css", "style.css", "text/css"),
+        ("/console/app.js", "app.js", "text/javascript"),
+    ] {
+        let r = fetch(path).await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(header(&r, "content-type"), kind, "{path}");
+        assert_eq!(header(&r, "x-content-type-options"), "nosniff");
+        assert_eq!(header(&r, "referrer-policy"), "no-referrer");
+        assert_eq!(header(&r, "cache-control"), "no-cache");
+        let policy = r.headers().get("content-security-policy").cloned();
+        if file == "index.html" {
+            assert_eq!(
+                policy.unwrap(),
+                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: \
+                 data:; connect-src 'self'; base-uri 'none'; form-action 'self'; \
+                 frame-ancestors 'none'"
+            );
+        } else {
+            assert_eq!(policy, None, "{path}");
+        }
+        // The bytes this test was built with are the bytes the binary serves.
+        let on_disk = std::fs::read_to_string(format!("{console}{file}")).unwrap();
+        assert_eq!(r.text().await.unwrap(), on_disk, "{path}");
+    }
+    let r = fetch("/console/missing.js").await.unwrap();
+    assert_eq!(r.status(), 404);
+    let body: Value = r.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("missing.js") && message.contains("app.js"),
+        "{message}"
+    );
+    // Public, but not to a page that reached the service through a name of its own.
+    let r = svc
+        .http
+        .get(svc.url("/"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = fetch("/v1/flows/any/files/notes.md").await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = svc
+        .http
+        .get(svc.url("/v1/flows/any/files/notes.md"))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        404,
+        "with the token, the unknown flow is the answer"
+    );
+}
+
+/// `GET /v1/flows/{id}/files/{path}` serves what a flow wrote in the workspace, typed by
+/// its extension (SVG sandboxed, anything else a download), by the file tools' rule:
+/// `..`, absolute paths and links to the outside are refused (403) and their targets'
+/// bytes never sent; folders, missing files, files over 20 MiB and unknown flows say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspace_files_are_served_confined_and_typed() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(
+            "str_replace_editor",
+            json!({"command": "create", "path": "notes/summary.md", "file_text": "# Summary\nall good\n"}),
+        ),
+        done("summary written"),
+    ]);
+    let dir = Scratch::new("serve-files");
+    let svc = Service::start(&dir, &config(&server, &dir, &[])).await;
+    let r = svc
+        .http
+        .post(svc.url("/v1/flows"))
+        .json(&json!({"task": "write a summary", "mode": "single"}))
+        .send()
+        .await
+        .unwrap();
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let events = svc.events(&id, None, |_, _| false).await;
+    assert_eq!(events.last().unwrap().2["outcome"]["status"], "completed");
+
+    let ws = dir.workspace();
+    let png = [
+        0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 1, 2, 0xff,
+    ];
+    std::fs::write(ws.join("chart.png"), png).unwrap();
+    let svg = "<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script></svg>";
+    std::fs::write(ws.join("chart.svg"), svg).unwrap();
+    std::fs::write(ws.join("report.html"), "<script>alert(1)</script>").unwrap();
+    std::fs::write(ws.join("data.bin"), [0u8, 1, 2]).unwrap();
+    std::fs::File::create(ws.join("huge.log"))
+        .unwrap()
+        .set_len(21 << 20)
+        .unwrap();
+    let outside = Scratch::new("serve-files-outside");
+    const SECRET: &str = "the outside secret 7f3a";
+    std::fs::write(outside.path().join("secret.txt"), SECRET).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.join("leak.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.join("linked")).unwrap();
+
+    let file = |path: &str| {
+        svc.http
+            .get(svc.url(&format!("/v1/flows/{id}/files/{path}")))
+            .send()
+    };
+    for (path, kind, disposition, body) in [
+        (
+            "notes/summary.md",
+            "text/plain; charset=utf-8",
+            None,
+            &b"# Summary\nall good\n"[..],
+        ),
+        ("chart.png", "image/png", None, &png[..]),
+        ("chart.svg", "image/svg+xml", None, svg.as_bytes()),
+        (
+            "report.html",
+            "application/octet-stream",
+            Some("attachment"),
+            &b"<script>alert(1)</script>"[..],
+        ),
+        (
+            "data.bin",
+            "application/octet-stream",
+            Some("attachment"),
+            &[0u8, 1, 2][..],
+        ),
+    ] {
+        let r = file(path).await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        let headers = r.headers().clone();
+        assert_eq!(headers["content-type"], kind, "{path}");
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(
+            headers
+                .get("content-disposition")
+                .map(|v| v.to_str().unwrap()),
+            disposition,
+            "{path}"
+        );
+        // Opened by itself, nothing in it runs with the service's origin.
+        let policy = headers["content-security-policy"].to_str().unwrap();
+        assert!(
+            policy.starts_with("sandbox;") && policy.contains("default-src 'none'"),
+            "{path}: {policy}"
+        );
+        assert_eq!(r.bytes().await.unwrap(), body, "{path}");
+    }
+
+    // `..` and an absolute path that name the secret, their slashes encoded so that no
+    // client tidies them away.
+    let outside_name = outside.path().file_name().unwrap().to_string_lossy();
+    let up = format!("..%2F..%2F{outside_name}%2Fsecret.txt");
+    let absolute = outside.path().join("secret.txt").display().to_string();
+    let absolute = absolute.replace('/', "%2F");
+    for path in [
+        up.as_str(),
+        "notes%2F..%2F..%2Fconfig.toml",
+        absolute.as_str(),
+        "leak.txt",
+        "linked/secret.txt",
+    ] {
+        let r = file(path).await.unwrap();
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 403, "{path}: {text}");
+        assert!(!text.contains(SECRET), "{path}: {text}");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            ["`..`", "relative", "symbolic link"]
+                .iter()
+                .any(|why| message.contains(why)),
+            "{path}: {message}"
+        );
+    }
+    for (path, status, says) in [
+        ("notes", 400, "folder"),
+        ("nothing-here.txt", 404, "no such file"),
+        ("huge.log", 413, "22020096 bytes"),
+    ] {
+        let r = file(path).await.unwrap();
+        assert_eq!(r.status(), status, "{path}");
+        let body: Value = r.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{path}: {message}");
+    }
+    let (status, body) = svc.get("/v1/flows/nope/files/notes/summary.md").await;
+    assert_eq!(status, 404);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no flow with id `nope`"), "{message}");
 }
