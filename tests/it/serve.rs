@@ -264,6 +264,9 @@ async fn a_flow_is_submitted_streamed_and_read_back() {
         "/v1/flows/{id}/answers",
         "/v1/flows/{id}/approvals/{approval_id}",
         "/v1/approvals",
+        "/v1/flows/{id}/files/{path}",
+        "/",
+        "/console/{name}",
         "/healthz",
         "/metrics",
     ] {
