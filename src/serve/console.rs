@@ -29,6 +29,14 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("index.html", HTML, include_str!("console/index.html")),
     ("style.css", "text/css", include_str!("console/style.css")),
     ("app.js", "text/javascript", include_str!("console/app.js")),
+    ("api.js", "text/javascript", include_str!("console/api.js")),
+    ("dom.js", "text/javascript", include_str!("console/dom.js")),
+    (
+        "graph.js",
+        "text/javascript",
+        include_str!("console/graph.js"),
+    ),
+    ("run.js", "text/javascript", include_str!("console/run.js")),
 ];
 
 /// The page's policy: only the console's own scripts, styles and calls, no inline script

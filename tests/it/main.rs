@@ -9,6 +9,7 @@ mod browser;
 mod cli;
 mod cluster;
 mod compaction;
+mod console;
 mod data_analysis;
 mod evals;
 mod example_cassette;

@@ -7,4 +7,5 @@ pub mod llama;
 pub mod llm_server;
 pub mod otlp;
 pub mod scenario;
+pub mod service;
 pub mod threads;

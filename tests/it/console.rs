@@ -1,0 +1,483 @@
+//! The web console in a real browser: headless Chromium, driven over WebDriver (fantoccini)
+//! through a chromedriver of the test's own, uses `manus-rt serve`'s console as a person
+//! would: logs in with the service's token, starts a run from the text box, watches a step's
+//! words arrive, approves the call that waits, sees the flow complete, its plan graph and
+//! the chart the agent drew. Screenshots of the run list and a run page at desktop and phone
+//! widths go to target/console-screenshots/ (and to `MANUS_CONSOLE_SCREENSHOTS`, which is
+//! how docs/console/ is refreshed). The same console also follows a run of the suite's real
+//! llama-server to its end.
+
+use crate::support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use support::browser::{CHROMIUM_ARGS, Chromedriver};
+use support::llm_server::{Reply, ScriptedLlm};
+use support::scenario::{Scratch, config_with, done, job, write_chart_fixtures};
+use support::service::Service;
+
+const TOKEN: &str = "console-s3cret";
+const DESKTOP: (u32, u32) = (1280, 900);
+const PHONE: (u32, u32) = (390, 844);
+
+/// Headless Chromium on a chromedriver of its own, in a fresh profile; the driver (and every
+/// browser it started) is stopped by PID when this is dropped.
+struct Browser {
+    client: Client,
+    _driver: Chromedriver,
+    _profile: Scratch,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let driver = Chromedriver::start();
+        let profile = Scratch::new("console-profile");
+        let mut args: Vec<String> = CHROMIUM_ARGS.iter().map(|a| a.to_string()).collect();
+        args.push("--headless=new".into());
+        args.push(format!("--window-size={},{}", DESKTOP.0, DESKTOP.1));
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let caps = json!({"browserName": "chrome", "goog:chromeOptions": {"args": args}});
+        let Value::Object(caps) = caps else {
+            unreachable!("an object literal")
+        };
+        let client = ClientBuilder::rustls()
+            .expect("TLS for WebDriver")
+            .capabilities(caps)
+            .connect(&driver.url())
+            .await
+            .expect("a Chromium session");
+        Browser {
+            client,
+            _driver: driver,
+            _profile: profile,
+        }
+    }
+
+    /// Run `js` (a function body that returns a value) until it returns something other
+    /// than null, false, 0 or ""; that value. Past `secs`, fail with `what` and the page's
+    /// text.
+    async fn until(&self, what: &str, secs: u64, js: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let v = self
+                .client
+                .execute(js, vec![])
+                .await
+                .expect("the script runs");
+            let truthy = match &v {
+                Value::Null | Value::Bool(false) => false,
+                Value::String(s) => !s.is_empty(),
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                _ => true,
+            };
+            if truthy {
+                return v;
+            }
+            if Instant::now() > deadline {
+                let text = self
+                    .client
+                    .execute("return document.body.innerText", vec![])
+                    .await
+                    .unwrap_or_default();
+                panic!("{what}: not within {secs}s. The page says:\n{text}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn js(&self, js: &str) -> Value {
+        self.client
+            .execute(js, vec![])
+            .await
+            .expect("the script runs")
+    }
+
+    async fn fill(&self, css: &str, text: &str) {
+        let field = self.client.find(Locator::Css(css)).await.expect(css);
+        field.clear().await.expect("cleared");
+        field.send_keys(text).await.expect("typed");
+    }
+
+    async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .expect(css)
+            .click()
+            .await
+            .expect("clicked");
+    }
+
+    /// Log in with `token` on the console at `base`.
+    async fn log_in(&self, base: &str, token: &str) {
+        self.client.goto(&format!("{base}/")).await.expect("opened");
+        self.until(
+            "the login form",
+            30,
+            "return document.querySelector('#token') !== null",
+        )
+        .await;
+        self.fill("#token", token).await;
+        self.click("#login-button").await;
+        self.until(
+            "the start box after login",
+            30,
+            "return document.querySelector('#task') !== null",
+        )
+        .await;
+    }
+
+    /// Start `task` from the console's text box; the run's id, once its page is open.
+    async fn start_run(&self, task: &str, mode: &str) -> String {
+        self.fill("#task", task).await;
+        self.js(&format!("document.querySelector('#mode').value = '{mode}'"))
+            .await;
+        self.click("#start-button").await;
+        let hash = self
+            .until(
+                "the run's page",
+                30,
+                "return location.hash.startsWith('#/runs/') && location.hash.slice(7)",
+            )
+            .await;
+        hash.as_str().unwrap().to_string()
+    }
+
+    /// A screenshot at `size` (the page laid out again at that width), written as `name`.
+    async fn screenshot(&self, name: &str, size: (u32, u32)) {
+        self.client
+            .set_window_size(size.0, size.1)
+            .await
+            .expect("resized");
+        // Laid out at the new width: nothing sticks out sideways (phone width included).
+        let fits = self
+            .until(
+                "the new layout",
+                10,
+                &format!(
+                    "return window.innerWidth <= {w} && [window.innerWidth, \
+                     document.documentElement.scrollWidth]",
+                    w = size.0
+                ),
+            )
+            .await;
+        assert!(
+            fits[1].as_u64() <= fits[0].as_u64(),
+            "{name}: the page is wider than the window ({fits}): it scrolls sideways"
+        );
+        let png = self.client.screenshot().await.expect("a screenshot");
+        assert_eq!(&png[1..4], b"PNG", "{name} is a PNG");
+        for dir in screenshot_dirs() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(name), &png).unwrap();
+        }
+    }
+}
+
+/// Where screenshots go: target/console-screenshots/, and `MANUS_CONSOLE_SCREENSHOTS` if set.
+fn screenshot_dirs() -> Vec<PathBuf> {
+    let mut dirs =
+        vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots")];
+    if let Some(extra) = std::env::var_os("MANUS_CONSOLE_SCREENSHOTS") {
+        dirs.push(PathBuf::from(extra));
+    }
+    dirs
+}
+
+/// `GET path` on the service, with the token.
+async fn api(svc: &Service, path: &str) -> Value {
+    let r = svc
+        .http
+        .get(svc.url(path))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "GET {path}");
+    r.json().await.unwrap()
+}
+
+/// Every event of the finished flow `id`, from its SSE stream (which ends with the flow).
+async fn finished_events(svc: &Service, id: &str) -> Vec<Value> {
+    let r = svc
+        .http
+        .get(svc.url(&format!("/v1/flows/{id}/events")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = tokio::time::timeout(Duration::from_secs(30), r.text())
+        .await
+        .expect("the stream of a finished flow ends")
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect()
+}
+
+/// The step's opening words: long enough that the scripted model streams them for seconds
+/// (three characters a chunk), so the console shows them growing.
+const OPENING: &str = "I will clear the scratch folder first, so that the summary starts from a \
+     clean workspace. The folder holds only files this run can make again, but deleting it \
+     cannot be undone, so the command waits for a person to approve it before it runs. Then \
+     the step reports what it removed.";
+
+/// A three-step graph: two independent steps (one waits for approval, one draws a chart),
+/// then a summary that needs both.
+fn script(server: &ScriptedLlm) {
+    server.push(Reply::tool(
+        "planning",
+        json!({"command": "create", "plan_id": "console", "title": "Console check", "steps": [
+            {"text": "[MANUS] clear the scratch folder", "depends_on": []},
+            {"text": "[DATA_ANALYSIS] chart revenue by product", "depends_on": []},
+            {"text": "[MANUS] summarise the run", "depends_on": [0, 1]},
+        ]}),
+    ));
+    server.push_for(
+        &job(0),
+        [
+            Reply::tool(
+                "bash",
+                json!({"command": "mkdir -p scratch && rm -rf scratch && echo cleared"}),
+            )
+            .with_text(OPENING)
+            .chunk_gap(40),
+            done("The scratch folder is cleared."),
+        ],
+    );
+    server.push_for(
+        &job(1),
+        [
+            Reply::tool(
+                "data_visualization",
+                json!({"data_path": "data/products.csv", "chart_type": "bar", "x": "product",
+                       "y": "revenue", "sort": "desc", "top_n": 5, "output": "png",
+                       "title": "Revenue by product"}),
+            ),
+            done("Drew the revenue chart."),
+        ],
+    );
+    server.push_for(&job(2), [done("Scratch cleared and the chart drawn.")]);
+    server.push(Reply::text(
+        "Done: the scratch folder is cleared and the revenue chart is drawn.",
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_logs_in_starts_a_run_approves_a_call_and_sees_the_chart() {
+    let server = ScriptedLlm::start().await;
+    script(&server);
+    let dir = Scratch::new("console");
+    write_chart_fixtures(&dir.workspace());
+    let config = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("server.api_tokens", &format!("[\"{TOKEN}\"]")),
+            (
+                "approvals.tools.bash",
+                r#"{ matches = "rm -rf", argument = "command" }"#,
+            ),
+        ],
+    );
+    let svc = Service::start(&dir, &config).await;
+    let b = Browser::start().await;
+
+    // A wrong token is refused, and said so; the right one lets the person in.
+    b.client.goto(&svc.url("/")).await.unwrap();
+    b.until(
+        "the login form",
+        30,
+        "return document.querySelector('#token') !== null",
+    )
+    .await;
+    b.fill("#token", "not-the-token").await;
+    b.click("#login-button").await;
+    let refused = b
+        .until(
+            "the refusal",
+            30,
+            "return document.querySelector('#login .error').textContent",
+        )
+        .await;
+    assert!(
+        refused.as_str().unwrap().contains("does not accept"),
+        "{refused}"
+    );
+    b.log_in(&svc.base, TOKEN).await;
+    let id = b
+        .start_run(
+            "Clear the scratch folder and chart revenue by product.",
+            "plan",
+        )
+        .await;
+
+    // The step's words arrive while the model writes them: a part first, then the whole.
+    let partial = b
+        .until(
+            "the first step's words as they stream",
+            60,
+            "const t = document.querySelector('.step[data-step=\"0\"] .typing'); \
+             return t && t.textContent.length > 0 && t.textContent",
+        )
+        .await;
+    let partial = partial.as_str().unwrap().to_string();
+    assert!(
+        OPENING.starts_with(&partial) && partial.len() < OPENING.len(),
+        "not a part of the opening words: {partial:?}"
+    );
+
+    // The bash call waits for approval: its card names the tool and the command.
+    let card = b
+        .until(
+            "the approval card",
+            60,
+            "const c = document.querySelector('.approval'); return c && c.innerText",
+        )
+        .await;
+    let card = card.as_str().unwrap();
+    assert!(
+        card.contains("bash") && card.contains("rm -rf scratch"),
+        "{card}"
+    );
+    let whole = b
+        .js("return document.querySelector('.step[data-step=\"0\"] .msg:not(.typing)').textContent")
+        .await;
+    assert_eq!(whole, json!(OPENING), "the streamed words, whole");
+    b.screenshot("run-awaiting-approval-desktop.png", DESKTOP)
+        .await;
+    b.click(".approval button.approve").await;
+
+    let status = b
+        .until(
+            "the run's end",
+            90,
+            "const s = document.querySelector('#run-status'); \
+             return s && !['running', 'awaiting approval'].includes(s.textContent) && s.textContent",
+        )
+        .await;
+    assert_eq!(status, json!("completed"));
+    // The chart the DATA_ANALYSIS step drew, fetched with the token and shown.
+    let chart = b
+        .until(
+            "the chart",
+            30,
+            "const i = document.querySelector('#gallery img'); \
+             return i && i.complete && i.naturalWidth > 0 && [i.alt, i.naturalWidth]",
+        )
+        .await;
+    assert!(chart[0].as_str().unwrap().ends_with(".png"), "{chart}");
+    assert!(chart[1].as_u64().unwrap() >= 400, "{chart}");
+    // The plan graph: three boxes, all completed; the summary needs both others.
+    let graph = b
+        .until(
+            "the completed graph",
+            30,
+            "const n = [...document.querySelectorAll('#graph g.node')]; \
+             return n.length === 3 && n.every(g => g.classList.contains('completed')) && \
+             [n.length, document.querySelectorAll('#graph path.edge').length]",
+        )
+        .await;
+    assert_eq!(graph, json!([3, 2]));
+    let outcome = b
+        .js("return document.querySelector('#result').innerText")
+        .await;
+    assert!(outcome.as_str().unwrap().contains("completed"), "{outcome}");
+
+    // What the console showed is what the service says, and the decision was the token's.
+    let flow = api(&svc, &format!("/v1/flows/{id}")).await;
+    assert_eq!(flow["status"], "completed");
+    let events = finished_events(&svc, &id).await;
+    let decided = events
+        .iter()
+        .find(|e| e["event"] == "approval_decided")
+        .expect("an approval_decided event");
+    assert_eq!(decided["decision"]["approve"], true);
+    assert_eq!(
+        decided["decision"]["by"],
+        format!("token …{}", &TOKEN[TOKEN.len() - 4..])
+    );
+
+    b.screenshot("run-desktop.png", DESKTOP).await;
+    b.screenshot("run-phone.png", PHONE).await;
+    b.client.goto(&svc.url("/#/")).await.unwrap();
+    let row = b
+        .until(
+            "the run in the list",
+            30,
+            &format!(
+                "const r = document.querySelector('tr.run[data-id=\"{id}\"]'); return r && r.innerText"
+            ),
+        )
+        .await;
+    assert!(row.as_str().unwrap().contains("completed"), "{row}");
+    b.screenshot("runs-phone.png", PHONE).await;
+    b.screenshot("runs-desktop.png", DESKTOP).await;
+
+    // Logging out forgets the token: the next view asks for it again.
+    b.click("#logout").await;
+    b.until(
+        "the login form after logout",
+        30,
+        "return document.querySelector('#token') !== null",
+    )
+    .await;
+    let kept = b.js("return sessionStorage.length").await;
+    assert_eq!(kept, json!(0), "nothing kept after logout");
+    b.client.clone().close().await.unwrap();
+}
+
+/// The console against the suite's real llama-server: a run started from the text box is
+/// followed to its end, and the console's status is the service's (a tiny model may well
+/// fail the task; the console must say so, not hang or claim success).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_follows_a_real_models_run_to_its_end() {
+    let Some(url) = support::llama::url() else {
+        return;
+    };
+    let dir = Scratch::new("console-llama");
+    let config = format!(
+        "{}\n[runtime]\nworkspace = \"{}\"\n[server]\napi_tokens = [\"{TOKEN}\"]\n",
+        support::llama::config_text(&url, "", ""),
+        dir.workspace().display()
+    );
+    let svc = Service::start(&dir, &config).await;
+    let b = Browser::start().await;
+    b.log_in(&svc.base, TOKEN).await;
+    let id = b
+        .start_run(
+            "Write the word hello into a file named hello.txt.",
+            "single",
+        )
+        .await;
+    let shown = b
+        .until(
+            "the run's end",
+            300,
+            "const s = document.querySelector('#run-status'); const r = document.querySelector('#result'); \
+             return s && r && !r.hidden && s.textContent",
+        )
+        .await;
+    let flow = api(&svc, &format!("/v1/flows/{id}")).await;
+    assert_eq!(
+        shown.as_str().unwrap().replace(' ', "_"),
+        flow["status"].as_str().unwrap(),
+        "the console shows the service's status"
+    );
+    assert!(flow["usage"]["calls"].as_u64().unwrap() >= 1, "{flow}");
+    let usage = b
+        .js("return document.querySelector('#usage').textContent")
+        .await;
+    assert!(usage.as_str().unwrap().contains("model calls"), "{usage}");
+    // The model's turn reached the step log.
+    let entries = b
+        .js("return document.querySelectorAll('.step .entry').length")
+        .await;
+    assert!(entries.as_u64().unwrap() >= 1, "no step entries shown");
+    b.client.clone().close().await.unwrap();
+}
