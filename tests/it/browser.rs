@@ -10,7 +10,7 @@ use crate::support;
 use manus_rt::{Config, FlowHandle, FlowMode, FlowOutcome, FlowStatus, Runtime, SubmitOptions};
 use serde_json::{Value, json};
 use support::browser::{Chromedriver, TestSite, browser_overrides};
-use support::llm_server::{Recorded, ScriptedLlm};
+use support::llm_server::{Gate, Recorded, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, last_tool_text};
 
 fn browse(args: Value) -> support::llm_server::Reply {
@@ -816,14 +816,16 @@ async fn browsers_spread_over_two_webdrivers_and_move_when_one_stops() {
     let second = Chromedriver::start();
     let site = TestSite::start().await;
     let server = ScriptedLlm::start().await;
+    // Each flow holds its browser until the test has looked where both are and stopped
+    // one endpoint (however long the first flow takes to open its page).
+    let looked = Gate::new();
     for who in ["alpha", "beta"] {
         server.push_for(
             &format!("flow {who}"),
             [
                 browse(json!({"action": "go_to_url", "url": site.url(&format!("/whoami/{who}"))})),
-                // Time for the test to stop one endpoint.
                 browse(json!({"action": "go_to_url", "url": site.url(&format!("/whoami/{who}-two"))}))
-                    .delay(3000),
+                    .held_by(&looked),
                 browse(json!({"action": "go_to_url", "url": site.url(&format!("/whoami/{who}-three"))})),
                 done(&format!("{who} done")),
             ],
@@ -839,6 +841,8 @@ async fn browsers_spread_over_two_webdrivers_and_move_when_one_stops() {
             &[
                 ("browser.webdriver_url", ""),
                 ("browser.webdriver_urls", &urls),
+                // A held answer is not a model that stopped answering.
+                ("llm.timeout_secs", "120"),
             ],
         ))
         .start()
@@ -868,6 +872,7 @@ async fn browsers_spread_over_two_webdrivers_and_move_when_one_stops() {
         second.group_members("--user-data-dir")
     );
     first.kill();
+    looked.open();
     let (a, b) = tokio::join!(alpha.outcome(), beta.outcome());
     rt.shutdown().await;
     assert_completed(&a);

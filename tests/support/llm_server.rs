@@ -368,6 +368,28 @@ pub struct Reply {
     cut_off: bool,
     /// Asked to stream: the pause between two chunks.
     chunk_gap_ms: u64,
+    /// Answered only once this is open (after any delay).
+    gate: Option<Gate>,
+}
+
+/// A gate a test opens when it is ready for the replies held by it (`Reply::held_by`) to
+/// go out: a step after which the test must look at something, whatever the timing.
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+
+    /// Let every reply held by this gate go, now and later.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn passed(&self) {
+        let _ = self.0.subscribe().wait_for(|open| *open).await;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -391,6 +413,7 @@ impl Reply {
             completion_tokens: 5,
             cut_off: false,
             chunk_gap_ms: 0,
+            gate: None,
         }
     }
 
@@ -462,6 +485,12 @@ impl Reply {
     /// Sleeps this long before answering (the request is recorded on arrival).
     pub fn delay(mut self, ms: u64) -> Reply {
         self.delay_ms = ms;
+        self
+    }
+
+    /// Answered only once `gate` is open (the request is recorded on arrival).
+    pub fn held_by(mut self, gate: &Gate) -> Reply {
+        self.gate = Some(gate.clone());
         self
     }
 
@@ -606,10 +635,14 @@ async fn chat_completions(
     // The answer is made before the delay, so the time it takes is the model's and the
     // answer leaves as soon as it is due, as a model's finished answer would.
     let delay = Duration::from_millis(reply.delay_ms);
+    let gate = reply.gate.clone();
     let response = answer(&shared, &uri, &head, reply);
     if !delay.is_zero() {
         // Tokio's timer wakes on whole milliseconds: answers due within one go out together.
         tokio::time::sleep_until((arrived + delay).into()).await;
+    }
+    if let Some(gate) = gate {
+        gate.passed().await;
     }
     let observer = shared.observer.lock().unwrap().clone();
     if let Some(observe) = observer {
