@@ -479,5 +479,6 @@ async fn the_console_follows_a_real_models_run_to_its_end() {
         .js("return document.querySelectorAll('.step .entry').length")
         .await;
     assert!(entries.as_u64().unwrap() >= 1, "no step entries shown");
+    b.screenshot("run-llama-desktop.png", DESKTOP).await;
     b.client.clone().close().await.unwrap();
 }
