@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use manus_rt::{Config, FlowHandle, FlowMode, FlowStatus, Runtime, SubmitOptions};
 use serde_json::json;
-use support::llm_server::{Reply, ScriptedLlm};
+use support::llm_server::{Gate, Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, last_tool_text, observation, start_single};
 
 /// The engine and image scripts/test.sh prepared.
@@ -593,13 +593,15 @@ impl Drop for SecondEngine {
 async fn sandboxes_spread_over_two_engines_and_survive_one_stopping() {
     let mut second = SecondEngine::start();
     let server = ScriptedLlm::start().await;
+    // Each flow keeps its container until the test has looked where both are and stopped
+    // an engine (however long the first container takes to start).
+    let looked = Gate::new();
     for who in ["alpha", "beta"] {
         server.push_for(
             &format!("flow {who}"),
             [
                 python(&format!("print('{who} here')")),
-                // Time for the test to stop an engine.
-                python(&format!("print('{who} again')")).delay(4000),
+                python(&format!("print('{who} again')")).held_by(&looked),
                 python(&format!("print('{who} once more')")),
                 done(&format!("{who} done")),
             ],
@@ -611,7 +613,12 @@ async fn sandboxes_spread_over_two_engines_and_survive_one_stopping() {
     let config = sandbox_config_with(
         &server,
         &dir,
-        &[("sandbox.docker_host", ""), ("sandbox.hosts", &hosts)],
+        &[
+            ("sandbox.docker_host", ""),
+            ("sandbox.hosts", &hosts),
+            // A held answer is not a model that stopped answering.
+            ("llm.timeout_secs", "120"),
+        ],
     );
     let rt = Runtime::builder().config(config).start().await.unwrap();
     let single = |task: &'static str| {
@@ -654,6 +661,7 @@ async fn sandboxes_spread_over_two_engines_and_survive_one_stopping() {
         "one container on each engine"
     );
     second.stop();
+    looked.open();
     let (a, b) = tokio::join!(alpha.outcome(), beta.outcome());
     rt.shutdown().await;
     assert_eq!(

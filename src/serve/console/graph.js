@@ -73,8 +73,10 @@ export function drawPlan(plan, onPick) {
       at.set(i, { x: 1 + (width - rowWidth) / 2 + k * (BOX_W + GAP_X), y: 1 + d * (BOX_H + GAP_Y) });
     });
   });
+  // Drawn at its own size, narrower where the page is.
   const svg = el("svg", {
     viewBox: `0 0 ${width} ${height}`,
+    width: String(width),
     role: "img",
     "aria-label": `Plan: ${plan.title || ""}`,
   });

@@ -181,6 +181,7 @@ export function showRun(main, id, failed) {
       el,
       log,
       typing: null,
+      settled: null,
       calls: [],
       head(s) {
         const { tag, body } = splitTag(s.text);
@@ -242,14 +243,27 @@ export function showRun(main, id, failed) {
         card.typing.firstChild.append(e.text);
         break;
       }
+      case "llm_called": {
+        // The answer is whole: its streamed words stop growing. A `thought` with the text
+        // as kept replaces them; without one (the words held a tool call the runtime read
+        // out of them), they stay as the model wrote them.
+        const card = i == null ? null : cards.get(i);
+        if (card && card.typing) {
+          card.typing.firstChild.classList.remove("typing");
+          card.settled = card.typing;
+          card.typing = null;
+        }
+        break;
+      }
       case "thought": {
         const card = stepCard(i);
-        if (card.typing) card.typing.remove();
-        card.typing = null;
+        for (const old of [card.typing, card.settled]) if (old) old.remove();
+        card.typing = card.settled = null;
         if (e.text.trim()) entry(i, h("p", { class: "msg" }, e.text));
         break;
       }
       case "tool_called": {
+        stepCard(i).settled = null;
         const box = entry(i, h("div", { class: "tool" }, h("div", { class: "call" }, "→ ", h("code", {}, e.tool)), folded(pretty(e.arguments), "args", "arguments")));
         stepCard(i).calls.push({ tool: e.tool, box, args: e.arguments });
         break;
