@@ -2,7 +2,8 @@
 //! through a chromedriver of the test's own, uses `manus-rt serve`'s console as a person
 //! would: logs in with the service's token, starts a run from the text box, watches a step's
 //! words arrive, approves the call that waits, sees the flow complete, its plan graph and
-//! the chart the agent drew. Screenshots of the run list and a run page at desktop and phone
+//! the chart the agent drew; without tokens, answers an agent's question from its card and
+//! cancels a run that works on. Screenshots of the run list and a run page at desktop and phone
 //! widths go to target/console-screenshots/ (and to `MANUS_CONSOLE_SCREENSHOTS`, which is
 //! how docs/console/ is refreshed). The same console also follows a run of the suite's real
 //! llama-server to its end.
@@ -429,6 +430,109 @@ async fn a_person_logs_in_starts_a_run_approves_a_call_and_sees_the_chart() {
     .await;
     let kept = b.js("return sessionStorage.length").await;
     assert_eq!(kept, json!(0), "nothing kept after logout");
+    b.client.clone().close().await.unwrap();
+}
+
+/// Without tokens the console needs no login; an agent's question is answered from its
+/// card and the answer reaches the model; a run that works on is cancelled with its button.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_and_a_run_cancelled_from_the_console() {
+    let server = ScriptedLlm::start().await;
+    server.push_for(
+        "flow one",
+        [
+            Reply::tool(
+                "ask_human",
+                json!({"inquire": "Which colour should the chart be?"}),
+            ),
+            done("The chart will be teal."),
+        ],
+    );
+    server.push_for(
+        "flow two",
+        [Reply::tool("bash", json!({"command": "sleep 60"}))],
+    );
+    let dir = Scratch::new("console-steer");
+    let svc = Service::start(&dir, &config_with(&server, &dir.workspace(), &[])).await;
+    let b = Browser::start().await;
+    b.client.goto(&svc.url("/")).await.unwrap();
+    b.until(
+        "the start box, no login",
+        30,
+        "return document.querySelector('#task') !== null",
+    )
+    .await;
+    let logout_hidden = b
+        .js("return document.querySelector('#logout').hidden")
+        .await;
+    assert_eq!(logout_hidden, json!(true), "nothing to log out of");
+
+    let one = b.start_run("flow one: ask which colour", "single").await;
+    let asked = b
+        .until(
+            "the question card",
+            60,
+            "const q = document.querySelector('.question'); return q && q.innerText",
+        )
+        .await;
+    assert!(
+        asked
+            .as_str()
+            .unwrap()
+            .contains("Which colour should the chart be?"),
+        "{asked}"
+    );
+    b.fill(".question .answer", "teal").await;
+    b.click(".question button[type=submit]").await;
+    let status = b
+        .until(
+            "the first run's end",
+            60,
+            "const r = document.querySelector('#result'); \
+             return r && !r.hidden && document.querySelector('#run-status').textContent",
+        )
+        .await;
+    assert_eq!(status, json!("completed"));
+    let answered = server.tool_results().iter().any(|t| t.contains("teal"));
+    assert!(
+        answered,
+        "the answer did not reach the model: {:?}",
+        server.tool_results()
+    );
+
+    b.client.goto(&svc.url("/#/")).await.unwrap();
+    b.until(
+        "the start box",
+        30,
+        "return document.querySelector('#task') !== null",
+    )
+    .await;
+    let two = b.start_run("flow two: work a long time", "single").await;
+    assert_ne!(one, two);
+    b.until(
+        "the long call",
+        60,
+        "return [...document.querySelectorAll('.tool code')].some(c => c.textContent === 'bash')",
+    )
+    .await;
+    b.until(
+        "the cancel button",
+        30,
+        "const c = document.querySelector('#cancel'); return c && !c.hidden",
+    )
+    .await;
+    b.click("#cancel").await;
+    let status = b
+        .until(
+            "the cancelled run's end",
+            60,
+            "const r = document.querySelector('#result'); \
+             return r && !r.hidden && document.querySelector('#run-status').textContent",
+        )
+        .await;
+    assert_eq!(status, json!("cancelled"));
+    let (code, flow) = svc.get(&format!("/v1/flows/{two}")).await;
+    assert_eq!((code, flow["status"].clone()), (200, json!("cancelled")));
     b.client.clone().close().await.unwrap();
 }
 

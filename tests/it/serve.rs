@@ -125,17 +125,7 @@ async fn a_question_is_answered_over_http() {
     ]);
     let dir = Scratch::new("serve-answer");
     let svc = Service::start(&dir, &config(&server, &dir, &[])).await;
-    let r = svc
-        .http
-        .post(svc.url("/v1/flows"))
-        .json(&json!({"task": "ask me a colour", "mode": "single"}))
-        .send()
-        .await
-        .unwrap();
-    let id = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = svc.submit_single("ask me a colour").await;
     let asked = svc.events(&id, None, |kind, _| kind == "question").await;
     let question = &asked.last().unwrap().2;
     assert_eq!(question["inquire"], "Which colour?");
@@ -1135,17 +1125,7 @@ async fn workspace_files_are_served_confined_and_typed() {
     ]);
     let dir = Scratch::new("serve-files");
     let svc = Service::start(&dir, &config(&server, &dir, &[])).await;
-    let r = svc
-        .http
-        .post(svc.url("/v1/flows"))
-        .json(&json!({"task": "write a summary", "mode": "single"}))
-        .send()
-        .await
-        .unwrap();
-    let id = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = svc.submit_single("write a summary").await;
     let events = svc.events(&id, None, |_, _| false).await;
     assert_eq!(events.last().unwrap().2["outcome"]["status"], "completed");
 

@@ -94,11 +94,22 @@ impl Service {
         format!("{}{path}", self.base)
     }
 
+    /// Submit `task` as a plan (the default mode); its id, once the answer is checked.
     pub async fn submit(&self, task: &str) -> String {
+        self.submit_body(json!({"task": task})).await
+    }
+
+    /// Submit `task` to the primary agent alone (no plan); its id.
+    pub async fn submit_single(&self, task: &str) -> String {
+        self.submit_body(json!({"task": task, "mode": "single"}))
+            .await
+    }
+
+    async fn submit_body(&self, body: Value) -> String {
         let r = self
             .http
             .post(self.url("/v1/flows"))
-            .json(&json!({"task": task}))
+            .json(&body)
             .send()
             .await
             .unwrap();
