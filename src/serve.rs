@@ -585,18 +585,7 @@ fn describe(entry: &Entry, full: bool) -> Value {
     });
     if full {
         out["plan"] = serde_json::to_value(&v.plan).unwrap_or(Value::Null);
-        out["questions"] = v
-            .questions
-            .iter()
-            .map(
-                |(id, q)| json!({"id": id, "agent": q.agent, "step": q.step, "inquire": q.inquire}),
-            )
-            .collect();
-        out["approvals"] = v
-            .approvals
-            .iter()
-            .map(|(id, a)| approval_json(id, a))
-            .collect();
+        pending(v, &mut out);
         if let Some(o) = &v.outcome {
             out["reason"] = json!(o.reason);
             out["result"] = json!(o.summary);
@@ -605,6 +594,21 @@ fn describe(entry: &Entry, full: bool) -> Value {
         }
     }
     out
+}
+
+/// What of flow `v` waits for a person, into `out`: its open questions and the calls
+/// waiting for approval.
+fn pending(v: &FlowView, out: &mut Value) {
+    out["questions"] = v
+        .questions
+        .iter()
+        .map(|(id, q)| json!({"id": id, "agent": q.agent, "step": q.step, "inquire": q.inquire}))
+        .collect();
+    out["approvals"] = v
+        .approvals
+        .iter()
+        .map(|(id, a)| approval_json(id, a))
+        .collect();
 }
 
 async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
@@ -647,11 +651,19 @@ async fn show(
             }
             Ok(Json(out))
         }
-        // A flow another node runs (or ran).
-        (Err(_), Some(node)) => Ok(Json(cluster::describe_stored(
-            &cluster::stored(&node.store, &id).await?,
-            true,
-        ))),
+        // A flow another node runs (or ran); what waits for a person, from its events.
+        (Err(_), Some(node)) => {
+            let run = cluster::stored(&node.store, &id).await?;
+            let mut out = cluster::describe_stored(&run, true);
+            if run.status == "running" {
+                let view = cluster::folded(&node.store, &id).await?;
+                if !view.approvals.is_empty() {
+                    out["status"] = json!("awaiting_approval");
+                }
+                pending(&view, &mut out);
+            }
+            Ok(Json(out))
+        }
         (Err(e), None) => Err(e),
     }
 }

@@ -1,6 +1,7 @@
 //! A flow's state folded from its events: the plan (as last revised) with each step's
-//! status, agent and tokens, the flow's tokens, the questions waiting for an answer, and the outcome once it
-//! ends. The terminal board and the HTTP service read flows through it.
+//! status, agent and tokens, the flow's tokens, the questions waiting for an answer (open
+//! until their `ask_human` call finishes), the calls waiting for approval, and the outcome
+//! once it ends. The terminal board and the HTTP service read flows through it.
 
 use std::collections::BTreeMap;
 
@@ -138,6 +139,13 @@ impl FlowView {
                 self.approvals.clear();
                 self.outcome = Some(outcome.clone());
             }
+            // The step's question was answered (or went unanswered past its time): it is
+            // no longer open, whoever folds the events.
+            FlowEvent::ToolFinished { step, tool, .. }
+                if tool == manus_actors::tools::ask_human::TOOL.name =>
+            {
+                self.questions.retain(|_, q| q.step != Some(*step));
+            }
             FlowEvent::Thought { .. }
             | FlowEvent::Compacted { .. }
             | FlowEvent::TextDelta { .. }
@@ -160,5 +168,42 @@ impl FlowView {
                 .unwrap_or_default(),
             None => "running".into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(id: u64, step: usize) -> FlowEvent {
+        FlowEvent::Question {
+            id,
+            agent: "manus".into(),
+            step: Some(step),
+            inquire: format!("question {id}?"),
+        }
+    }
+
+    fn finished(step: usize, tool: &str) -> FlowEvent {
+        FlowEvent::ToolFinished {
+            step,
+            agent: "manus".into(),
+            tool: tool.into(),
+            ok: true,
+            output: "teal".into(),
+        }
+    }
+
+    /// A question closes when its step's `ask_human` call finishes, so a view folded from
+    /// stored events (another node's flow) lists only the questions still waiting.
+    #[test]
+    fn a_question_closes_when_its_ask_human_call_finishes() {
+        let mut v = FlowView::default();
+        v.apply(&asked(1, 0));
+        v.apply(&asked(2, 1));
+        v.apply(&finished(0, "bash"));
+        assert_eq!(v.questions.keys().collect::<Vec<_>>(), [&1, &2]);
+        v.apply(&finished(0, "ask_human"));
+        assert_eq!(v.questions.keys().collect::<Vec<_>>(), [&2]);
     }
 }

@@ -208,10 +208,12 @@ async fn running_view(store: &RunStore, id: &str) -> Result<crate::view::FlowVie
             format!("flow `{id}` is {}, not running", run.status),
         ));
     }
-    let events = store
-        .events(id)
-        .await
-        .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    folded(store, id).await
+}
+
+/// Run `id` folded from its stored events, whichever node runs it.
+pub async fn folded(store: &RunStore, id: &str) -> Result<crate::view::FlowView, ApiError> {
+    let events = store.events(id).await.map_err(unavailable)?;
     let mut view = crate::view::FlowView::default();
     for e in &events {
         view.apply(&e.event);

@@ -315,28 +315,34 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    // Its event reaches the store within a batch.
+    // Its event reaches the store within a batch: the other node lists it too (folded from
+    // the stored events), and takes the answer.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let r = http
-            .post(format!(
-                "{}/v1/flows/{asking}/answers",
-                nodes[elsewhere].url
-            ))
-            .json(&json!({"question_id": question, "text": "teal"}))
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 202 {
+        let run: Value = flow(&http, &nodes[elsewhere], &asking).await;
+        let listed = run["questions"].as_array().is_some_and(|q| {
+            q.iter()
+                .any(|q| q["id"] == question && q["inquire"] == "Which colour?")
+        });
+        if listed {
             break;
         }
-        assert_eq!(r.status(), 404, "{}", r.text().await.unwrap());
         assert!(
             Instant::now() < deadline,
-            "the other node never saw the question"
+            "the other node never showed the question: {run}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let r = http
+        .post(format!(
+            "{}/v1/flows/{asking}/answers",
+            nodes[elsewhere].url
+        ))
+        .json(&json!({"question_id": question, "text": "teal"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap());
     all_completed(
         &http,
         &nodes[elsewhere],
