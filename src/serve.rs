@@ -656,7 +656,7 @@ async fn show(
             let run = cluster::stored(&node.store, &id).await?;
             let mut out = cluster::describe_stored(&run, true);
             if run.status == "running" {
-                let view = cluster::folded(&node.store, &id).await?;
+                let (view, _) = cluster::folded(&node.store, &id).await?;
                 if !view.approvals.is_empty() {
                     out["status"] = json!("awaiting_approval");
                 }

@@ -1,8 +1,9 @@
 //! A2A (protocol 1.0, JSON-RPC binding): other agents call ours. The agent card is served
 //! at `/.well-known/agent-card.json`; `POST /a2a` takes `SendMessage`,
-//! `SendStreamingMessage`, `GetTask` and `CancelTask`. A task is a flow of this node (its id
-//! is the run id): a message without a `taskId` starts one with the message's text as the
-//! task; a message to a task waiting for input answers its open question, or decides its
+//! `SendStreamingMessage`, `GetTask` and `CancelTask`. A task is a flow (its id is the run
+//! id): a message without a `taskId` starts one with the message's text as the task (on a
+//! cluster node it is queued, `SUBMITTED`, and any node may run it); on a cluster any node
+//! answers about any task, from the store; a message to a task waiting for input answers its open question, or decides its
 //! open approval (`yes`/`approve` approves, anything else rejects with that reason). States:
 //! a flow that runs is `WORKING`, one that waits for a person `INPUT_REQUIRED` (the status
 //! message says what it asks), and its end `COMPLETED` (the summary as the `result`
@@ -17,11 +18,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use manus_actors::protocol::{Decision, FlowMode, FlowStatus};
+use futures_util::StreamExt;
+use manus_actors::protocol::{Decision, FlowEvent, FlowMode, FlowStatus};
 use serde_json::{Value, json};
 
-use super::{App, Entry, now_ms};
+use super::{ApiError, App, Entry, Numbered, cluster, now_ms};
 use crate::runtime::SubmitOptions;
+use crate::view::FlowView;
 
 /// The protocol version the card announces and the methods follow.
 const PROTOCOL_VERSION: &str = "1.0";
@@ -70,8 +73,11 @@ fn result(id: &Value, result: Value) -> Response {
 
 const TASK_NOT_FOUND: i64 = -32001;
 const TASK_NOT_CANCELABLE: i64 = -32002;
-const UNSUPPORTED: i64 = -32004;
 const INVALID_PARAMS: i64 = -32602;
+const INTERNAL: i64 = -32603;
+
+/// A failed request: its JSON-RPC code and why.
+type Refusal = (i64, String);
 
 /// `POST /a2a`: one JSON-RPC request.
 pub async fn rpc(
@@ -86,68 +92,217 @@ pub async fn rpc(
     let (Some(method), params) = (request["method"].as_str(), &request["params"]) else {
         return error(&id, -32600, "not a JSON-RPC request: it needs `method`");
     };
-    match method {
+    let answered = match method {
         "SendMessage" | "SendStreamingMessage" => {
             let streaming = method == "SendStreamingMessage";
-            let entry = match accept(&app, params, &headers).await {
-                Ok(e) => e,
-                Err((code, why)) => return error(&id, code, why),
-            };
-            if streaming {
-                return stream(entry, id).into_response();
+            match accept(&app, params, &headers).await {
+                Ok(task) if streaming => return stream(&app, task, id).into_response(),
+                Ok(mut task) => {
+                    let quick = params["configuration"]["returnImmediately"]
+                        .as_bool()
+                        .unwrap_or(false);
+                    if !quick {
+                        let mut events = follow(&app, &task);
+                        task.advance(&mut events, |v| ended(v) || waits(v)).await;
+                    }
+                    Ok(json!({"task": task.json()}))
+                }
+                Err(refused) => Err(refused),
             }
-            let quick = params["configuration"]["returnImmediately"]
-                .as_bool()
-                .unwrap_or(false);
-            if !quick {
-                settled(&entry).await;
-            }
-            result(&id, json!({"task": task(&entry)}))
         }
-        "GetTask" => match task_of(&app, params) {
-            Ok(entry) => result(&id, task(&entry)),
-            Err(why) => error(&id, TASK_NOT_FOUND, why),
+        "GetTask" => match named(params) {
+            Ok(name) => find(&app, name).await.map(|task| task.json()),
+            Err(refused) => Err(refused),
         },
-        "CancelTask" => {
-            let entry = match task_of(&app, params) {
-                Ok(e) => e,
-                Err(why) => return error(&id, TASK_NOT_FOUND, why),
-            };
-            if ended(&entry) {
-                return error(
-                    &id,
-                    TASK_NOT_CANCELABLE,
-                    format!("task `{}` has already ended", entry.id),
-                );
-            }
-            entry.control.cancel();
-            // The flow stops its steps first; answer once it has, or as it stands.
-            let _ = tokio::time::timeout(Duration::from_secs(10), until(&entry, ended)).await;
-            result(&id, task(&entry))
-        }
-        other => error(
-            &id,
+        "CancelTask" => match named(params) {
+            Ok(name) => cancel(&app, name).await,
+            Err(refused) => Err(refused),
+        },
+        other => Err((
             -32601,
             format!(
                 "no method `{other}`: this agent takes SendMessage, SendStreamingMessage, GetTask and CancelTask"
             ),
-        ),
+        )),
+    };
+    match answered {
+        Ok(value) => result(&id, value),
+        Err((code, why)) => error(&id, code, why),
     }
 }
 
-/// The task a request's `params.id` names.
-fn task_of(app: &App, params: &Value) -> Result<Arc<Entry>, String> {
-    let id = params["id"].as_str().ok_or("`params.id` names the task")?;
-    app.entry(id)
-        .map_err(|_| format!("no task `{id}` on this agent"))
+/// The task id a request's `params.id` names.
+fn named(params: &Value) -> Result<&str, Refusal> {
+    params["id"]
+        .as_str()
+        .ok_or((INVALID_PARAMS, "`params.id` names the task".into()))
+}
+
+/// A task as this node sees it now: its flow folded from the first `seen` events, and
+/// where the flow is kept (held here, or only in a cluster's store).
+struct Task {
+    id: String,
+    view: FlowView,
+    seen: u64,
+    /// Queued in a cluster's store, not yet started by any node.
+    queued: bool,
+    here: Option<Arc<Entry>>,
+}
+
+/// Task `id`: held by this node, or (on a cluster) read from the store.
+async fn find(app: &App, id: &str) -> Result<Task, Refusal> {
+    if let Ok(entry) = app.entry(id) {
+        let (view, seen) = entry
+            .state
+            .lock()
+            .map(|st| (st.view.clone(), st.events.len() as u64))
+            .map_err(|_| (INTERNAL, format!("task `{id}` cannot be read")))?;
+        return Ok(Task {
+            id: id.to_string(),
+            view,
+            seen,
+            queued: false,
+            here: Some(entry),
+        });
+    }
+    let missing = || (TASK_NOT_FOUND, format!("no task `{id}` on this agent"));
+    let Some(node) = &app.node else {
+        return Err(missing());
+    };
+    let run = match cluster::stored(&node.store, id).await {
+        Ok(run) => run,
+        Err(ApiError(StatusCode::NOT_FOUND, _)) => return Err(missing()),
+        Err(ApiError(_, why)) => return Err((INTERNAL, why)),
+    };
+    let (view, seen) = cluster::folded(&node.store, id)
+        .await
+        .map_err(|ApiError(_, why)| (INTERNAL, why))?;
+    Ok(Task {
+        id: id.to_string(),
+        view,
+        seen,
+        queued: run.status == "queued",
+        here: None,
+    })
+}
+
+/// The task's events after those it has seen, then live, to the flow's end.
+fn follow(app: &App, task: &Task) -> Numbered {
+    match (&task.here, &app.node) {
+        (Some(entry), _) => Box::pin(super::follow_entry(entry.clone(), task.seen)),
+        (None, Some(node)) => Box::pin(cluster::follow_stored(node, task.id.clone(), task.seen)),
+        (None, None) => Box::pin(futures_util::stream::empty()),
+    }
+}
+
+impl Task {
+    /// Fold one more event in.
+    fn apply(&mut self, n: u64, e: &FlowEvent) {
+        self.view.apply(e);
+        self.seen = n;
+        self.queued = false;
+    }
+
+    /// Fold `events` in until `done` holds (or they end).
+    async fn advance(&mut self, events: &mut Numbered, done: fn(&FlowView) -> bool) {
+        while !done(&self.view) {
+            let Some((n, e)) = events.next().await else {
+                return;
+            };
+            self.apply(n, &e);
+        }
+    }
+
+    /// The task's state, and what its status message says.
+    fn status(&self) -> Value {
+        let v = &self.view;
+        let (state, said) = match &v.outcome {
+            Some(o) => (
+                match o.status {
+                    FlowStatus::Completed => "TASK_STATE_COMPLETED",
+                    FlowStatus::Cancelled => "TASK_STATE_CANCELED",
+                    _ => "TASK_STATE_FAILED",
+                },
+                Some(if o.summary.is_empty() {
+                    o.reason.clone()
+                } else {
+                    o.summary.clone()
+                }),
+            ),
+            None if self.queued => ("TASK_STATE_SUBMITTED", None),
+            None => {
+                if let Some(q) = v.questions.values().next() {
+                    ("TASK_STATE_INPUT_REQUIRED", Some(q.inquire.clone()))
+                } else if let Some(a) = v.approvals.values().next() {
+                    (
+                        "TASK_STATE_INPUT_REQUIRED",
+                        Some(format!(
+                            "May {} call {} with {}? ({}) Answer yes to approve, or say why not.",
+                            a.agent, a.tool, a.arguments, a.why
+                        )),
+                    )
+                } else {
+                    ("TASK_STATE_WORKING", None)
+                }
+            }
+        };
+        let mut status = json!({"state": state});
+        if let Some(text) = said {
+            status["message"] = agent_message(&self.id, &text);
+        }
+        status
+    }
+
+    /// The result artifacts: the summary of a completed flow.
+    fn artifacts(&self) -> Option<Value> {
+        let o = self.view.outcome.as_ref()?;
+        (o.status == FlowStatus::Completed).then(
+            || json!([{"artifactId": "result", "name": "result", "parts": [{"text": o.summary}]}]),
+        )
+    }
+
+    /// The task as A2A shows it.
+    fn json(&self) -> Value {
+        let mut task = json!({"id": self.id, "contextId": self.id, "status": self.status()});
+        if let Some(artifacts) = self.artifacts() {
+            task["artifacts"] = artifacts;
+        }
+        task
+    }
+}
+
+fn ended(v: &FlowView) -> bool {
+    v.outcome.is_some()
+}
+
+fn waits(v: &FlowView) -> bool {
+    v.outcome.is_none() && (!v.questions.is_empty() || !v.approvals.is_empty())
+}
+
+/// `CancelTask`: the flow stops its steps first; the answer comes once it has (or, after
+/// ten seconds, as it stands).
+async fn cancel(app: &App, id: &str) -> Result<Value, Refusal> {
+    let mut task = find(app, id).await?;
+    if ended(&task.view) {
+        return Err((
+            TASK_NOT_CANCELABLE,
+            format!("task `{id}` has already ended"),
+        ));
+    }
+    match (&task.here, &app.node) {
+        (Some(entry), _) => entry.control.cancel(),
+        (None, Some(node)) => cluster::cancel_elsewhere(&node.store, id)
+            .await
+            .map_err(|ApiError(_, why)| (TASK_NOT_CANCELABLE, why))?,
+        (None, None) => return Err((TASK_NOT_FOUND, format!("no task `{id}` on this agent"))),
+    }
+    let mut events = follow(app, &task);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task.advance(&mut events, ended)).await;
+    Ok(task.json())
 }
 
 /// Start a flow for a new message, or hand a message to the task it names.
-async fn accept(
-    app: &Arc<App>,
-    params: &Value,
-    headers: &HeaderMap,
-) -> Result<Arc<Entry>, (i64, String)> {
+async fn accept(app: &Arc<App>, params: &Value, headers: &HeaderMap) -> Result<Task, Refusal> {
     let message = &params["message"];
     let text: String = message["parts"]
         .as_array()
@@ -165,113 +320,107 @@ async fn accept(
             "the message has no text part: say what to do".into(),
         ));
     }
-    if let Some(task) = message["taskId"].as_str() {
-        let entry = app
-            .entry(task)
-            .map_err(|_| (TASK_NOT_FOUND, format!("no task `{task}` on this agent")))?;
-        return reply_to(&entry, text, headers).map(|()| entry);
-    }
-    if app.node.is_some() {
-        return Err((
-            UNSUPPORTED,
-            "on a cluster node, A2A tasks are not taken yet: submit with POST /v1/flows".into(),
-        ));
+    if let Some(id) = message["taskId"].as_str() {
+        let mut task = find(app, id).await?;
+        reply_to(app, &mut task, text, headers).await?;
+        return Ok(task);
     }
     let runtime = app.runtime.read().await;
     let runtime = runtime
         .as_ref()
-        .ok_or((-32603, "the service is shutting down".to_string()))?;
-    let handle = runtime
-        .submit(
-            &text,
-            SubmitOptions {
-                mode: FlowMode::Plan,
-                deltas: false,
-            },
-        )
-        .await
-        .map_err(|e| (-32603, e.to_string()))?;
-    let id = app.track(handle);
-    app.entry(&id)
-        .map_err(|_| (-32603, "the flow ended before it could be followed".into()))
+        .ok_or((INTERNAL, "the service is shutting down".to_string()))?;
+    let id = if app.node.is_some() {
+        // Durable once queued; whichever node has room runs it.
+        runtime
+            .enqueue(&text, FlowMode::Plan)
+            .await
+            .map_err(|e| (INTERNAL, e.to_string()))?
+    } else {
+        let handle = runtime
+            .submit(
+                &text,
+                SubmitOptions {
+                    mode: FlowMode::Plan,
+                    deltas: false,
+                },
+            )
+            .await
+            .map_err(|e| (INTERNAL, e.to_string()))?;
+        app.track(handle)
+    };
+    find(app, &id).await
 }
 
 /// A person's words for a task waiting for input: the answer to its open question, or the
-/// decision on its open approval.
-fn reply_to(entry: &Entry, text: String, headers: &HeaderMap) -> Result<(), (i64, String)> {
-    let (question, approval) = match entry.state.lock() {
-        Ok(mut st) => {
-            let q = st.view.questions.keys().next().copied();
-            if let Some(q) = q {
-                st.view.questions.remove(&q);
-                (Some(q), None)
-            } else {
-                let a = st.view.approvals.keys().next().copied();
-                if let Some(a) = a {
-                    st.view.approvals.remove(&a);
-                }
-                (None, a)
-            }
-        }
-        Err(_) => (None, None),
+/// decision on its open approval. Either is closed in `task`'s view at once.
+async fn reply_to(
+    app: &App,
+    task: &mut Task,
+    text: String,
+    headers: &HeaderMap,
+) -> Result<(), Refusal> {
+    let not_waiting = || {
+        (
+            INVALID_PARAMS,
+            format!("task `{}` is not waiting for input", task.id),
+        )
     };
-    match (question, approval) {
-        (Some(q), _) => entry.control.answer(q, text),
-        (None, Some(a)) => {
-            let word = text.trim().to_ascii_lowercase();
-            let approve = matches!(word.as_str(), "yes" | "y" | "approve" | "approved" | "ok");
-            entry.control.decide(
-                a,
-                Decision::now(
-                    approve,
-                    None,
-                    (!approve).then_some(text),
-                    super::decider(headers),
-                ),
-            );
-        }
-        (None, None) => {
-            return Err((
-                INVALID_PARAMS,
-                format!("task `{}` is not waiting for input", entry.id),
-            ));
-        }
+    if ended(&task.view) {
+        return Err(not_waiting());
     }
+    let question = task.view.questions.keys().next().copied();
+    let approval = task.view.approvals.keys().next().copied();
+    let decision = || {
+        let word = text.trim().to_ascii_lowercase();
+        let approve = matches!(word.as_str(), "yes" | "y" | "approve" | "approved" | "ok");
+        Decision::now(
+            approve,
+            None,
+            (!approve).then(|| text.clone()),
+            super::decider(headers),
+        )
+    };
+    let refused = |ApiError(_, why)| (INVALID_PARAMS, why);
+    match (question, approval, &task.here, &app.node) {
+        (None, None, _, _) => return Err(not_waiting()),
+        (Some(q), _, Some(entry), _) => {
+            // Closed in the flow's table first, so no one answers it twice.
+            let open = entry
+                .state
+                .lock()
+                .is_ok_and(|mut st| st.view.questions.remove(&q).is_some());
+            if !open {
+                return Err(not_waiting());
+            }
+            entry.control.answer(q, text.clone());
+        }
+        (None, Some(a), Some(entry), _) => {
+            let open = entry
+                .state
+                .lock()
+                .is_ok_and(|mut st| st.view.approvals.remove(&a).is_some());
+            if !open {
+                return Err(not_waiting());
+            }
+            entry.control.decide(a, decision());
+        }
+        (Some(q), _, None, Some(node)) => {
+            cluster::answer_elsewhere(&node.store, &task.id, q, text.clone())
+                .await
+                .map_err(refused)?
+        }
+        (None, Some(a), None, Some(node)) => {
+            cluster::decide_elsewhere(&node.store, &task.id, a, decision())
+                .await
+                .map_err(refused)?
+        }
+        (_, _, None, None) => return Err(not_waiting()),
+    }
+    match question {
+        Some(q) => task.view.questions.remove(&q).map(|_| ()),
+        None => approval.and_then(|a| task.view.approvals.remove(&a).map(|_| ())),
+    };
     Ok(())
-}
-
-fn ended(entry: &Entry) -> bool {
-    entry
-        .state
-        .lock()
-        .map(|s| s.view.outcome.is_some())
-        .unwrap_or(true)
-}
-
-fn waits(entry: &Entry) -> bool {
-    entry
-        .state
-        .lock()
-        .map(|s| {
-            s.view.outcome.is_none()
-                && (!s.view.questions.is_empty() || !s.view.approvals.is_empty())
-        })
-        .unwrap_or(false)
-}
-
-/// Until `done` holds for the task (checked at each of its events).
-async fn until(entry: &Entry, done: fn(&Entry) -> bool) {
-    let mut logged = entry.logged.subscribe();
-    while !done(entry) {
-        if logged.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Until the task ends or waits for input.
-async fn settled(entry: &Entry) {
-    until(entry, |e| ended(e) || waits(e)).await
 }
 
 fn agent_message(task: &str, text: &str) -> Value {
@@ -284,137 +433,45 @@ fn agent_message(task: &str, text: &str) -> Value {
     })
 }
 
-/// The task's state, and what its status message says.
-fn status(entry: &Entry) -> Value {
-    let Ok(st) = entry.state.lock() else {
-        return json!({"state": "TASK_STATE_FAILED"});
-    };
-    let v = &st.view;
-    let (state, said) = match &v.outcome {
-        Some(o) => (
-            match o.status {
-                FlowStatus::Completed => "TASK_STATE_COMPLETED",
-                FlowStatus::Cancelled => "TASK_STATE_CANCELED",
-                _ => "TASK_STATE_FAILED",
-            },
-            Some(if o.summary.is_empty() {
-                o.reason.clone()
-            } else {
-                o.summary.clone()
-            }),
-        ),
-        None => {
-            if let Some(q) = v.questions.values().next() {
-                ("TASK_STATE_INPUT_REQUIRED", Some(q.inquire.clone()))
-            } else if let Some(a) = v.approvals.values().next() {
-                (
-                    "TASK_STATE_INPUT_REQUIRED",
-                    Some(format!(
-                        "May {} call {} with {}? ({}) Answer yes to approve, or say why not.",
-                        a.agent, a.tool, a.arguments, a.why
-                    )),
-                )
-            } else {
-                ("TASK_STATE_WORKING", None)
-            }
-        }
-    };
-    let mut status = json!({"state": state});
-    if let Some(text) = said {
-        status["message"] = agent_message(&entry.id, &text);
-    }
-    status
-}
-
-/// The task as A2A shows it.
-fn task(entry: &Entry) -> Value {
-    let mut task = json!({"id": entry.id, "contextId": entry.id, "status": status(entry)});
-    let summary = entry.state.lock().ok().and_then(|st| {
-        st.view
-            .outcome
-            .as_ref()
-            .filter(|o| o.status == FlowStatus::Completed)
-            .map(|o| o.summary.clone())
-    });
-    if let Some(summary) = summary {
-        task["artifacts"] =
-            json!([{"artifactId": "result", "name": "result", "parts": [{"text": summary}]}]);
-    }
-    task
-}
-
-/// `SendStreamingMessage`: the task, then a status update at each change of state (and
-/// with each finished thought of an agent while it works), until it ends or waits for
-/// input.
-fn stream(entry: Arc<Entry>, id: Value) -> impl IntoResponse {
+/// `SendStreamingMessage`: the task, then a status update with each finished thought of an
+/// agent while it works, until it ends (its artifacts and last status) or waits for input.
+fn stream(app: &App, task: Task, id: Value) -> impl IntoResponse + use<> {
     let frame =
-        move |id: &Value, result: Value| -> Result<Event, std::convert::Infallible> {
+        |id: &Value, result: Value| -> Result<Event, std::convert::Infallible> {
             Ok(Event::default()
                 .data(json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()))
         };
-    let first = frame(&id, json!({"task": task(&entry)}));
-    let logged = entry.logged.subscribe();
-    let seen = entry.state.lock().map(|s| s.events.len()).unwrap_or(0);
+    let first = frame(&id, json!({"task": task.json()}));
+    let events = follow(app, &task);
     let updates = futures_util::stream::unfold(
-        (entry, id, logged, seen, false),
-        move |(entry, id, mut logged, mut seen, done)| async move {
+        (task, events, id, false),
+        move |(mut task, mut events, id, done)| async move {
             if done {
                 return None;
             }
-            loop {
-                if ended(&entry) || waits(&entry) {
-                    let mut out = vec![];
-                    if let Some(artifacts) = task(&entry).get("artifacts").cloned() {
-                        for artifact in artifacts.as_array().into_iter().flatten() {
-                            out.push(frame(&id, json!({"artifactUpdate": {"taskId": entry.id, "contextId": entry.id, "artifact": artifact}})));
-                        }
-                    }
-                    out.push(frame(&id, json!({"statusUpdate": {"taskId": entry.id, "contextId": entry.id, "status": status(&entry)}})));
-                    return Some((
-                        futures_util::stream::iter(out),
-                        (entry, id, logged, seen, true),
-                    ));
+            let tid = task.id.clone();
+            if ended(&task.view) || waits(&task.view) {
+                let mut out = vec![];
+                for artifact in task.artifacts().iter().flat_map(|a| a.as_array()).flatten() {
+                    out.push(frame(&id, json!({"artifactUpdate": {"taskId": tid, "contextId": tid, "artifact": artifact}})));
                 }
-                // What the agents said since, as working updates.
-                let said: Vec<String> = entry
-                    .state
-                    .lock()
-                    .map(|st| {
-                        st.events[seen.min(st.events.len())..]
-                            .iter()
-                            .filter_map(|e| match e {
-                                manus_actors::protocol::FlowEvent::Thought { text, .. }
-                                    if !text.trim().is_empty() =>
-                                {
-                                    Some(text.clone())
-                                }
-                                _ => None,
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                seen = entry.state.lock().map(|st| st.events.len()).unwrap_or(seen);
-                if !said.is_empty() {
-                    let out: Vec<_> = said
-                        .iter()
-                        .map(|text| {
-                            frame(&id, json!({"statusUpdate": {"taskId": entry.id, "contextId": entry.id,
-                                "status": {"state": "TASK_STATE_WORKING", "message": agent_message(&entry.id, text)}}}))
-                        })
-                        .collect();
-                    return Some((
-                        futures_util::stream::iter(out),
-                        (entry, id, logged, seen, false),
-                    ));
-                }
-                if logged.changed().await.is_err() {
-                    return None;
-                }
+                out.push(frame(&id, json!({"statusUpdate": {"taskId": tid, "contextId": tid, "status": task.status()}})));
+                return Some((out, (task, events, id, true)));
             }
+            let (n, e) = events.next().await?;
+            task.apply(n, &e);
+            let mut out = vec![];
+            if let FlowEvent::Thought { text, .. } = &e
+                && !text.trim().is_empty()
+            {
+                out.push(frame(&id, json!({"statusUpdate": {"taskId": tid, "contextId": tid,
+                    "status": {"state": "TASK_STATE_WORKING", "message": agent_message(&tid, text)}}})));
+            }
+            Some((out, (task, events, id, false)))
         },
     );
-    use futures_util::StreamExt;
-    let all = futures_util::stream::iter([first]).chain(updates.flatten());
+    let all =
+        futures_util::stream::iter([first]).chain(updates.flat_map(futures_util::stream::iter));
     (
         StatusCode::OK,
         [(header::CACHE_CONTROL, "no-cache")],

@@ -208,17 +208,17 @@ async fn running_view(store: &RunStore, id: &str) -> Result<crate::view::FlowVie
             format!("flow `{id}` is {}, not running", run.status),
         ));
     }
-    folded(store, id).await
+    Ok(folded(store, id).await?.0)
 }
 
-/// Run `id` folded from its stored events, whichever node runs it.
-pub async fn folded(store: &RunStore, id: &str) -> Result<crate::view::FlowView, ApiError> {
+/// Run `id` folded from its stored events, whichever node runs it, and how many there were.
+pub async fn folded(store: &RunStore, id: &str) -> Result<(crate::view::FlowView, u64), ApiError> {
     let events = store.events(id).await.map_err(unavailable)?;
     let mut view = crate::view::FlowView::default();
     for e in &events {
         view.apply(&e.event);
     }
-    Ok(view)
+    Ok((view, events.len() as u64))
 }
 
 fn unavailable(e: crate::store::StoreError) -> ApiError {

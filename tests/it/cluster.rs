@@ -3,7 +3,7 @@
 //! complete, spread over the nodes; a node SIGKILLed mid-run has its flows finished by the
 //! others, no completed step run again; a node paused (SIGSTOP) past its lease and then let
 //! go on writes nothing to the runs taken from it; any node streams any run's events in
-//! order.
+//! order, and takes its answers, approvals and cancels, over the JSON API and over A2A.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::cluster::{Node, any_flow, cluster, flow, owner_of, submit};
-use crate::support::llm_server::{Reply, Request, ScriptedLlm};
+use crate::support::llm_server::{Reply, Request, Responder, ScriptedLlm};
 use crate::support::scenario::{Scratch, postgres_database};
 
 /// The test server's fresh database, a scripted model answering `any_flow(secs)`, and `n`
@@ -245,21 +245,25 @@ async fn a_node_paused_past_its_lease_writes_nothing() {
     );
 }
 
-/// The node that does not run a flow takes its answers and cancels (and approvals) and
-/// the node that runs it carries them out, through the store, within a second or so.
-#[tokio::test(flavor = "multi_thread")]
-async fn answers_and_cancels_reach_the_node_running_the_flow() {
-    let Some((server, _dir, nodes, http)) = started("cluster-commands", 2, 5, 0.0).await else {
-        return;
-    };
-    server.set_responder(Some(Arc::new(|r: &Request| {
+/// A model for steering: a one-step plan whose step asks "Which colour?" when the task
+/// says colour (then ends saying the answer), or else waits a minute in `bash`.
+fn steering() -> Responder {
+    Arc::new(|r: &Request| {
         let body = r.json();
         let tools: Vec<&str> = body["tools"]
             .as_array()
-            .map(|t| t.iter().filter_map(|t| t["function"]["name"].as_str()).collect())
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["function"]["name"].as_str())
+                    .collect()
+            })
             .unwrap_or_default();
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        let task = messages.iter().find(|m| m["role"] == "user").map(|m| m["content"].to_string()).unwrap_or_default();
+        let task = messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default();
         if tools.contains(&"planning") {
             return Some(Reply::tool(
                 "planning",
@@ -275,12 +279,24 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
             .map(|m| m["content"].to_string())
             .collect();
         Some(match results.last() {
-            None if task.contains("colour") => Reply::tool("ask_human", json!({"inquire": "Which colour?"})),
+            None if task.contains("colour") => {
+                Reply::tool("ask_human", json!({"inquire": "Which colour?"}))
+            }
             None => Reply::tool("bash", json!({"command": "sleep 60"})),
             Some(answer) => Reply::tool("terminate", json!({"status": "success"}))
                 .with_text(&format!("the person said {answer}")),
         })
-    })));
+    })
+}
+
+/// The node that does not run a flow takes its answers and cancels (and approvals) and
+/// the node that runs it carries them out, through the store, within a second or so.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_and_cancels_reach_the_node_running_the_flow() {
+    let Some((server, _dir, nodes, http)) = started("cluster-commands", 2, 5, 0.0).await else {
+        return;
+    };
+    server.set_responder(Some(steering()));
     let asking = submit(&http, &nodes[0], "ask for a colour").await;
     let slow = submit(&http, &nodes[0], "wait a long time").await;
     // Where each runs, once it runs.
@@ -447,4 +463,158 @@ async fn sigterm_drains_a_node_and_hands_its_flows_back() {
         .unwrap();
     let first = text.lines().find_map(|l| l.strip_prefix("id: "));
     assert_eq!(first, Some("4"), "{text}");
+}
+
+/// One A2A JSON-RPC call to `node`; the `result` (the test fails on an `error`).
+async fn a2a(http: &reqwest::Client, node: &Node, method: &str, params: Value) -> Value {
+    let answer: Value = http
+        .post(format!("{}/a2a", node.url))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(answer["error"].is_null(), "{method}: {answer}");
+    answer["result"].clone()
+}
+
+fn a2a_message(text: &str, task: Option<&str>) -> Value {
+    let mut m =
+        json!({"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(t) = task {
+        m["taskId"] = json!(t);
+    }
+    m
+}
+
+/// A2A on a cluster: the official SDK's client runs a task through one node (queued, run
+/// by whichever node has room, its question answered); and any node takes a task's answer,
+/// shows it and cancels it when another node runs it, through the store.
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_tasks_run_on_any_node_and_are_steered_from_any_node() {
+    let Some((server, _dir, nodes, http)) = started("cluster-a2a", 2, 5, 0.0).await else {
+        return;
+    };
+    server.set_responder(Some(steering()));
+    let python = std::env::var("MANUS_TEST_MCP_PYTHON").unwrap_or_else(|_| {
+        panic!("MANUS_TEST_MCP_PYTHON is not set: run the suite with scripts/test.sh, which installs the A2A SDK")
+    });
+    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_client.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(&client)
+        .arg(&nodes[0].url)
+        .args(["--timeout", "60", "--text", "pick a colour", "--stream"])
+        .args(["--answer", "teal"])
+        .output()
+        .await
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}\n{stderr}");
+    assert!(
+        lines.iter().any(|l| l["state"] == "input-required"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().unwrap()["final_state"],
+        "completed",
+        "{lines:?}"
+    );
+
+    // A task started on one node, steered through the node that does not run it.
+    let started = a2a(
+        &http,
+        &nodes[0],
+        "SendMessage",
+        json!({"message": a2a_message("choose a colour", None),
+               "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    let task = started["task"]["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (asked, elsewhere) = loop {
+        let shown = a2a(&http, &nodes[0], "GetTask", json!({"id": task})).await;
+        let run = flow(&http, &nodes[0], &task).await;
+        if shown["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            && let Some(owner) = owner_of(&nodes, &run)
+        {
+            break (shown, 1 - owner);
+        }
+        assert!(Instant::now() < deadline, "never asked: {shown}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        asked["status"]["message"]["parts"][0]["text"],
+        "Which colour?"
+    );
+    // The question's event reaches the store within a batch; then the other node shows it.
+    let other = &nodes[elsewhere];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown = a2a(&http, other, "GetTask", json!({"id": task})).await;
+        if shown["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not shown elsewhere: {shown}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let done = a2a(
+        &http,
+        other,
+        "SendMessage",
+        json!({"message": a2a_message("ochre", Some(&task))}),
+    )
+    .await;
+    assert_eq!(
+        done["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    // The answer reached the agent: its step's notes say what the person said.
+    let run = flow(&http, other, &task).await;
+    assert!(
+        run["plan"]["steps"][0]["notes"]
+            .as_str()
+            .unwrap()
+            .contains("ochre"),
+        "{run}"
+    );
+    let shown = a2a(&http, other, "GetTask", json!({"id": task})).await;
+    assert_eq!(shown["artifacts"][0]["name"], "result", "{shown}");
+
+    // Cancelled through the node that does not run it.
+    let started = a2a(
+        &http,
+        &nodes[0],
+        "SendMessage",
+        json!({"message": a2a_message("wait a long time", None),
+               "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    assert!(
+        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"]
+            .contains(&started["task"]["status"]["state"].as_str().unwrap()),
+        "{started}"
+    );
+    let slow = started["task"]["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let elsewhere = loop {
+        let run = flow(&http, &nodes[0], &slow).await;
+        if run["status"] == "running"
+            && let Some(owner) = owner_of(&nodes, &run)
+        {
+            break 1 - owner;
+        }
+        assert!(Instant::now() < deadline, "never ran: {run}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let cancelled = a2a(&http, &nodes[elsewhere], "CancelTask", json!({"id": slow})).await;
+    assert_eq!(
+        cancelled["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
 }
