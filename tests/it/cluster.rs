@@ -245,6 +245,21 @@ async fn a_node_paused_past_its_lease_writes_nothing() {
     );
 }
 
+/// The node (by index) that runs flow `id`, once one does.
+async fn running_on(http: &reqwest::Client, nodes: &[Node], id: &str) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let run: Value = flow(http, &nodes[0], id).await;
+        if run["status"] == "running"
+            && let Some(n) = owner_of(nodes, &run)
+        {
+            return n;
+        }
+        assert!(Instant::now() < deadline, "{id} never ran: {run}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A model for steering: a one-step plan whose step asks "Which colour?" when the task
 /// says colour (then ends saying the answer), or else waits a minute in `bash`.
 fn steering() -> Responder {
@@ -300,23 +315,7 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
     let asking = submit(&http, &nodes[0], "ask for a colour").await;
     let slow = submit(&http, &nodes[0], "wait a long time").await;
     // Where each runs, once it runs.
-    let owner = |id: String| {
-        let (http, nodes) = (&http, &nodes);
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                let run: Value = flow(http, &nodes[0], &id).await;
-                if run["status"] == "running"
-                    && let Some(n) = owner_of(nodes, &run)
-                {
-                    return n;
-                }
-                assert!(Instant::now() < deadline, "{id} never ran: {run}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
-    let running = owner(asking.clone()).await;
+    let running = running_on(&http, &nodes, &asking).await;
     let elsewhere = 1 - running;
     // The question, as the node running the flow shows it; the other node answers it.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -375,7 +374,7 @@ async fn answers_and_cancels_reach_the_node_running_the_flow() {
         "{run}"
     );
 
-    let elsewhere = 1 - owner(slow.clone()).await;
+    let elsewhere = 1 - running_on(&http, &nodes, &slow).await;
     let sent = Instant::now();
     let r = http
         .delete(format!("{}/v1/flows/{slow}", nodes[elsewhere].url))
@@ -489,6 +488,23 @@ fn a2a_message(text: &str, task: Option<&str>) -> Value {
     m
 }
 
+/// `SendMessage` of a new task to `node`, answered at once: the task's id (it is queued).
+async fn a2a_start(http: &reqwest::Client, node: &Node, text: &str) -> String {
+    let started = a2a(
+        http,
+        node,
+        "SendMessage",
+        json!({"message": a2a_message(text, None), "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    assert!(
+        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"]
+            .contains(&started["task"]["status"]["state"].as_str().unwrap()),
+        "{started}"
+    );
+    started["task"]["id"].as_str().unwrap().to_string()
+}
+
 /// A2A on a cluster: the official SDK's client runs a task through one node (queued, run
 /// by whichever node has room, its question answered); and any node takes a task's answer,
 /// shows it and cancels it when another node runs it, through the store.
@@ -526,38 +542,18 @@ async fn a2a_tasks_run_on_any_node_and_are_steered_from_any_node() {
         "{lines:?}"
     );
 
-    // A task started on one node, steered through the node that does not run it.
-    let started = a2a(
-        &http,
-        &nodes[0],
-        "SendMessage",
-        json!({"message": a2a_message("choose a colour", None),
-               "configuration": {"returnImmediately": true}}),
-    )
-    .await;
-    let task = started["task"]["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (asked, elsewhere) = loop {
-        let shown = a2a(&http, &nodes[0], "GetTask", json!({"id": task})).await;
-        let run = flow(&http, &nodes[0], &task).await;
-        if shown["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-            && let Some(owner) = owner_of(&nodes, &run)
-        {
-            break (shown, 1 - owner);
-        }
-        assert!(Instant::now() < deadline, "never asked: {shown}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert_eq!(
-        asked["status"]["message"]["parts"][0]["text"],
-        "Which colour?"
-    );
-    // The question's event reaches the store within a batch; then the other node shows it.
-    let other = &nodes[elsewhere];
+    // A task started on one node, steered through the node that does not run it; the
+    // question's event reaches the store within a batch, then that node shows it.
+    let task = a2a_start(&http, &nodes[0], "choose a colour").await;
+    let other = &nodes[1 - running_on(&http, &nodes, &task).await];
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let shown = a2a(&http, other, "GetTask", json!({"id": task})).await;
         if shown["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+            assert_eq!(
+                shown["status"]["message"]["parts"][0]["text"],
+                "Which colour?"
+            );
             break;
         }
         assert!(Instant::now() < deadline, "not shown elsewhere: {shown}");
@@ -587,31 +583,8 @@ async fn a2a_tasks_run_on_any_node_and_are_steered_from_any_node() {
     assert_eq!(shown["artifacts"][0]["name"], "result", "{shown}");
 
     // Cancelled through the node that does not run it.
-    let started = a2a(
-        &http,
-        &nodes[0],
-        "SendMessage",
-        json!({"message": a2a_message("wait a long time", None),
-               "configuration": {"returnImmediately": true}}),
-    )
-    .await;
-    assert!(
-        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"]
-            .contains(&started["task"]["status"]["state"].as_str().unwrap()),
-        "{started}"
-    );
-    let slow = started["task"]["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let elsewhere = loop {
-        let run = flow(&http, &nodes[0], &slow).await;
-        if run["status"] == "running"
-            && let Some(owner) = owner_of(&nodes, &run)
-        {
-            break 1 - owner;
-        }
-        assert!(Instant::now() < deadline, "never ran: {run}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let slow = a2a_start(&http, &nodes[0], "wait a long time").await;
+    let elsewhere = 1 - running_on(&http, &nodes, &slow).await;
     let cancelled = a2a(&http, &nodes[elsewhere], "CancelTask", json!({"id": slow})).await;
     assert_eq!(
         cancelled["status"]["state"], "TASK_STATE_CANCELED",
