@@ -654,6 +654,14 @@ impl Runtime {
                 paused,
                 plan_signoff,
                 next_approval: crate::approvals::next_id(&events),
+                next_question: events
+                    .iter()
+                    .filter_map(|e| match e.event {
+                        FlowEvent::Question { id, .. } => Some(id + 1),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(1),
             }),
             deltas: false,
             seq,

@@ -88,6 +88,9 @@ impl FlowView {
             FlowEvent::Resumed { plan, usage, .. } => {
                 self.plan = plan.clone();
                 self.usage = *usage;
+                // An interrupted `ask_human` never finishes: its step starts over and asks
+                // again, under a new number.
+                self.questions.clear();
             }
             FlowEvent::StepStarted {
                 step,

@@ -85,6 +85,20 @@ pub async fn rpc(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    // A web page can post `text/plain` to any address without asking first: only JSON is
+    // taken, so a page the user visits cannot start a flow on a service without tokens.
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+    if !json_body {
+        return ApiError(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "A2A requests are JSON-RPC: send them as `Content-Type: application/json`".into(),
+        )
+        .into_response();
+    }
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return error(&Value::Null, -32700, "the body is not JSON");
     };
@@ -458,7 +472,15 @@ fn stream(app: &App, task: Task, id: Value) -> impl IntoResponse + use<> {
                 out.push(frame(&id, json!({"statusUpdate": {"taskId": tid, "contextId": tid, "status": task.status()}})));
                 return Some((out, (task, events, id, true)));
             }
-            let (n, e) = events.next().await?;
+            let Some((n, e)) = events.next().await else {
+                // The events could not be followed further (the store failed): the task
+                // as it stands is the last word.
+                let last = frame(
+                    &id,
+                    json!({"statusUpdate": {"taskId": tid, "contextId": tid, "status": task.status()}}),
+                );
+                return Some((vec![last], (task, events, id, true)));
+            };
             task.apply(n, &e);
             let mut out = vec![];
             if let FlowEvent::Thought { text, .. } = &e

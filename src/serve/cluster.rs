@@ -218,7 +218,8 @@ pub async fn folded(store: &RunStore, id: &str) -> Result<(crate::view::FlowView
     for e in &events {
         view.apply(&e.event);
     }
-    Ok((view, events.len() as u64))
+    // Numbered as `follow_stored` numbers them (a lost batch leaves a gap).
+    Ok((view, events.last().map_or(0, |e| e.seq + 1)))
 }
 
 fn unavailable(e: crate::store::StoreError) -> ApiError {
@@ -245,13 +246,25 @@ pub async fn answer_elsewhere(
         ));
     }
     let command = crate::store::cluster::Command::Answer { question_id, text };
-    store.send(id, command).await.map_err(unavailable)?;
+    if !store.send(id, command).await.map_err(unavailable)? {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("question {question_id} of flow `{id}` has already been answered"),
+        ));
+    }
     Ok(())
 }
 
-/// A cancel of a flow another node runs, through the store.
+/// A cancel of a flow another node runs, or of one still queued (the node that takes it
+/// is handed the cancel as it starts), through the store.
 pub async fn cancel_elsewhere(store: &RunStore, id: &str) -> Result<(), ApiError> {
-    running_view(store, id).await?;
+    let run = stored(store, id).await?;
+    if run.status != "running" && run.status != "queued" {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("flow `{id}` is {}, not running", run.status),
+        ));
+    }
     let command = crate::store::cluster::Command::Cancel;
     store.send(id, command).await.map_err(unavailable)?;
     Ok(())
@@ -274,9 +287,15 @@ pub async fn decide_elsewhere(
             format!("flow `{id}` has no undecided approval request {approval_id}"),
         ));
     }
-    store
+    if !store
         .decide(id, approval_id, decision)
         .await
-        .map_err(unavailable)?;
+        .map_err(unavailable)?
+    {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("approval request {approval_id} of flow `{id}` has already been decided"),
+        ));
+    }
     Ok(())
 }

@@ -352,6 +352,73 @@ async fn bad_requests_get_clear_errors() {
 
 /// Issue 8: the service is killed with SIGKILL after step 2 of 4 and started again; it
 /// resumes the run on start (the same id) at step 3, and nothing before the kill is redone.
+/// A flow that was asking a question when its service died asks again when resumed, under
+/// a new number above the first: the open question is the new one only, and an answer
+/// recorded for the old number (a cluster keeps answers by number) cannot be taken for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_flow_asks_again_under_a_new_number() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] ask which colour"]),
+        Reply::tool("ask_human", json!({"inquire": "Which colour?"})),
+    ]);
+    let dir = Scratch::new("serve-resume-question");
+    let text = config(&server, &dir, &[]);
+    let mut svc = Service::start(&dir, &text).await;
+    let id = svc.submit("Ask which colour.").await;
+    let db = dir.workspace().with_file_name("runs.db");
+    let store = RunStore::open(&StoreUrl::Sqlite(db)).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let asked = store
+                .events(&id)
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e.event, manus_rt::FlowEvent::Question { id: 1, .. }));
+            if asked {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the store records question 1");
+    store.close().await;
+    svc.kill().await;
+
+    server.push_all([
+        Reply::tool("ask_human", json!({"inquire": "Which colour, again?"})),
+        done("the colour is teal"),
+        Reply::text("Teal it is."),
+    ]);
+    let again = Service::start(&dir, &text).await;
+    let open = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let (_, flow) = again.get(&format!("/v1/flows/{id}")).await;
+            if flow["questions"].as_array().is_some_and(|q| !q.is_empty()) {
+                return flow["questions"].clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the resumed flow asks again");
+    assert_eq!(open.as_array().unwrap().len(), 1, "{open}");
+    assert_eq!(open[0]["id"], 2, "{open}");
+    assert_eq!(open[0]["inquire"], "Which colour, again?");
+    let r = again
+        .http
+        .post(again.url(&format!("/v1/flows/{id}/answers")))
+        .json(&json!({"question_id": 2, "text": "teal"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let events = again.events(&id, None, |_, _| false).await;
+    assert_eq!(events.last().unwrap().2["outcome"]["status"], "completed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_service_resumes_its_flow_on_restart() {
     let server = ScriptedLlm::start().await;
@@ -1016,6 +1083,35 @@ async fn a2a_clients_of_the_official_sdk_run_answer_and_cancel_tasks() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    // Only JSON is taken: a web page may post `text/plain` anywhere without asking first.
+    let r = svc
+        .http
+        .post(svc.url("/a2a"))
+        .bearer_auth("a2a-secret")
+        .header("content-type", "text/plain")
+        .body(r#"{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "rm -rf ~"}]}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    let flows: Value = svc
+        .http
+        .get(svc.url("/v1/flows"))
+        .bearer_auth("a2a-secret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        flows["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["task"] != "rm -rf ~"),
+        "{flows}"
+    );
 }
 
 /// The console's files are compiled in and answered without a token (they hold no data)

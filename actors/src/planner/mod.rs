@@ -197,7 +197,7 @@ impl Actor for Planner {
             plan_signoff: None,
             approval_deadlines: HashMap::new(),
             next_approval: before.next_approval.max(1),
-            next_question: 1,
+            next_question: before.next_question.max(1),
             started: Instant::now()
                 .checked_sub(before.elapsed)
                 .unwrap_or_else(Instant::now),

@@ -103,6 +103,9 @@ pub struct Resume {
     pub plan_signoff: Option<(u64, Option<crate::protocol::Decision>)>,
     /// The number the flow's next approval request gets: above every one it made before.
     pub next_approval: u64,
+    /// The number the flow's next question gets: above every one it asked before, so an
+    /// answer recorded for an earlier question is never taken for a new one.
+    pub next_question: u64,
 }
 
 /// A step stopped before a tool call that needs approval, as the planner keeps it until a
