@@ -347,7 +347,12 @@ async fn a_person_logs_in_starts_a_run_approves_a_call_and_sees_the_chart() {
         "{card}"
     );
     let whole = b
-        .js("return document.querySelector('.step[data-step=\"0\"] .msg:not(.typing)').textContent")
+        .until(
+            "the first step's words, whole",
+            30,
+            "const m = document.querySelector('.step[data-step=\"0\"] .msg:not(.typing)'); \
+             return m && m.textContent",
+        )
         .await;
     assert_eq!(whole, json!(OPENING), "the streamed words, whole");
     b.screenshot("run-awaiting-approval-desktop.png", DESKTOP)

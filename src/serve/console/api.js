@@ -53,10 +53,13 @@ export async function call(method, path, body) {
 
 export const get = (path) => call("GET", path);
 
-/** A workspace file of flow `id` as an object URL (images need the token too). */
-export async function fileUrl(id, path) {
+/**
+ * A workspace file of flow `id` as an object URL (images need the token too); the caller
+ * revokes it when its view goes.
+ */
+export async function fileUrl(id, path, signal) {
   const rel = path.split("/").map(encodeURIComponent).join("/");
-  const res = await fetch(`/v1/flows/${encodeURIComponent(id)}/files/${rel}`, { headers: headers() });
+  const res = await fetch(`/v1/flows/${encodeURIComponent(id)}/files/${rel}`, { headers: headers(), signal });
   if (!res.ok) throw await failure(res);
   return URL.createObjectURL(await res.blob());
 }

@@ -91,9 +91,11 @@ function runsView() {
   );
   show(start, h("section", {}, h("h2", {}, "Runs"), table, empty));
   let timer;
+  let left = false;
   const refresh = async () => {
     try {
       const { flows } = await get("/v1/flows");
+      if (left) return;
       empty.hidden = flows.length > 0;
       body.replaceChildren(
         ...flows.map((f) => {
@@ -111,18 +113,27 @@ function runsView() {
       );
       timer = setTimeout(refresh, 2000);
     } catch (err) {
-      failed(err);
+      if (!left) failed(err);
     }
   };
   refresh();
-  return () => clearTimeout(timer);
+  return () => {
+    left = true;
+    clearTimeout(timer);
+  };
 }
 
 function route() {
   stop();
   logout.hidden = !token();
   const m = /^#\/runs\/(.+)$/.exec(location.hash);
-  stop = m ? showRun(main, decodeURIComponent(m[1]), failed) : runsView();
+  let id = null;
+  try {
+    id = m && decodeURIComponent(m[1]);
+  } catch (_) {
+    // A mangled address: the run list instead.
+  }
+  stop = id ? showRun(main, id, failed) : runsView();
 }
 
 logout.addEventListener("click", () => {

@@ -59,7 +59,13 @@ export function showRun(main, id, failed) {
     try {
       flow = await get(`/v1/flows/${encodeURIComponent(id)}`);
     } catch (err) {
-      if (!ended.signal.aborted) failed(err);
+      if (ended.signal.aborted) return;
+      // A refused token or an unknown run ends the page; anything else is said and retried.
+      if (err.status === 401 || err.status === 404 || !flow) failed(err);
+      else {
+        notice.textContent = `${err.message}; trying again`;
+        refreshTimer = setTimeout(refresh, 3000);
+      }
       return;
     }
     if (ended.signal.aborted) return;
@@ -198,6 +204,15 @@ export function showRun(main, id, failed) {
     return card;
   }
 
+  /** Step `i`'s streamed words stop growing (the call ended, or the attempt did). */
+  function settle(i) {
+    const card = cards.get(i);
+    if (!card || !card.typing) return;
+    card.typing.firstChild.classList.remove("typing");
+    card.settled = card.typing;
+    card.typing = null;
+  }
+
   function entry(i, ...children) {
     const e = h("div", { class: "entry" }, ...children);
     stepCard(i).log.append(e);
@@ -205,6 +220,7 @@ export function showRun(main, id, failed) {
   }
 
   const seenImages = new Set();
+  const urls = [];
   async function addImages(paths) {
     for (const p of paths) {
       if (seenImages.has(p)) continue;
@@ -213,7 +229,8 @@ export function showRun(main, id, failed) {
       const fig = h("figure", {}, h("figcaption", {}, p));
       gallery.append(fig);
       try {
-        const url = await fileUrl(id, p);
+        const url = await fileUrl(id, p, ended.signal);
+        urls.push(url);
         fig.prepend(h("img", { src: url, alt: p, loading: "lazy" }));
       } catch (err) {
         fig.append(h("p", { class: "muted" }, `not shown: ${err.message}`));
@@ -233,28 +250,28 @@ export function showRun(main, id, failed) {
         if (e.event === "plan_revised") notice.textContent = `Plan revised (revision ${e.plan.revision}): ${e.reason}`;
         soon();
         break;
-      case "step_started":
+      case "step_started": {
+        // A new attempt: what the last one left half-said or unanswered stays as it was.
+        settle(i);
+        const card = stepCard(i);
+        card.settled = null;
+        card.calls = [];
         entry(i, h("p", { class: "muted" }, `${e.agent} started${e.attempt > 1 ? ` (attempt ${e.attempt})` : ""}`));
         soon();
         break;
+      }
       case "text_delta": {
         const card = stepCard(i);
         if (!card.typing) card.typing = entry(i, h("p", { class: "msg typing" }));
         card.typing.firstChild.append(e.text);
         break;
       }
-      case "llm_called": {
+      case "llm_called":
         // The answer is whole: its streamed words stop growing. A `thought` with the text
         // as kept replaces them; without one (the words held a tool call the runtime read
         // out of them), they stay as the model wrote them.
-        const card = i == null ? null : cards.get(i);
-        if (card && card.typing) {
-          card.typing.firstChild.classList.remove("typing");
-          card.settled = card.typing;
-          card.typing = null;
-        }
+        if (i != null) settle(i);
         break;
-      }
       case "thought": {
         const card = stepCard(i);
         for (const old of [card.typing, card.settled]) if (old) old.remove();
@@ -297,6 +314,8 @@ export function showRun(main, id, failed) {
         soon();
         break;
       case "step_finished":
+        settle(i);
+        stepCard(i).settled = null;
         entry(i, h("p", { class: `finish ${e.status}` }, badge(e.status), " ", e.summary));
         soon();
         break;
@@ -315,5 +334,6 @@ export function showRun(main, id, failed) {
   return () => {
     ended.abort();
     clearTimeout(refreshTimer);
+    urls.forEach((u) => URL.revokeObjectURL(u));
   };
 }
