@@ -17,7 +17,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use manus_actors::tools::{WorkspaceFileError, read_workspace_file};
+use manus_actors::tools::{WorkspaceFileError, image_type, read_workspace_file};
 
 use super::cluster::Node;
 use super::{ApiError, App};
@@ -194,13 +194,12 @@ fn not_served(path: &str, e: WorkspaceFileError) -> ApiError {
 fn file_type(path: &str) -> (&'static str, bool) {
     let extension = std::path::Path::new(path)
         .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase());
-    match extension.as_deref().unwrap_or("") {
-        "png" => ("image/png", true),
-        "jpg" | "jpeg" => ("image/jpeg", true),
-        "gif" => ("image/gif", true),
-        "webp" => ("image/webp", true),
-        "svg" => ("image/svg+xml", true),
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    if let Some(image) = image_type(&extension) {
+        return (image, true);
+    }
+    match extension.as_str() {
         "txt" | "md" | "csv" | "json" | "log" | "py" | "sh" => ("text/plain; charset=utf-8", true),
         _ => ("application/octet-stream", false),
     }

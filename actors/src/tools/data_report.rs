@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::chart::svg::escape;
-use super::files::{Files, Kind, Target};
+use super::files::{Files, Kind, Target, image_type};
 use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, args};
 use crate::llm::ToolSpec;
 
@@ -155,17 +155,6 @@ fn sections(given: Vec<SectionArg>) -> Result<Vec<Section>, ToolError> {
 /// `bytes` as a `data:` URL of type `mime` (standard base64, padded).
 fn data_url(mime: &str, bytes: &[u8]) -> String {
     format!("data:{mime};base64,{}", STANDARD.encode(bytes))
-}
-
-fn image_type(ext: &str) -> Option<&'static str> {
-    Some(match ext {
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "svg" => "image/svg+xml",
-        _ => return None,
-    })
 }
 
 /// Read a workspace file for embedding, with errors that say which file and section.

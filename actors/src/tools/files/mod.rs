@@ -105,6 +105,19 @@ pub fn read_workspace_file(
     }
 }
 
+/// The media type of an image file by its (lower-case) extension; `None` for anything
+/// that is not an image a page can show.
+pub fn image_type(ext: &str) -> Option<&'static str> {
+    Some(match ext {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        _ => return None,
+    })
+}
+
 /// What a resolved path names right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
