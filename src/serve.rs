@@ -571,10 +571,7 @@ fn describe(entry: &Entry, full: bool) -> Value {
         return json!({"id": entry.id});
     };
     let v = &st.view;
-    let status = match v.outcome {
-        None if !v.approvals.is_empty() => "awaiting_approval".to_string(),
-        _ => v.status(),
-    };
+    let status = shown_status(v);
     let mut out = json!({
         "id": entry.id,
         "task": v.task,
@@ -594,6 +591,15 @@ fn describe(entry: &Entry, full: bool) -> Value {
         }
     }
     out
+}
+
+/// A flow's status as the service shows it: `awaiting_approval` while a call waits for a
+/// person, else `running` or how it ended.
+fn shown_status(v: &FlowView) -> String {
+    match v.outcome {
+        None if !v.approvals.is_empty() => "awaiting_approval".to_string(),
+        _ => v.status(),
+    }
 }
 
 /// What of flow `v` waits for a person, into `out`: its open questions and the calls
@@ -657,9 +663,7 @@ async fn show(
             let mut out = cluster::describe_stored(&run, true);
             if run.status == "running" {
                 let (view, _) = cluster::folded(&node.store, &id).await?;
-                if !view.approvals.is_empty() {
-                    out["status"] = json!("awaiting_approval");
-                }
+                out["status"] = json!(shown_status(&view));
                 pending(&view, &mut out);
             }
             Ok(Json(out))

@@ -430,11 +430,17 @@ async fn reply_to(
         }
         (_, _, None, None) => return Err(not_waiting()),
     }
-    match question {
-        Some(q) => task.view.questions.remove(&q).map(|_| ()),
-        None => approval.and_then(|a| task.view.approvals.remove(&a).map(|_| ())),
-    };
+    if let Some(q) = question {
+        task.view.questions.remove(&q);
+    } else if let Some(a) = approval {
+        task.view.approvals.remove(&a);
+    }
     Ok(())
+}
+
+/// A stream's frame saying task `task`'s status is now `status`.
+fn status_update(task: &str, status: Value) -> Value {
+    json!({"statusUpdate": {"taskId": task, "contextId": task, "status": status}})
 }
 
 fn agent_message(task: &str, text: &str) -> Value {
@@ -469,16 +475,13 @@ fn stream(app: &App, task: Task, id: Value) -> impl IntoResponse + use<> {
                 for artifact in task.artifacts().iter().flat_map(|a| a.as_array()).flatten() {
                     out.push(frame(&id, json!({"artifactUpdate": {"taskId": tid, "contextId": tid, "artifact": artifact}})));
                 }
-                out.push(frame(&id, json!({"statusUpdate": {"taskId": tid, "contextId": tid, "status": task.status()}})));
+                out.push(frame(&id, status_update(&tid, task.status())));
                 return Some((out, (task, events, id, true)));
             }
             let Some((n, e)) = events.next().await else {
                 // The events could not be followed further (the store failed): the task
                 // as it stands is the last word.
-                let last = frame(
-                    &id,
-                    json!({"statusUpdate": {"taskId": tid, "contextId": tid, "status": task.status()}}),
-                );
+                let last = frame(&id, status_update(&tid, task.status()));
                 return Some((vec![last], (task, events, id, true)));
             };
             task.apply(n, &e);
@@ -486,8 +489,9 @@ fn stream(app: &App, task: Task, id: Value) -> impl IntoResponse + use<> {
             if let FlowEvent::Thought { text, .. } = &e
                 && !text.trim().is_empty()
             {
-                out.push(frame(&id, json!({"statusUpdate": {"taskId": tid, "contextId": tid,
-                    "status": {"state": "TASK_STATE_WORKING", "message": agent_message(&tid, text)}}})));
+                let working =
+                    json!({"state": "TASK_STATE_WORKING", "message": agent_message(&tid, text)});
+                out.push(frame(&id, status_update(&tid, working)));
             }
             Some((out, (task, events, id, false)))
         },
