@@ -112,23 +112,35 @@ impl Browser {
             .expect("clicked");
     }
 
-    /// Log in with `token` on the console at `base`.
-    async fn log_in(&self, base: &str, token: &str) {
+    /// Until the page has an element matching `css`.
+    async fn shows(&self, what: &str, css: &str) {
+        let js = format!("return document.querySelector('{css}') !== null");
+        self.until(what, 30, &js).await;
+    }
+
+    /// Open the console at `base` and send `token` from its login form.
+    async fn try_token(&self, base: &str, token: &str) {
         self.client.goto(&format!("{base}/")).await.expect("opened");
-        self.until(
-            "the login form",
-            30,
-            "return document.querySelector('#token') !== null",
-        )
-        .await;
+        self.shows("the login form", "#token").await;
         self.fill("#token", token).await;
         self.click("#login-button").await;
+    }
+
+    /// Log in with `token` on the console at `base`.
+    async fn log_in(&self, base: &str, token: &str) {
+        self.try_token(base, token).await;
+        self.shows("the start box after login", "#task").await;
+    }
+
+    /// Until the open run has ended (its outcome shown): the status the page gives it.
+    async fn run_end(&self, what: &str, secs: u64) -> Value {
         self.until(
-            "the start box after login",
-            30,
-            "return document.querySelector('#task') !== null",
+            what,
+            secs,
+            "const r = document.querySelector('#result'); \
+             return r && !r.hidden && document.querySelector('#run-status').textContent",
         )
-        .await;
+        .await
     }
 
     /// Start `task` from the console's text box; the run's id, once its page is open.
@@ -186,19 +198,6 @@ fn screenshot_dirs() -> Vec<PathBuf> {
         dirs.push(PathBuf::from(extra));
     }
     dirs
-}
-
-/// `GET path` on the service, with the token.
-async fn api(svc: &Service, path: &str) -> Value {
-    let r = svc
-        .http
-        .get(svc.url(path))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "GET {path}");
-    r.json().await.unwrap()
 }
 
 /// Every event of the finished flow `id`, from its SSE stream (which ends with the flow).
@@ -290,15 +289,7 @@ async fn a_person_logs_in_starts_a_run_approves_a_call_and_sees_the_chart() {
     let b = Browser::start().await;
 
     // A wrong token is refused, and said so; the right one lets the person in.
-    b.client.goto(&svc.url("/")).await.unwrap();
-    b.until(
-        "the login form",
-        30,
-        "return document.querySelector('#token') !== null",
-    )
-    .await;
-    b.fill("#token", "not-the-token").await;
-    b.click("#login-button").await;
+    b.try_token(&svc.base, "not-the-token").await;
     let refused = b
         .until(
             "the refusal",
@@ -359,15 +350,7 @@ async fn a_person_logs_in_starts_a_run_approves_a_call_and_sees_the_chart() {
         .await;
     b.click(".approval button.approve").await;
 
-    let status = b
-        .until(
-            "the run's end",
-            90,
-            "const s = document.querySelector('#run-status'); \
-             return s && !['running', 'awaiting approval'].includes(s.textContent) && s.textContent",
-        )
-        .await;
-    assert_eq!(status, json!("completed"));
+    assert_eq!(b.run_end("the run's end", 90).await, json!("completed"));
     // The chart the DATA_ANALYSIS step drew, fetched with the token and shown.
     let chart = b
         .until(
@@ -396,7 +379,8 @@ async fn a_person_logs_in_starts_a_run_approves_a_call_and_sees_the_chart() {
     assert!(outcome.as_str().unwrap().contains("completed"), "{outcome}");
 
     // What the console showed is what the service says, and the decision was the token's.
-    let flow = api(&svc, &format!("/v1/flows/{id}")).await;
+    let (code, flow) = svc.get_with(&format!("/v1/flows/{id}"), TOKEN).await;
+    assert_eq!(code, 200, "{flow}");
     assert_eq!(flow["status"], "completed");
     let events = finished_events(&svc, &id).await;
     let decided = events
@@ -427,12 +411,7 @@ async fn a_person_logs_in_starts_a_run_approves_a_call_and_sees_the_chart() {
 
     // Logging out forgets the token: the next view asks for it again.
     b.click("#logout").await;
-    b.until(
-        "the login form after logout",
-        30,
-        "return document.querySelector('#token') !== null",
-    )
-    .await;
+    b.shows("the login form after logout", "#token").await;
     let kept = b.js("return sessionStorage.length").await;
     assert_eq!(kept, json!(0), "nothing kept after logout");
     b.client.clone().close().await.unwrap();
@@ -461,12 +440,7 @@ async fn a_question_is_answered_and_a_run_cancelled_from_the_console() {
     let svc = Service::start(&dir, &config_with(&server, &dir.workspace(), &[])).await;
     let b = Browser::start().await;
     b.client.goto(&svc.url("/")).await.unwrap();
-    b.until(
-        "the start box, no login",
-        30,
-        "return document.querySelector('#task') !== null",
-    )
-    .await;
+    b.shows("the start box, no login", "#task").await;
     let logout_hidden = b
         .js("return document.querySelector('#logout').hidden")
         .await;
@@ -489,15 +463,10 @@ async fn a_question_is_answered_and_a_run_cancelled_from_the_console() {
     );
     b.fill(".question .answer", "teal").await;
     b.click(".question button[type=submit]").await;
-    let status = b
-        .until(
-            "the first run's end",
-            60,
-            "const r = document.querySelector('#result'); \
-             return r && !r.hidden && document.querySelector('#run-status').textContent",
-        )
-        .await;
-    assert_eq!(status, json!("completed"));
+    assert_eq!(
+        b.run_end("the first run's end", 60).await,
+        json!("completed")
+    );
     let answered = server.tool_results().iter().any(|t| t.contains("teal"));
     assert!(
         answered,
@@ -506,12 +475,7 @@ async fn a_question_is_answered_and_a_run_cancelled_from_the_console() {
     );
 
     b.client.goto(&svc.url("/#/")).await.unwrap();
-    b.until(
-        "the start box",
-        30,
-        "return document.querySelector('#task') !== null",
-    )
-    .await;
+    b.shows("the start box", "#task").await;
     let two = b.start_run("flow two: work a long time", "single").await;
     assert_ne!(one, two);
     b.until(
@@ -527,15 +491,10 @@ async fn a_question_is_answered_and_a_run_cancelled_from_the_console() {
     )
     .await;
     b.click("#cancel").await;
-    let status = b
-        .until(
-            "the cancelled run's end",
-            60,
-            "const r = document.querySelector('#result'); \
-             return r && !r.hidden && document.querySelector('#run-status').textContent",
-        )
-        .await;
-    assert_eq!(status, json!("cancelled"));
+    assert_eq!(
+        b.run_end("the cancelled run's end", 60).await,
+        json!("cancelled")
+    );
     let (code, flow) = svc.get(&format!("/v1/flows/{two}")).await;
     assert_eq!((code, flow["status"].clone()), (200, json!("cancelled")));
     b.client.clone().close().await.unwrap();
@@ -564,15 +523,9 @@ async fn the_console_follows_a_real_models_run_to_its_end() {
             "single",
         )
         .await;
-    let shown = b
-        .until(
-            "the run's end",
-            300,
-            "const s = document.querySelector('#run-status'); const r = document.querySelector('#result'); \
-             return s && r && !r.hidden && s.textContent",
-        )
-        .await;
-    let flow = api(&svc, &format!("/v1/flows/{id}")).await;
+    let shown = b.run_end("the run's end", 300).await;
+    let (code, flow) = svc.get_with(&format!("/v1/flows/{id}"), TOKEN).await;
+    assert_eq!(code, 200, "{flow}");
     assert_eq!(
         shown.as_str().unwrap().replace(' ', "_"),
         flow["status"].as_str().unwrap(),

@@ -1094,16 +1094,7 @@ async fn a2a_clients_of_the_official_sdk_run_answer_and_cancel_tasks() {
         .await
         .unwrap();
     assert_eq!(r.status(), 415);
-    let flows: Value = svc
-        .http
-        .get(svc.url("/v1/flows"))
-        .bearer_auth("a2a-secret")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, flows) = svc.get_with("/v1/flows", "a2a-secret").await;
     assert!(
         flows["flows"]
             .as_array()

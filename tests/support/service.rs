@@ -128,6 +128,18 @@ impl Service {
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// `get` with `Authorization: Bearer token`.
+    pub async fn get_with(&self, path: &str, token: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
     /// Read the SSE stream (after `last_id`, if given) until `until` returns true for an
     /// event, or the stream ends; the (id, kind, data) triples read.
     pub async fn events(
