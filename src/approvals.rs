@@ -13,6 +13,7 @@ use manus_actors::protocol::{Decision, FlowEvent, Pause};
 use serde::Serialize;
 
 use crate::store::{StoredEvent, StoredMemory};
+use crate::view::Approval;
 
 /// Who decides at this terminal: `$USER`, or `cli`.
 pub fn local_user() -> String {
@@ -31,25 +32,15 @@ pub fn edited_arguments(text: &str) -> Result<String, String> {
     }
 }
 
-/// One tool call waiting for a person.
+/// One approval request of a stored run: its number, the request, and when it was made.
 #[derive(Debug, Clone, Serialize)]
 pub struct PendingApproval {
     /// Its number in its run.
     pub id: u64,
-    /// The step whose call waits; `None`: the plan waits for sign-off.
-    pub step: Option<usize>,
-    pub agent: String,
-    pub tool: String,
-    /// The arguments as the model gave them (JSON text).
-    pub arguments: String,
-    /// Which rule asked for approval.
-    pub why: String,
+    #[serde(flatten)]
+    pub request: Approval,
     /// When it was asked, in milliseconds since the Unix epoch.
     pub requested_at: i64,
-    #[serde(skip)]
-    call_id: String,
-    #[serde(skip)]
-    round: u32,
 }
 
 /// Every request of a run, in order, with its decision if there is one: from its events,
@@ -60,39 +51,18 @@ pub fn requests(
 ) -> Vec<(PendingApproval, Option<Decision>)> {
     let mut all: BTreeMap<u64, (PendingApproval, Option<Decision>)> = BTreeMap::new();
     for e in events {
-        match &e.event {
-            FlowEvent::ApprovalRequested {
+        if let Some((id, request)) = Approval::requested(&e.event) {
+            // A resumed run asks again for what was pending: the first ask stands.
+            let pending = PendingApproval {
                 id,
-                step,
-                agent,
-                tool,
-                arguments,
-                why,
-                call_id,
-                round,
-            } => {
-                // A resumed run asks again for what was pending: the first ask stands.
-                all.entry(*id).or_insert_with(|| {
-                    let request = PendingApproval {
-                        id: *id,
-                        step: *step,
-                        agent: agent.clone(),
-                        tool: tool.clone(),
-                        arguments: arguments.clone(),
-                        why: why.clone(),
-                        requested_at: e.at,
-                        call_id: call_id.clone(),
-                        round: *round,
-                    };
-                    (request, None)
-                });
-            }
-            FlowEvent::ApprovalDecided { id, decision, .. } => {
-                if let Some(entry) = all.get_mut(id) {
-                    entry.1.get_or_insert_with(|| decision.clone());
-                }
-            }
-            _ => {}
+                request,
+                requested_at: e.at,
+            };
+            all.entry(id).or_insert((pending, None));
+        } else if let FlowEvent::ApprovalDecided { id, decision, .. } = &e.event
+            && let Some(entry) = all.get_mut(id)
+        {
+            entry.1.get_or_insert_with(|| decision.clone());
         }
     }
     for (id, decision) in outside {
@@ -121,7 +91,7 @@ pub fn plan_signoff(
     let (request, decision) = requests(events, outside)
         .into_iter()
         .rev()
-        .find(|(r, _)| r.step.is_none())?;
+        .find(|(r, _)| r.request.step.is_none())?;
     match decision {
         Some(d) if d.approve => None,
         d => Some((request.id, d)),
@@ -141,7 +111,8 @@ pub fn paused_steps(
     plan.live()
         .filter(|(_, s)| s.status == StepStatus::AwaitingApproval)
         .filter_map(|(i, s)| {
-            let (request, decision) = all.iter().rev().find(|(r, _)| r.step == Some(i))?;
+            let (pending, decision) = all.iter().rev().find(|(r, _)| r.request.step == Some(i))?;
+            let request = &pending.request;
             let memory = memories
                 .iter()
                 .find(|m| m.step == i && m.attempt == s.attempts)?
@@ -154,7 +125,7 @@ pub fn paused_steps(
                 .find(|c| c.id == request.call_id)?
                 .clone();
             Some(PausedStep {
-                id: request.id,
+                id: pending.id,
                 step: i,
                 agent: request.agent.clone(),
                 rounds: request.round,

@@ -13,6 +13,7 @@ mod fuzz;
 pub mod mcp_servers;
 pub mod runtime;
 pub mod serve;
+pub mod settings;
 pub mod store;
 pub mod telemetry;
 pub mod view;

@@ -52,7 +52,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::config::{Config, ConfigError};
 use crate::store::tap::Tap;
-use crate::store::{RunStore, StoreError, StoredRun};
+use crate::store::{RunStatus, RunStore, StoreError, StoredRun};
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,7 @@ pub enum RuntimeError {
     #[error("no run `{0}` in the run store (`manus-rt runs list` shows the runs)")]
     UnknownRun(String),
     #[error("run {id} already ended ({status}): there is nothing to resume")]
-    RunEnded { id: String, status: String },
+    RunEnded { id: String, status: RunStatus },
     #[error(
         "run {id} is running in another process ({owner}); it can be resumed only once that process is gone"
     )]
@@ -426,7 +426,7 @@ async fn start_sandbox(
 
 /// A flow id unique in this process and unlikely to repeat across processes: the start
 /// time in milliseconds, the process id and a counter.
-fn new_flow_id() -> String {
+pub(crate) fn new_flow_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let ms = SystemTime::now()
@@ -437,16 +437,16 @@ fn new_flow_id() -> String {
 }
 
 /// A flow about to start: a new one, or an interrupted one to continue.
-struct Run {
-    id: String,
-    task: String,
-    mode: FlowMode,
-    resume: Option<Resume>,
+pub(crate) struct Run {
+    pub(crate) id: String,
+    pub(crate) task: String,
+    pub(crate) mode: FlowMode,
+    pub(crate) resume: Option<Resume>,
     /// Whether its events include `TextDelta`s.
-    deltas: bool,
+    pub(crate) deltas: bool,
     /// The number of its next event.
-    seq: u64,
-    created_at: i64,
+    pub(crate) seq: u64,
+    pub(crate) created_at: i64,
 }
 
 /// How to run a submitted task.
@@ -518,74 +518,6 @@ impl Runtime {
         self.start_flow(run).await
     }
 
-    /// Cluster (`[cluster]`): queue a task for whichever node has room first (this one
-    /// too); its run id. The run is in the store when this returns.
-    pub async fn enqueue(&self, task: &str, mode: FlowMode) -> Result<String, RuntimeError> {
-        let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
-        let now = crate::store::now_ms();
-        let run = StoredRun {
-            id: new_flow_id(),
-            task: task.to_string(),
-            mode,
-            status: "queued".into(),
-            plan: None,
-            usage: Default::default(),
-            usage_by_agent: Default::default(),
-            outcome: None,
-            owner: None,
-            created_at: now,
-            updated_at: now,
-            elapsed_ms: 0,
-        };
-        let id = run.id.clone();
-        store.enqueue(run).await?;
-        Ok(id)
-    }
-
-    /// Cluster: take the oldest queued run, or one whose node fell silent, and run it
-    /// here (a run taken over resumes from its last completed step); `None` when no run
-    /// waits.
-    pub async fn claim(&self, deltas: bool) -> Result<Option<FlowHandle>, RuntimeError> {
-        let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
-        let Some((id, fence)) = store.claim_next().await? else {
-            return Ok(None);
-        };
-        let run = store
-            .get(&id)
-            .await?
-            .ok_or_else(|| RuntimeError::UnknownRun(id.clone()))?;
-        let seq = store.next_seq(&id).await?;
-        tracing::info!(run = %id, fence, taken_over = seq > 0, "claimed a run");
-        let handle = if seq == 0 {
-            self.start_flow(Run {
-                id: run.id,
-                task: run.task,
-                mode: run.mode,
-                resume: None,
-                deltas,
-                seq,
-                created_at: run.created_at,
-            })
-            .await
-        } else {
-            self.continue_run(run, seq).await
-        };
-        if handle.is_err() {
-            // Let another node try it.
-            let _ = store.release(Some(&id)).await;
-        }
-        handle.map(Some)
-    }
-
-    /// Cluster: let go of every run this node holds, for the other nodes to take over
-    /// from their last completed step; the flows here then stop without writing.
-    pub async fn hand_back(&self) -> Result<(), RuntimeError> {
-        if let Some(store) = &self.store {
-            store.release(None).await?;
-        }
-        Ok(())
-    }
-
     /// The ids of runs that were running in a process that has gone (killed, crashed, or
     /// shut down mid-flow), oldest first: what `resume` can continue.
     pub async fn interrupted_runs(&self) -> Result<Vec<String>, RuntimeError> {
@@ -607,7 +539,7 @@ impl Runtime {
             .get(run_id)
             .await?
             .ok_or_else(|| RuntimeError::UnknownRun(run_id.to_string()))?;
-        if run.status != "running" {
+        if run.status != RunStatus::Running {
             return Err(RuntimeError::RunEnded {
                 id: run.id,
                 status: run.status,
@@ -629,7 +561,11 @@ impl Runtime {
     }
 
     /// Go on with a stored run this runtime now owns, whose next event is `seq`.
-    async fn continue_run(&self, run: StoredRun, seq: u64) -> Result<FlowHandle, RuntimeError> {
+    pub(crate) async fn continue_run(
+        &self,
+        run: StoredRun,
+        seq: u64,
+    ) -> Result<FlowHandle, RuntimeError> {
         let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
         let events = store.events(&run.id).await?;
         let outside = store.take_run_decisions(&run.id).await?;
@@ -671,7 +607,7 @@ impl Runtime {
     }
 
     /// Start the planner of `run`, recording it when there is a store.
-    async fn start_flow(&self, run: Run) -> Result<FlowHandle, RuntimeError> {
+    pub(crate) async fn start_flow(&self, run: Run) -> Result<FlowHandle, RuntimeError> {
         let mut pool = self.pool.clone();
         let mut planner_llm = self.planner_llm.clone();
         let clients = pool
@@ -693,7 +629,7 @@ impl Runtime {
                     id: run.id.clone(),
                     task: run.task.clone(),
                     mode: run.mode,
-                    status: "running".into(),
+                    status: RunStatus::Running,
                     plan: before.plan,
                     usage: before.usage,
                     usage_by_agent: before.usage_by_agent,

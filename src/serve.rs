@@ -9,14 +9,14 @@
 
 mod a2a;
 mod agui;
-mod cluster;
 pub mod conns;
 mod console;
+mod flows;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::rejection::JsonRejection;
@@ -31,84 +31,29 @@ use futures_util::{Stream, StreamExt};
 use manus_actors::protocol::{FlowEvent, FlowMode};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
-use crate::runtime::{FlowControl, FlowHandle, Runtime, SubmitOptions};
-use crate::view::FlowView;
+use crate::cluster::{Node, SharedRuntime};
+use crate::runtime::{FlowHandle, Runtime, SubmitOptions};
+use crate::settings::{LOOPBACK_HOSTS, ServerSettings};
+use crate::store::StoreUrl;
+use flows::{FlowApproval, Held, Numbered, Reply};
 
 /// The OpenAPI 3.1 description of this service.
 pub const OPENAPI: &str = include_str!("../docs/openapi.json");
 
-/// `[server]`, as data.
-#[derive(Debug, Clone)]
-pub struct ServerSettings {
-    /// Bearer tokens accepted on /v1 and /metrics; empty means no auth.
-    pub api_tokens: Vec<String>,
-    /// Largest request body accepted.
-    pub max_body_bytes: usize,
-    /// Resume the runs a dead process left running when the service starts
-    /// (`[server] resume_on_start`).
-    pub resume_on_start: bool,
-    /// How many finished flows the service holds in memory (`[server] keep_finished_flows`):
-    /// past that, the one that finished first is dropped from its table (the run store keeps
-    /// its record), so a service that runs for months does not grow with every flow.
-    pub keep_finished: usize,
-    /// Hosts (names or addresses, no port) accepted in the `Host` header besides loopback
-    /// (`[server] allowed_hosts`). Without tokens only these and loopback are answered; with
-    /// tokens, any host unless this list is set.
-    pub allowed_hosts: Vec<String>,
-    /// Connections open at once (`[server] max_connections`); past it the oldest idle one
-    /// is closed to make room.
-    pub max_connections: usize,
-}
-
-impl Default for ServerSettings {
-    fn default() -> Self {
-        ServerSettings {
-            api_tokens: vec![],
-            max_body_bytes: 64 * 1024,
-            resume_on_start: true,
-            keep_finished: 10_000,
-            allowed_hosts: vec![],
-            max_connections: 512,
-        }
-    }
-}
-
 /// The service's state: the runtime, its flows, and counters.
 pub struct App {
     /// Taken out at shutdown; requests after that get 503.
-    runtime: tokio::sync::RwLock<Option<Runtime>>,
+    runtime: SharedRuntime,
     settings: ServerSettings,
-    flows: RwLock<HashMap<String, Arc<Entry>>>,
-    /// Flow ids by submission number, for listing.
-    order: Mutex<BTreeMap<u64, String>>,
-    next_seq: AtomicU64,
-    /// The flows held that have finished, by submission number, in the order they
-    /// finished: the first is dropped when there are more than `keep_finished`.
-    finished: Mutex<VecDeque<(u64, String)>>,
+    /// The flows this node holds.
+    held: Arc<Held>,
     metrics: Arc<Metrics>,
     /// Cluster mode: the store flows are queued in and read from, and this node's room.
-    node: Option<cluster::Node>,
+    node: Option<Arc<Node>>,
     /// Where the flows' files are on this host (`Runtime::workspace`), for GET
     /// /v1/flows/{id}/files; kept here so reading one needs no lock on the runtime.
     workspace: Option<std::path::PathBuf>,
-}
-
-/// One flow in the table.
-struct Entry {
-    id: String,
-    created_ms: u64,
-    control: FlowControl,
-    state: Mutex<EntryState>,
-    /// The number of events logged so far; SSE streams wait on it.
-    logged: watch::Sender<usize>,
-}
-
-#[derive(Default)]
-struct EntryState {
-    view: FlowView,
-    events: Vec<FlowEvent>,
 }
 
 #[derive(Default)]
@@ -171,17 +116,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn not_found(id: &str, kept: usize) -> ApiError {
-    ApiError(
-        StatusCode::NOT_FOUND,
-        format!(
-            "no flow with id `{id}` here; GET /v1/flows lists them. The service holds the \
-             last {kept} finished flows ([server] keep_finished_flows); `manus-rt runs show \
-             {id}` reads an older one from the run store"
-        ),
-    )
-}
-
 /// A JSON body, or a 4xx that says what is wrong with it.
 fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     parsed.map(|Json(v)| v).map_err(|rejection| {
@@ -205,18 +139,15 @@ fn now_ms() -> u64 {
 impl App {
     pub fn new(runtime: Runtime, settings: ServerSettings) -> Arc<App> {
         let node = match (&runtime.config().cluster, runtime.store()) {
-            (Some(c), Some(store)) => Some(cluster::Node::new(store.clone(), c.clone())),
+            (Some(c), Some(store)) => Some(Arc::new(Node::new(store.clone(), c.clone()))),
             _ => None,
         };
         Arc::new(App {
             node,
             workspace: runtime.workspace().map(|w| w.to_path_buf()),
-            runtime: tokio::sync::RwLock::new(Some(runtime)),
+            runtime: Arc::new(tokio::sync::RwLock::new(Some(runtime))),
+            held: Arc::new(Held::new(settings.keep_finished)),
             settings,
-            flows: RwLock::new(HashMap::new()),
-            order: Mutex::new(BTreeMap::new()),
-            next_seq: AtomicU64::new(0),
-            finished: Mutex::new(VecDeque::new()),
             metrics: Arc::new(Metrics::default()),
         })
     }
@@ -228,79 +159,30 @@ impl App {
 
     /// `track`, holding `permit` (a cluster node's room) until the flow ends.
     fn track_holding(
-        self: &Arc<Self>,
-        mut handle: FlowHandle,
+        &self,
+        handle: FlowHandle,
         permit: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> String {
-        let id = handle.id.clone();
-        let (logged, _) = watch::channel(0);
-        let entry = Arc::new(Entry {
-            id: id.clone(),
-            created_ms: now_ms(),
-            control: handle.control(),
-            state: Mutex::new(EntryState::default()),
-            logged,
-        });
-        if let Ok(mut flows) = self.flows.write() {
-            flows.insert(id.clone(), entry.clone());
-        }
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut order) = self.order.lock() {
-            order.insert(seq, id.clone());
-        }
         self.metrics.submitted.fetch_add(1, Ordering::Relaxed);
         let metrics = self.metrics.clone();
+        self.held.track(handle, permit, move |e| metrics.observe(e))
+    }
+
+    /// Cluster mode: start the node claiming queued runs, each tracked here while it runs.
+    pub fn start_claiming(self: &Arc<Self>, url: &StoreUrl) {
+        let Some(node) = &self.node else { return };
         let app = self.clone();
-        let flow_id = id.clone();
-        tokio::spawn(async move {
-            while let Some(e) = handle.next_event().await {
-                metrics.observe(&e);
-                let count = match entry.state.lock() {
-                    Ok(mut st) => {
-                        st.view.apply(&e);
-                        st.events.push(e);
-                        st.events.len()
-                    }
-                    Err(_) => break,
-                };
-                entry.logged.send_replace(count);
-            }
-            drop(permit);
-            app.retire(seq, flow_id);
+        node.start(url, self.runtime.clone(), move |handle, permit| {
+            app.track_holding(handle, Some(permit));
         });
-        id
     }
 
-    /// Flow `seq` has finished: hold it, and drop the one that finished first if more
-    /// than `keep_finished` are held.
-    fn retire(&self, seq: u64, id: String) {
-        let dropped = match self.finished.lock() {
-            Ok(mut finished) => {
-                finished.push_back((seq, id));
-                if finished.len() > self.settings.keep_finished {
-                    finished.pop_front()
-                } else {
-                    None
-                }
-            }
-            Err(_) => None,
-        };
-        if let Some((seq, id)) = dropped {
-            if let Ok(mut order) = self.order.lock() {
-                order.remove(&seq);
-            }
-            if let Ok(mut flows) = self.flows.write() {
-                flows.remove(&id);
-            }
+    /// Cluster mode: stop claiming, and give this node's flows up to `grace` to finish
+    /// before the rest are handed back to the other nodes.
+    pub async fn drain(&self, grace: std::time::Duration) {
+        if let Some(node) = &self.node {
+            node.drain(&self.runtime, grace).await;
         }
-    }
-
-    fn entry(&self, id: &str) -> Result<Arc<Entry>, ApiError> {
-        self.flows
-            .read()
-            .ok()
-            .and_then(|f| f.get(id).cloned())
-            .ok_or_else(|| not_found(id, self.settings.keep_finished))
     }
 
     /// Shut the runtime down; flows still running stop where they are, and later requests
@@ -355,45 +237,6 @@ async fn agent_card(State(app): State<Arc<App>>, headers: HeaderMap) -> Json<Val
         .and_then(|h| h.to_str().ok())
         .unwrap_or("127.0.0.1");
     Json(a2a::card(&app, host))
-}
-
-/// The `Host` names every service answers: this machine's loopback.
-const LOOPBACK_HOSTS: [&str; 3] = ["127.0.0.1", "localhost", "[::1]"];
-
-impl ServerSettings {
-    /// Whether a request naming `host` (a `Host` header: name or address, maybe a port)
-    /// is answered. Without tokens a web page could reach a loopback service through a
-    /// name it controls (DNS rebinding): only loopback names and `allowed_hosts` pass.
-    pub fn host_allowed(&self, host: Option<&str>) -> bool {
-        if self.allowed_hosts.is_empty() && !self.api_tokens.is_empty() {
-            return true;
-        }
-        let Some(name) = host
-            .and_then(|h| h.parse::<axum::http::uri::Authority>().ok())
-            .map(|a| a.host().to_ascii_lowercase())
-        else {
-            return false;
-        };
-        LOOPBACK_HOSTS.contains(&name.as_str())
-            || self
-                .allowed_hosts
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(&name))
-    }
-
-    /// Why the service must not listen on `addr`, if it must not: beyond loopback without
-    /// tokens, anyone who reaches the address could run the agents' tools (bash, Python)
-    /// as this user.
-    pub fn refuse_to_listen(&self, addr: std::net::SocketAddr) -> Option<String> {
-        (self.api_tokens.is_empty() && !addr.ip().is_loopback()).then(|| {
-            format!(
-                "refusing to listen on {addr} without bearer tokens: anyone who can reach that \
-                 address could run the agents' tools (bash, Python) as this user. Set [server] \
-                 api_tokens (or MANUS_API_TOKENS), or bind a loopback address such as \
-                 127.0.0.1:8080"
-            )
-        })
-    }
 }
 
 /// Refuse requests whose `Host` is not one this service answers (see `host_allowed`).
@@ -565,134 +408,19 @@ fn created(id: &str, status: &str) -> Response {
         .into_response()
 }
 
-/// A flow as JSON: the summary fields, plus the plan and outcome when `full`.
-fn describe(entry: &Entry, full: bool) -> Value {
-    let Ok(st) = entry.state.lock() else {
-        return json!({"id": entry.id});
-    };
-    let v = &st.view;
-    let status = shown_status(v);
-    let mut out = json!({
-        "id": entry.id,
-        "task": v.task,
-        "status": status,
-        "created_ms": entry.created_ms,
-        "usage": v.usage,
-        "events": st.events.len(),
-    });
-    if full {
-        out["plan"] = serde_json::to_value(&v.plan).unwrap_or(Value::Null);
-        pending(v, &mut out);
-        if let Some(o) = &v.outcome {
-            out["reason"] = json!(o.reason);
-            out["result"] = json!(o.summary);
-            out["usage_by_agent"] = serde_json::to_value(&o.usage_by_agent).unwrap_or_default();
-            out["elapsed_ms"] = json!(o.elapsed_ms);
-        }
-    }
-    out
-}
-
-/// A flow's status as the service shows it: `awaiting_approval` while a call waits for a
-/// person, else `running` or how it ended.
-fn shown_status(v: &FlowView) -> String {
-    match v.outcome {
-        None if !v.approvals.is_empty() => "awaiting_approval".to_string(),
-        _ => v.status(),
-    }
-}
-
-/// What of flow `v` waits for a person, into `out`: its open questions and the calls
-/// waiting for approval.
-fn pending(v: &FlowView, out: &mut Value) {
-    out["questions"] = v
-        .questions
-        .iter()
-        .map(|(id, q)| json!({"id": id, "agent": q.agent, "step": q.step, "inquire": q.inquire}))
-        .collect();
-    out["approvals"] = v
-        .approvals
-        .iter()
-        .map(|(id, a)| approval_json(id, a))
-        .collect();
-}
-
 async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
-    if let Some(node) = &app.node {
-        // Every node's flows, as the store has them.
-        let runs = node
-            .store
-            .list(100)
-            .await
-            .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-        let flows: Vec<Value> = runs
-            .iter()
-            .map(|r| cluster::describe_stored(r, false))
-            .collect();
-        return Ok(Json(json!({ "flows": flows })));
-    }
-    let ids: Vec<String> = app
-        .order
-        .lock()
-        .map(|o| o.values().cloned().collect())
-        .unwrap_or_default();
-    let flows: Vec<Value> = ids
-        .iter()
-        .rev()
-        .filter_map(|id| app.entry(id).ok())
-        .map(|e| describe(&e, false))
-        .collect();
-    Ok(Json(json!({ "flows": flows })))
+    Ok(Json(json!({ "flows": app.flow_docs().await? })))
 }
 
 async fn show(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    match (app.entry(&id), &app.node) {
-        (Ok(entry), node) => {
-            let mut out = describe(&entry, true);
-            if let Some(node) = node {
-                out["node"] = json!(node.store.owner());
-            }
-            Ok(Json(out))
-        }
-        // A flow another node runs (or ran); what waits for a person, from its events.
-        (Err(_), Some(node)) => {
-            let run = cluster::stored(&node.store, &id).await?;
-            let mut out = cluster::describe_stored(&run, true);
-            if run.status == "running" {
-                let (view, _) = cluster::folded(&node.store, &id).await?;
-                out["status"] = json!(shown_status(&view));
-                pending(&view, &mut out);
-            }
-            Ok(Json(out))
-        }
-        (Err(e), None) => Err(e),
-    }
+) -> Result<Json<flows::FlowDoc>, ApiError> {
+    Ok(Json(app.flow(&id).await?.doc(true).await?))
 }
 
 async fn cancel(State(app): State<Arc<App>>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let entry = match (app.entry(&id), &app.node) {
-        (Ok(entry), _) => entry,
-        (Err(_), Some(node)) => {
-            cluster::cancel_elsewhere(&node.store, &id).await?;
-            return Ok(accepted(json!({"id": id, "status": "cancelling"})));
-        }
-        (Err(e), None) => return Err(e),
-    };
-    let running = entry
-        .state
-        .lock()
-        .map(|s| s.view.outcome.is_none())
-        .unwrap_or(false);
-    if !running {
-        return Err(ApiError(
-            StatusCode::CONFLICT,
-            format!("flow `{id}` has already finished"),
-        ));
-    }
-    entry.control.cancel();
+    app.flow(&id).await?.cancel().await?;
     Ok(accepted(json!({"id": id, "status": "cancelling"})))
 }
 
@@ -709,57 +437,19 @@ async fn answer(
     parsed: Result<Json<AnswerBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(parsed)?;
-    let entry = match (app.entry(&id), &app.node) {
-        (Ok(entry), _) => entry,
-        (Err(_), Some(node)) => {
-            cluster::answer_elsewhere(&node.store, &id, b.question_id, b.text).await?;
-            return Ok(accepted(
-                json!({"id": id, "question_id": b.question_id, "status": "answered"}),
-            ));
-        }
-        (Err(e), None) => return Err(e),
+    let reply = Reply::Answer {
+        question_id: b.question_id,
+        text: b.text,
     };
-    let open = match entry.state.lock() {
-        Ok(mut st) => st.view.questions.remove(&b.question_id).is_some(),
-        Err(_) => false,
-    };
-    if !open {
-        return Err(ApiError(
-            StatusCode::NOT_FOUND,
-            format!(
-                "flow `{id}` has no open question {}; GET /v1/flows/{id} lists its questions",
-                b.question_id
-            ),
-        ));
-    }
-    entry.control.answer(b.question_id, b.text);
+    app.flow(&id).await?.reply(reply).await?;
     Ok(accepted(
         json!({"id": id, "question_id": b.question_id, "status": "answered"}),
     ))
 }
 
-fn approval_json(id: &u64, a: &crate::view::Approval) -> Value {
-    json!({"id": id, "step": a.step, "agent": a.agent, "tool": a.tool,
-           "arguments": a.arguments, "why": a.why})
-}
-
 /// Every tool call waiting for approval, in every flow held.
 async fn approvals(State(app): State<Arc<App>>) -> Json<Value> {
-    let entries: Vec<Arc<Entry>> = app
-        .flows
-        .read()
-        .map(|f| f.values().cloned().collect())
-        .unwrap_or_default();
-    let mut all = vec![];
-    for e in entries {
-        if let Ok(st) = e.state.lock() {
-            for (id, a) in &st.view.approvals {
-                let mut one = approval_json(id, a);
-                one["flow"] = json!(e.id);
-                all.push(one);
-            }
-        }
-    }
+    let all: Vec<FlowApproval> = app.held.all().iter().flat_map(|e| e.approvals()).collect();
     Json(json!({ "approvals": all }))
 }
 
@@ -823,42 +513,21 @@ async fn decide(
     } else {
         "rejected"
     };
-    let entry = match (app.entry(&id), &app.node) {
-        (Ok(entry), _) => entry,
-        (Err(_), Some(node)) => {
-            cluster::decide_elsewhere(&node.store, &id, aid, decision).await?;
-            return Ok(accepted(
-                json!({"id": id, "approval_id": aid, "status": status}),
-            ));
-        }
-        (Err(e), None) => return Err(e),
+    let reply = Reply::Decide {
+        approval_id: aid,
+        decision,
     };
-    let open = match entry.state.lock() {
-        Ok(mut st) => st.view.approvals.remove(&aid).is_some(),
-        Err(_) => false,
-    };
-    if !open {
-        return Err(ApiError(
-            StatusCode::NOT_FOUND,
-            format!(
-                "flow `{id}` has no undecided approval request {aid}; GET /v1/flows/{id} lists them"
-            ),
-        ));
-    }
-    entry.control.decide(aid, decision);
+    app.flow(&id).await?.reply(reply).await?;
     Ok(accepted(
         json!({"id": id, "approval_id": aid, "status": status}),
     ))
 }
 
-/// The event log from after `Last-Event-ID` (or `?after=N`), then live, ending after
-/// `flow_finished`.
 /// A flow's events as the service streams them.
 type EventStream = std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
 
-/// A flow's events with their numbers, from wherever they are kept.
-type Numbered = std::pin::Pin<Box<dyn Stream<Item = (u64, FlowEvent)> + Send>>;
-
+/// The event log from after `Last-Event-ID` (or `?after=N`), then live, ending after
+/// `flow_finished`; as AG-UI events with `?protocol=ag-ui`.
 async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
@@ -896,14 +565,7 @@ async fn events(
             ));
         }
     };
-    let numbered: Numbered = match &app.node {
-        // Numbered as stored, from the store: the same on every node.
-        Some(node) => {
-            cluster::stored(&node.store, &id).await?;
-            Box::pin(cluster::follow_stored(node, id, after))
-        }
-        None => Box::pin(follow_entry(app.entry(&id)?, after)),
-    };
+    let numbered: Numbered = app.flow(&id).await?.follow(after);
     let stream: EventStream = if ag_ui {
         let mut run = agui::AgUi::default();
         Box::pin(numbered.flat_map(move |(_, e)| {
@@ -927,58 +589,9 @@ async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
-/// A run's events, each with its number (from 1), as the flow held here logs them: those
-/// after `after`, then each new one, to the last.
-fn follow_entry(entry: Arc<Entry>, after: u64) -> impl Stream<Item = (u64, FlowEvent)> + Send {
-    let logged = entry.logged.subscribe();
-    futures_util::stream::unfold(
-        (entry, after as usize, logged, false),
-        |(entry, cursor, mut logged, done)| async move {
-            if done {
-                return None;
-            }
-            loop {
-                let next = entry
-                    .state
-                    .lock()
-                    .ok()
-                    .and_then(|st| st.events.get(cursor).cloned());
-                if let Some(e) = next {
-                    let finished = matches!(e, FlowEvent::FlowFinished { .. });
-                    return Some((
-                        ((cursor + 1) as u64, e),
-                        (entry, cursor + 1, logged, finished),
-                    ));
-                }
-                let finished = entry
-                    .state
-                    .lock()
-                    .map(|st| st.view.outcome.is_some())
-                    .unwrap_or(true);
-                if finished || logged.changed().await.is_err() {
-                    return None;
-                }
-            }
-        },
-    )
-}
-
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     let m = &app.metrics;
-    let running = app
-        .flows
-        .read()
-        .map(|f| {
-            f.values()
-                .filter(|e| {
-                    e.state
-                        .lock()
-                        .map(|s| s.view.outcome.is_none())
-                        .unwrap_or(false)
-                })
-                .count()
-        })
-        .unwrap_or(0);
+    let running = app.held.running();
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, String)]| {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));

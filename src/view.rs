@@ -1,14 +1,15 @@
 //! A flow's state folded from its events: the plan (as last revised) with each step's
 //! status, agent and tokens, the flow's tokens, the questions waiting for an answer (open
 //! until their `ask_human` call finishes), the calls waiting for approval, and the outcome
-//! once it ends. The terminal board and the HTTP service read flows through it.
+//! once it ends; and `RunStatus`, where a run stands (the run store records it). The
+//! terminal board, the run store and the HTTP service read flows through it.
 
 use std::collections::BTreeMap;
 
 use manus_actors::llm::Usage;
 use manus_actors::plan::{Plan, StepStatus};
-use manus_actors::protocol::{FlowEvent, FlowOutcome};
-use serde::Serialize;
+use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FlowView {
@@ -32,14 +33,53 @@ pub struct Question {
     pub inquire: String,
 }
 
+/// A tool call (or the plan) waiting for a person's approval: the one type every fold of
+/// `ApprovalRequested` makes (`Approval::requested`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Approval {
     /// `None`: the plan waits for sign-off.
     pub step: Option<usize>,
     pub agent: String,
     pub tool: String,
+    /// The arguments as the model gave them (JSON text).
     pub arguments: String,
+    /// Which rule asked for approval.
     pub why: String,
+    /// The call's id in the agent's memory, and the round it was asked for in: where a
+    /// resumed step goes on from.
+    #[serde(skip)]
+    pub call_id: String,
+    #[serde(skip)]
+    pub round: u32,
+}
+
+impl Approval {
+    /// The request `e` makes, with its number, if it is an `ApprovalRequested`.
+    pub fn requested(e: &FlowEvent) -> Option<(u64, Approval)> {
+        let FlowEvent::ApprovalRequested {
+            id,
+            step,
+            agent,
+            tool,
+            arguments,
+            why,
+            call_id,
+            round,
+        } = e
+        else {
+            return None;
+        };
+        let approval = Approval {
+            step: *step,
+            agent: agent.clone(),
+            tool: tool.clone(),
+            arguments: arguments.clone(),
+            why: why.clone(),
+            call_id: call_id.clone(),
+            round: *round,
+        };
+        Some((*id, approval))
+    }
 }
 
 impl FlowView {
@@ -53,28 +93,13 @@ impl FlowView {
             FlowEvent::PlanCreated { plan } | FlowEvent::PlanRevised { plan, .. } => {
                 self.plan = Some(plan.clone())
             }
-            FlowEvent::ApprovalRequested {
-                id,
-                step,
-                agent,
-                tool,
-                arguments,
-                why,
-                ..
-            } => {
-                if let Some(p) = step.and_then(|s| self.step_mut(s)) {
-                    p.status = StepStatus::AwaitingApproval;
+            FlowEvent::ApprovalRequested { .. } => {
+                if let Some((id, approval)) = Approval::requested(e) {
+                    if let Some(p) = approval.step.and_then(|s| self.step_mut(s)) {
+                        p.status = StepStatus::AwaitingApproval;
+                    }
+                    self.approvals.insert(id, approval);
                 }
-                self.approvals.insert(
-                    *id,
-                    Approval {
-                        step: *step,
-                        agent: agent.clone(),
-                        tool: tool.clone(),
-                        arguments: arguments.clone(),
-                        why: why.clone(),
-                    },
-                );
             }
             FlowEvent::ApprovalDecided { id, .. } => {
                 self.approvals.remove(id);
@@ -163,14 +188,67 @@ impl FlowView {
     }
 
     /// `running`, or how the flow ended (`completed`, `failed`, …).
-    pub fn status(&self) -> String {
-        match &self.outcome {
-            Some(o) => serde_json::to_value(o.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            None => "running".into(),
+    pub fn status(&self) -> RunStatus {
+        self.outcome
+            .as_ref()
+            .map_or(RunStatus::Running, |o| o.status.into())
+    }
+}
+
+/// Where a run stands, as the store records it: queued (a cluster's, for the first node
+/// with room), running (or interrupted, if its owner is gone), or how its flow ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+    BudgetExceeded,
+}
+
+impl RunStatus {
+    /// The word the store, the CLI and the service use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::BudgetExceeded => "budget_exceeded",
         }
+    }
+
+    /// The status a word names, if any.
+    pub fn parse(word: &str) -> Option<RunStatus> {
+        serde_json::from_value(serde_json::Value::String(word.to_string())).ok()
+    }
+
+    /// Whether the run has ended (nothing more will happen to it).
+    pub fn ended(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+}
+
+impl From<FlowStatus> for RunStatus {
+    fn from(s: FlowStatus) -> RunStatus {
+        match s {
+            FlowStatus::Completed => RunStatus::Completed,
+            FlowStatus::Failed => RunStatus::Failed,
+            FlowStatus::Cancelled => RunStatus::Cancelled,
+            FlowStatus::TimedOut => RunStatus::TimedOut,
+            FlowStatus::BudgetExceeded => RunStatus::BudgetExceeded,
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use manus_rt::Config;
 use manus_rt::approvals::{PendingApproval, edited_arguments, local_user, pending};
 use manus_rt::engine::protocol::Decision;
-use manus_rt::store::{RunStore, StoreError};
+use manus_rt::store::{RunStatus, RunStore, StoreError};
 
 use super::args::ApprovalsAction;
 use super::exit;
@@ -54,7 +54,7 @@ async fn list(store: &RunStore, run: Option<&str>, json: bool) -> Result<ExitCod
             .list(1000)
             .await?
             .into_iter()
-            .filter(|r| r.status == "running")
+            .filter(|r| r.status == RunStatus::Running)
             .map(|r| r.id)
             .collect(),
     };
@@ -86,11 +86,11 @@ async fn list(store: &RunStore, run: Option<&str>, json: bool) -> Result<ExitCod
             "{:<28} {:>3} {:>4} {:<14} {:<18} {} · {}",
             run,
             p.id,
-            p.step.map_or("plan".to_string(), |s| s.to_string()),
-            p.agent,
-            p.tool,
-            p.arguments.replace('\n', " "),
-            p.why
+            p.request.step.map_or("plan".to_string(), |s| s.to_string()),
+            p.request.agent,
+            p.request.tool,
+            p.request.arguments.replace('\n', " "),
+            p.request.why
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -119,7 +119,7 @@ async fn decide(
             "run {run} has no undecided approval request {id} (`manus-rt approvals list {run}` shows its requests)"
         )));
     };
-    if stored.status != "running" {
+    if stored.status != RunStatus::Running {
         return Ok(exit::not_started_because(format!(
             "run {run} has ended ({})",
             stored.status
@@ -140,7 +140,7 @@ async fn decide(
     };
     println!(
         "{verb} request {id} of run {run} ({} {}); {next}",
-        request.tool, request.arguments
+        request.request.tool, request.request.arguments
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use manus_rt::store::{Retention, RunStore, StoreError, StoredRun, now_ms};
+use manus_rt::store::{Retention, RunStatus, RunStore, StoreError, StoredRun, now_ms};
 use manus_rt::{Config, FlowEvent};
 
 use super::args::RunsAction;
@@ -67,7 +67,7 @@ async fn prune_runs(
 /// `running`, `awaiting_approval` (a step waits for a person), `interrupted` (its process
 /// is gone; `interrupted (approval)` when a step also waits), or how it ended.
 fn status_of(run: &StoredRun, interrupted: &[(String, Option<String>)]) -> String {
-    let waiting = run.status == "running"
+    let waiting = run.status == RunStatus::Running
         && run
             .plan
             .as_ref()
@@ -76,7 +76,7 @@ fn status_of(run: &StoredRun, interrupted: &[(String, Option<String>)]) -> Strin
         (true, true) => "interrupted (approval)".into(),
         (true, false) => "interrupted".into(),
         (false, true) => "awaiting_approval".into(),
-        (false, false) => run.status.clone(),
+        (false, false) => run.status.to_string(),
     }
 }
 

@@ -10,7 +10,7 @@ use manus_rt::{Config, Runtime};
 use super::exit;
 use super::terminal::serve_until_stopped;
 
-fn runtime_node_name(c: &manus_rt::cluster::ClusterSettings) -> String {
+fn runtime_node_name(c: &manus_rt::settings::ClusterSettings) -> String {
     c.node_id
         .clone()
         .unwrap_or_else(|| "(named by its host)".into())

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::cluster::ClusterSettings;
+use crate::settings::ClusterSettings;
 
 use super::error::{Lines, Problem};
 use super::file::ClusterToml;

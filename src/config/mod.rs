@@ -86,9 +86,9 @@ pub struct Config {
     /// How long ended runs are kept (`[store] keep_days`, `keep_runs`); unbounded by default.
     pub retention: crate::store::Retention,
     /// `[server]`, for `manus-rt serve`; `MANUS_API_TOKENS` (comma-separated) adds tokens.
-    pub server: crate::serve::ServerSettings,
+    pub server: crate::settings::ServerSettings,
     /// `[cluster]`: this node shares queued flows with the others of the store.
-    pub cluster: Option<crate::cluster::ClusterSettings>,
+    pub cluster: Option<crate::settings::ClusterSettings>,
     /// The shipped example is in use (no config file of the user's): its model may be
     /// one found on this machine (`discover`).
     pub example: bool,

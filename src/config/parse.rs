@@ -12,7 +12,7 @@ use manus_actors::planner::FlowSettings;
 use manus_actors::sandbox::SandboxSettings;
 use manus_actors::tools::ToolSettings;
 
-use crate::serve::ServerSettings;
+use crate::settings::ServerSettings;
 use crate::store::{Retention, StoreUrl};
 use crate::telemetry::TelemetrySettings;
 
@@ -55,7 +55,7 @@ pub struct Parsed {
     /// With the file's tokens only.
     pub(super) server: ServerSettings,
     /// With the line of `[cluster] enabled`, for the store check `resolve` makes.
-    pub(super) cluster: Option<(crate::cluster::ClusterSettings, Option<usize>)>,
+    pub(super) cluster: Option<(crate::settings::ClusterSettings, Option<usize>)>,
 }
 
 /// Parse and check config text; `source` names it in errors.

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::serve::ServerSettings;
+use crate::settings::ServerSettings;
 use crate::store::{Retention, StoreUrl};
 
 use super::error::{Lines, Problem};
@@ -94,8 +94,7 @@ pub(super) fn server(s: &ServerToml, lines: Lines) -> Result<ServerSettings, Pro
         api_tokens,
         max_body_bytes: table
             .number(&s.max_body_kb, "max_body_kb", BODY_KB)?
-            .map_or(64, |kb| kb as usize)
-            * 1024,
+            .map_or(defaults.max_body_bytes, |kb| kb as usize * 1024),
         resume_on_start: s.resume_on_start.unwrap_or(true),
         keep_finished: table
             .number(&s.keep_finished_flows, "keep_finished_flows", KEEP_FINISHED)?

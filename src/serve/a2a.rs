@@ -22,7 +22,8 @@ use futures_util::StreamExt;
 use manus_actors::protocol::{Decision, FlowEvent, FlowMode, FlowStatus};
 use serde_json::{Value, json};
 
-use super::{ApiError, App, Entry, Numbered, cluster, now_ms};
+use super::flows::{Flow, Numbered, Reply};
+use super::{ApiError, App, now_ms};
 use crate::runtime::SubmitOptions;
 use crate::view::FlowView;
 
@@ -110,13 +111,13 @@ pub async fn rpc(
         "SendMessage" | "SendStreamingMessage" => {
             let streaming = method == "SendStreamingMessage";
             match accept(&app, params, &headers).await {
-                Ok(task) if streaming => return stream(&app, task, id).into_response(),
+                Ok(task) if streaming => return stream(task, id).into_response(),
                 Ok(mut task) => {
                     let quick = params["configuration"]["returnImmediately"]
                         .as_bool()
                         .unwrap_or(false);
                     if !quick {
-                        let mut events = follow(&app, &task);
+                        let mut events = follow(&task);
                         task.advance(&mut events, |v| ended(v) || waits(v)).await;
                     }
                     Ok(json!({"task": task.json()}))
@@ -153,60 +154,41 @@ fn named(params: &Value) -> Result<&str, Refusal> {
 }
 
 /// A task as this node sees it now: its flow folded from the first `seen` events, and
-/// where the flow is kept (held here, or only in a cluster's store).
+/// the flow, wherever it is kept.
 struct Task {
     id: String,
     view: FlowView,
     seen: u64,
     /// Queued in a cluster's store, not yet started by any node.
     queued: bool,
-    here: Option<Arc<Entry>>,
+    flow: Flow,
 }
 
 /// Task `id`: held by this node, or (on a cluster) read from the store.
 async fn find(app: &App, id: &str) -> Result<Task, Refusal> {
-    if let Ok(entry) = app.entry(id) {
-        let (view, seen) = entry
-            .state
-            .lock()
-            .map(|st| (st.view.clone(), st.events.len() as u64))
-            .map_err(|_| (INTERNAL, format!("task `{id}` cannot be read")))?;
-        return Ok(Task {
-            id: id.to_string(),
-            view,
-            seen,
-            queued: false,
-            here: Some(entry),
-        });
-    }
-    let missing = || (TASK_NOT_FOUND, format!("no task `{id}` on this agent"));
-    let Some(node) = &app.node else {
-        return Err(missing());
-    };
-    let run = match cluster::stored(&node.store, id).await {
-        Ok(run) => run,
-        Err(ApiError(StatusCode::NOT_FOUND, _)) => return Err(missing()),
-        Err(ApiError(_, why)) => return Err((INTERNAL, why)),
-    };
-    let (view, seen) = cluster::folded(&node.store, id)
+    let flow = app
+        .flow(id)
+        .await
+        .map_err(|ApiError(status, why)| match status {
+            StatusCode::NOT_FOUND => (TASK_NOT_FOUND, format!("no task `{id}` on this agent")),
+            _ => (INTERNAL, why),
+        })?;
+    let (view, seen) = flow
+        .view()
         .await
         .map_err(|ApiError(_, why)| (INTERNAL, why))?;
     Ok(Task {
         id: id.to_string(),
         view,
         seen,
-        queued: run.status == "queued",
-        here: None,
+        queued: flow.queued(),
+        flow,
     })
 }
 
 /// The task's events after those it has seen, then live, to the flow's end.
-fn follow(app: &App, task: &Task) -> Numbered {
-    match (&task.here, &app.node) {
-        (Some(entry), _) => Box::pin(super::follow_entry(entry.clone(), task.seen)),
-        (None, Some(node)) => Box::pin(cluster::follow_stored(node, task.id.clone(), task.seen)),
-        (None, None) => Box::pin(futures_util::stream::empty()),
-    }
+fn follow(task: &Task) -> Numbered {
+    task.flow.follow(task.seen)
 }
 
 impl Task {
@@ -303,14 +285,11 @@ async fn cancel(app: &App, id: &str) -> Result<Value, Refusal> {
             format!("task `{id}` has already ended"),
         ));
     }
-    match (&task.here, &app.node) {
-        (Some(entry), _) => entry.control.cancel(),
-        (None, Some(node)) => cluster::cancel_elsewhere(&node.store, id)
-            .await
-            .map_err(|ApiError(_, why)| (TASK_NOT_CANCELABLE, why))?,
-        (None, None) => return Err((TASK_NOT_FOUND, format!("no task `{id}` on this agent"))),
-    }
-    let mut events = follow(app, &task);
+    task.flow
+        .cancel()
+        .await
+        .map_err(|ApiError(_, why)| (TASK_NOT_CANCELABLE, why))?;
+    let mut events = follow(&task);
     let _ = tokio::time::timeout(Duration::from_secs(10), task.advance(&mut events, ended)).await;
     Ok(task.json())
 }
@@ -336,7 +315,7 @@ async fn accept(app: &Arc<App>, params: &Value, headers: &HeaderMap) -> Result<T
     }
     if let Some(id) = message["taskId"].as_str() {
         let mut task = find(app, id).await?;
-        reply_to(app, &mut task, text, headers).await?;
+        reply_to(&mut task, text, headers).await?;
         return Ok(task);
     }
     let runtime = app.runtime.read().await;
@@ -367,12 +346,7 @@ async fn accept(app: &Arc<App>, params: &Value, headers: &HeaderMap) -> Result<T
 
 /// A person's words for a task waiting for input: the answer to its open question, or the
 /// decision on its open approval. Either is closed in `task`'s view at once.
-async fn reply_to(
-    app: &App,
-    task: &mut Task,
-    text: String,
-    headers: &HeaderMap,
-) -> Result<(), Refusal> {
+async fn reply_to(task: &mut Task, text: String, headers: &HeaderMap) -> Result<(), Refusal> {
     let not_waiting = || {
         (
             INVALID_PARAMS,
@@ -394,42 +368,23 @@ async fn reply_to(
             super::decider(headers),
         )
     };
-    let refused = |ApiError(_, why)| (INVALID_PARAMS, why);
-    match (question, approval, &task.here, &app.node) {
-        (None, None, _, _) => return Err(not_waiting()),
-        (Some(q), _, Some(entry), _) => {
-            // Closed in the flow's table first, so no one answers it twice.
-            let open = entry
-                .state
-                .lock()
-                .is_ok_and(|mut st| st.view.questions.remove(&q).is_some());
-            if !open {
-                return Err(not_waiting());
-            }
-            entry.control.answer(q, text.clone());
+    let replied = match (question, approval) {
+        (None, None) => return Err(not_waiting()),
+        (Some(question_id), _) => {
+            let text = text.clone();
+            task.flow.reply(Reply::Answer { question_id, text }).await
         }
-        (None, Some(a), Some(entry), _) => {
-            let open = entry
-                .state
-                .lock()
-                .is_ok_and(|mut st| st.view.approvals.remove(&a).is_some());
-            if !open {
-                return Err(not_waiting());
-            }
-            entry.control.decide(a, decision());
-        }
-        (Some(q), _, None, Some(node)) => {
-            cluster::answer_elsewhere(&node.store, &task.id, q, text.clone())
+        (None, Some(approval_id)) => {
+            let decision = decision();
+            task.flow
+                .reply(Reply::Decide {
+                    approval_id,
+                    decision,
+                })
                 .await
-                .map_err(refused)?
         }
-        (None, Some(a), None, Some(node)) => {
-            cluster::decide_elsewhere(&node.store, &task.id, a, decision())
-                .await
-                .map_err(refused)?
-        }
-        (_, _, None, None) => return Err(not_waiting()),
-    }
+    };
+    replied.map_err(|ApiError(_, why)| (INVALID_PARAMS, why))?;
     if let Some(q) = question {
         task.view.questions.remove(&q);
     } else if let Some(a) = approval {
@@ -455,14 +410,14 @@ fn agent_message(task: &str, text: &str) -> Value {
 
 /// `SendStreamingMessage`: the task, then a status update with each finished thought of an
 /// agent while it works, until it ends (its artifacts and last status) or waits for input.
-fn stream(app: &App, task: Task, id: Value) -> impl IntoResponse + use<> {
+fn stream(task: Task, id: Value) -> impl IntoResponse + use<> {
     let frame =
         |id: &Value, result: Value| -> Result<Event, std::convert::Infallible> {
             Ok(Event::default()
                 .data(json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()))
         };
     let first = frame(&id, json!({"task": task.json()}));
-    let events = follow(app, &task);
+    let events = follow(&task);
     let updates = futures_util::stream::unfold(
         (task, events, id, false),
         move |(mut task, mut events, id, done)| async move {

@@ -19,7 +19,6 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use manus_actors::tools::{WorkspaceFileError, image_type, read_workspace_file};
 
-use super::cluster::Node;
 use super::{ApiError, App};
 
 const HTML: &str = "text/html; charset=utf-8";
@@ -136,11 +135,7 @@ pub(super) async fn file(
 /// is not one this service holds, or (on a cluster) it runs on another node, or the agents
 /// work in a sandbox that does not mount the workspace.
 async fn workspace_of(app: &App, id: &str) -> Result<PathBuf, ApiError> {
-    match (app.entry(id), &app.node) {
-        (Ok(_), _) => {}
-        (Err(here), Some(node)) => return Err(held_elsewhere(node, id, here).await),
-        (Err(here), None) => return Err(here),
-    }
+    app.flow(id).await?.files_here(app.settings.keep_finished)?;
     app.workspace.clone().ok_or_else(|| {
         ApiError(
             StatusCode::NOT_FOUND,
@@ -150,24 +145,6 @@ async fn workspace_of(app: &App, id: &str) -> Result<PathBuf, ApiError> {
                 .into(),
         )
     })
-}
-
-/// Why a cluster node does not serve the files of flow `id`, which it does not hold: each
-/// node has its own workspace, so they are on the node that runs or ran it.
-async fn held_elsewhere(node: &Node, id: &str, here: ApiError) -> ApiError {
-    match super::cluster::stored(&node.store, id).await {
-        Err(e) => e,
-        // It ran here and is no longer held: as on a single node.
-        Ok(run) if run.owner.as_deref() == Some(node.store.owner()) => here,
-        Ok(run) => ApiError(
-            StatusCode::NOT_FOUND,
-            format!(
-                "flow `{id}` is not run by this node: its files are in the workspace of the \
-                 node that runs or ran it ({}), as each node has its own; ask that node",
-                run.owner.as_deref().unwrap_or("none yet: it is queued")
-            ),
-        ),
-    }
 }
 
 /// The answer for a workspace file that is not served.

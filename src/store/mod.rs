@@ -26,6 +26,8 @@ use manus_actors::plan::Plan;
 use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome};
 use serde::Serialize;
 
+pub use crate::view::RunStatus;
+
 pub use prune::Retention;
 pub use writer::RunStore;
 
@@ -204,7 +206,7 @@ pub struct StoredRun {
     pub task: String,
     pub mode: FlowMode,
     /// `running` (or interrupted, if its owner is gone), else how the flow ended.
-    pub status: String,
+    pub status: RunStatus,
     /// `None` while (or if interrupted while) planning.
     pub plan: Option<Plan>,
     pub usage: Usage,

@@ -6,7 +6,7 @@ use manus_actors::llm::Message;
 use manus_actors::protocol::{Decision, FlowEvent};
 use serde::Serialize;
 
-use super::{Backend, Stmt, StoredEvent, StoredMemory, StoredRun, Val};
+use super::{Backend, RunStatus, Stmt, StoredEvent, StoredMemory, StoredRun, Val};
 
 pub const SCHEMA: [&str; 5] = [
     "CREATE TABLE IF NOT EXISTS manus_runs (
@@ -81,7 +81,7 @@ impl StoredRun {
                 text(&self.id),
                 text(&self.task),
                 json(&self.mode),
-                text(&self.status),
+                text(self.status.as_str()),
                 json_or_null(self.plan.as_ref()),
                 json(&self.usage),
                 json(&self.usage_by_agent),
@@ -170,7 +170,10 @@ fn run_of(row: &[Val]) -> Result<StoredRun, String> {
         id: row[0].text().unwrap_or_default().to_string(),
         task: row[1].text().unwrap_or_default().to_string(),
         mode: parse(&row[2], "mode")?,
-        status: row[3].text().unwrap_or_default().to_string(),
+        status: {
+            let word = row[3].text().unwrap_or_default();
+            RunStatus::parse(word).ok_or_else(|| format!("a stored status `{word}` is unknown"))?
+        },
         plan: parse(&row[4], "plan")?,
         usage: parse(&row[5], "usage")?,
         usage_by_agent: parse(&row[6], "usage")?,

@@ -98,7 +98,7 @@ impl RunStore {
     /// lost to other nodes come out of the receiver.
     pub async fn open_node(
         url: &StoreUrl,
-        node: &crate::cluster::ClusterSettings,
+        node: &crate::settings::ClusterSettings,
     ) -> Result<(RunStore, tokio::sync::mpsc::UnboundedReceiver<String>), StoreError> {
         let (lost, lost_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut owner = Owner::this_process();
@@ -701,6 +701,7 @@ fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::RunStatus;
     use manus_actors::llm::{Message, Usage};
     use manus_actors::plan::{Plan, StepStatus};
     use manus_actors::protocol::{FlowMode, FlowOutcome, FlowStatus};
@@ -710,7 +711,7 @@ mod tests {
             id: id.into(),
             task: "count".into(),
             mode: FlowMode::Plan,
-            status: "running".into(),
+            status: RunStatus::Running,
             plan: Some(Plan::new("p", "Count", vec!["a".into(), "b".into()])),
             usage: Usage {
                 prompt_tokens: 10,
@@ -788,7 +789,7 @@ mod tests {
 
         let r1 = store.get("r1").await.unwrap().unwrap();
         // Its elapsed time goes on from the 7 ms it had when opened.
-        assert_eq!((r1.status.as_str(), r1.elapsed_ms), ("completed", 47));
+        assert_eq!((r1.status, r1.elapsed_ms), (RunStatus::Completed, 47));
         assert_eq!(r1.outcome.as_ref().map(|o| o.reason.as_str()), Some("done"));
         assert_eq!(r1.progress(), (1, 2));
         assert_eq!(r1.usage.total(), 15);
@@ -820,7 +821,7 @@ mod tests {
     /// A row of `status` written as of `at`, with one event.
     async fn put(store: &RunStore, id: &str, owner: &str, status: &str, at: i64) {
         let mut run = row(id, owner);
-        run.status = status.into();
+        run.status = RunStatus::parse(status).expect("a status");
         run.created_at = at;
         let event = sql::insert_event(
             id,

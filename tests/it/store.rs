@@ -13,7 +13,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use manus_rt::engine::plan::StepStatus;
-use manus_rt::store::{RunStore, StoreUrl, StoredRun};
+use manus_rt::store::{RunStatus, RunStore, StoreUrl, StoredRun};
 use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, RuntimeError, SubmitOptions};
 use serde_json::{Value, json};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
@@ -221,7 +221,7 @@ async fn kill_and_resume(store_url: &str) {
 
     // The record: completed, every event once and in order, memories of every step.
     let run = store.get(&before.id).await.unwrap().unwrap();
-    assert_eq!(run.status, "completed");
+    assert_eq!(run.status, RunStatus::Completed);
     let events = store.events(&before.id).await.unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>());
@@ -623,7 +623,7 @@ async fn a_submitted_run_is_committed_before_submit_returns() {
         let row = reader.get(&flow.id).await.unwrap();
         assert_eq!(
             row.map(|r| (r.task, r.status)),
-            Some((format!("Durable task {n}"), "running".to_string())),
+            Some((format!("Durable task {n}"), RunStatus::Running)),
             "run {n} is committed when submit returns"
         );
     }

@@ -73,7 +73,7 @@ export function showRun(main, id, failed) {
     status.replaceChildren(badge(flow.status));
     const u = flow.usage || {};
     usage.textContent = `${tokens(u)} tokens · ${u.calls || 0} model calls · ${cost(u)}${flow.elapsed_ms ? ` · ${duration(flow.elapsed_ms)}` : ""}`;
-    const running = !["completed", "failed", "cancelled", "timed_out", "budget_exceeded"].includes(flow.status);
+    const running = !flow.finished;
     cancel.hidden = !running;
     if (flow.plan) graph.replaceChildren(drawPlan(flow.plan, (i) => stepCard(i).el.scrollIntoView({ behavior: "smooth" })));
     for (const [i, s] of (flow.plan?.steps || []).entries()) if (cards.has(i)) cards.get(i).head(s);

@@ -1,0 +1,78 @@
+//! The runtime's queue verbs on a cluster: a task queued in the shared store for whichever
+//! node has room, the oldest queued (or orphaned) run claimed and started here, and every
+//! run this node holds handed back. The SQL is the store's.
+
+use manus_actors::protocol::FlowMode;
+
+use crate::runtime::{FlowHandle, Run, Runtime, RuntimeError, new_flow_id};
+use crate::store::{RunStatus, StoredRun};
+
+impl Runtime {
+    /// Cluster (`[cluster]`): queue a task for whichever node has room first (this one
+    /// too); its run id. The run is in the store when this returns.
+    pub async fn enqueue(&self, task: &str, mode: FlowMode) -> Result<String, RuntimeError> {
+        let store = self.store().ok_or(RuntimeError::NoStore)?;
+        let now = crate::store::now_ms();
+        let run = StoredRun {
+            id: new_flow_id(),
+            task: task.to_string(),
+            mode,
+            status: RunStatus::Queued,
+            plan: None,
+            usage: Default::default(),
+            usage_by_agent: Default::default(),
+            outcome: None,
+            owner: None,
+            created_at: now,
+            updated_at: now,
+            elapsed_ms: 0,
+        };
+        let id = run.id.clone();
+        store.enqueue(run).await?;
+        Ok(id)
+    }
+
+    /// Cluster: take the oldest queued run, or one whose node fell silent, and run it
+    /// here (a run taken over resumes from its last completed step); `None` when no run
+    /// waits.
+    pub async fn claim(&self, deltas: bool) -> Result<Option<FlowHandle>, RuntimeError> {
+        let store = self.store().ok_or(RuntimeError::NoStore)?;
+        let Some((id, fence)) = store.claim_next().await? else {
+            return Ok(None);
+        };
+        let run = store
+            .get(&id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownRun(id.clone()))?;
+        let seq = store.next_seq(&id).await?;
+        tracing::info!(run = %id, fence, taken_over = seq > 0, "claimed a run");
+        let handle = if seq == 0 {
+            self.start_flow(Run {
+                id: run.id,
+                task: run.task,
+                mode: run.mode,
+                resume: None,
+                deltas,
+                seq,
+                created_at: run.created_at,
+            })
+            .await
+        } else {
+            self.continue_run(run, seq).await
+        };
+        if handle.is_err() {
+            // Let another node try it.
+            let _ = store.release(Some(&id)).await;
+        }
+        handle.map(Some)
+    }
+
+    /// Cluster: let go of every run this node holds, for the other nodes to take over
+    /// from their last completed step; the flows here then stop without writing.
+    pub async fn hand_back(&self) -> Result<(), RuntimeError> {
+        if let Some(store) = self.store() {
+            store.release(None).await?;
+        }
+        Ok(())
+    }
+}
