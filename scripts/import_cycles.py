@@ -8,10 +8,12 @@ Paths through a child module the file declares (`use client::X` in `llm/mod.rs`)
 too; `mod x;` declarations themselves are not edges: a parent declaring a child does not
 use it.
 
-    python3 scripts/import_cycles.py [SRC_DIR] [--file actors/src/protocol.rs] [--modules] [-v]
+    python3 scripts/import_cycles.py [SRC_DIR] [--file actors/src/protocol.rs] [--modules] [-v] [--check]
 
 `--modules` also folds each file into its top-level module (`tools/bash.rs` → `tools`) and
-prints the cycles between modules. Paths are printed relative to SRC_DIR.
+prints the cycles between modules. Paths are printed relative to SRC_DIR. `--check` prints
+the same and exits 1 when `--modules` finds a cycle between modules or the `--file` file is
+in a cycle of files (scripts/check_rules.sh keeps both); without it the exit is 0.
 """
 import os
 import re
@@ -121,6 +123,8 @@ def main():
     args = sys.argv[1:]
     verbose = "-v" in args
     modules = "--modules" in args
+    check = "--check" in args
+    broken = False
     focus = None
     if "--file" in args:
         focus = os.path.normpath(args[args.index("--file") + 1])
@@ -167,6 +171,7 @@ def main():
         focus = os.path.relpath(focus, src) if focus.startswith(os.path.normpath(src) + os.sep) else focus
         hit = [c for c in cycles if focus in c]
         print(f"{focus} in a cycle: {'yes, with ' + str(len(hit[0]) - 1) + ' other files' if hit else 'no'}")
+        broken = broken or bool(hit)
         print(f"{focus} imports: {' '.join(sorted(edges.get(focus, ()))) or 'nothing from crate::'}")
     if modules:
         top = {f: f.split(os.sep)[0].removesuffix(".rs") for f in edges}
@@ -177,7 +182,8 @@ def main():
         print(f"top-level modules: {len(medges)}; module cycles: {len(mcycles)}, largest {len(mcycles[0]) if mcycles else 1} modules")
         for c in mcycles:
             print(f"  {len(c)}: " + " ".join(c))
-    return 0
+        broken = broken or bool(mcycles)
+    return 1 if check and broken else 0
 
 
 if __name__ == "__main__":

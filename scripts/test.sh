@@ -4,11 +4,16 @@
 # bridge, no iptables; stopped by PID on exit), builds the test sandbox image if that engine
 # lacks it, starts a private PostgreSQL server on 127.0.0.1 for the run-store tests (stopped
 # by PID on exit too), builds (once per machine) and starts llama.cpp's llama-server with a
-# tiny model on 127.0.0.1 (stopped by PID too), then runs every test of the workspace.
+# tiny model on 127.0.0.1 (stopped by PID too), then runs every test of the workspace. First
+# of all it checks ARCHITECTURE.md's rules (scripts/check_rules.sh).
 # Usage: scripts/test.sh [extra cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+
+# ARCHITECTURE.md's rules (its greps, no import cycles): a second, so a broken one fails
+# before anything is installed or built.
+scripts/check_rules.sh
 
 # python3 for python_execute, bash for the bash tool, procps (pgrep) for the tests that
 # check stopped commands are gone, docker.io + debootstrap for the sandbox, chromium +

@@ -10,7 +10,6 @@ pub mod config;
 pub mod eval;
 #[cfg(test)]
 mod fuzz;
-pub mod mcp_servers;
 pub mod runtime;
 pub mod serve;
 pub mod settings;

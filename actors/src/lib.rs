@@ -11,6 +11,7 @@ pub mod agent;
 pub mod approvals;
 pub mod background;
 pub mod browser;
+pub(crate) mod children;
 #[cfg(test)]
 pub(crate) mod fuzz;
 pub mod llm;

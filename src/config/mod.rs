@@ -18,6 +18,7 @@ mod file;
 mod flow;
 mod llm;
 mod mcp;
+pub mod mcp_servers;
 mod parse;
 mod resolve;
 mod sandbox;

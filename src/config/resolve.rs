@@ -11,12 +11,11 @@ use std::sync::Arc;
 use manus_actors::llm::{CASE_PLACEHOLDER, Cassette, LlmSettings};
 use manus_actors::mcp::McpServerSpec;
 
-use crate::mcp_servers;
-
 use super::agents::{AgentDraft, Listed};
 use super::error::{ConfigError, Problem};
 use super::llm::LlmDraft;
 use super::mcp::ServersFile;
+use super::mcp_servers;
 use super::parse::Parsed;
 use super::{AgentTemplate, BUILTIN_CASSETTE, Config, EMBEDDED_CASSETTE, sandbox};
 
@@ -194,7 +193,14 @@ fn read_servers_file(
         None if base.join("mcp.json").exists() => base.join("mcp.json"),
         None => return Ok(vec![]),
     };
-    mcp_servers::load(&path, file.call_timeout, file.connect_timeout)
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| ConfigError::unreadable(&path, "the MCP servers file", e))?;
+    mcp_servers::parse(
+        &text,
+        &path.display().to_string(),
+        file.call_timeout,
+        file.connect_timeout,
+    )
 }
 
 /// The agent with the servers it names (every server when it names none), each checked.

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
+use crate::children::FlowChildren;
 use crate::protocol::{
     BrowserAction, BrowserMsg, BrowserOwnerMsg, BrowserReply, BrowserRequest, BrowserState,
 };
@@ -134,7 +135,7 @@ pub struct SupervisorState {
     driver: Option<Driver>,
     /// A local forwarder that adds the proxy's credentials, when it has some.
     proxy: Option<proxy::AuthForwarder>,
-    owners: HashMap<String, ActorRef<BrowserOwnerMsg>>,
+    owners: FlowChildren<BrowserOwnerMsg>,
     /// With several endpoints (`WebDriverSource::Pool`): where each flow's browser is.
     placed: HashMap<String, String>,
     /// Asks the endpoints whether they answer.
@@ -252,7 +253,7 @@ impl Actor for BrowserSupervisor {
             settings,
             driver: None,
             proxy: None,
-            owners: HashMap::new(),
+            owners: FlowChildren::new("browser owner"),
             placed: HashMap::new(),
             http: reqwest::Client::new(),
         })
@@ -284,19 +285,17 @@ impl Actor for BrowserSupervisor {
                     }
                 };
                 let owner = match st.owners.get(&flow_id) {
-                    Some(o) => o.clone(),
+                    Some(o) => o.actor.clone(),
                     None => {
                         let args = OwnerArgs {
                             settings: st.settings.clone(),
                             flow_id: flow_id.clone(),
                             proxy,
                         };
-                        match Actor::spawn_linked(None, BrowserOwner, args, myself.get_cell()).await
-                        {
-                            Ok((o, _)) => {
-                                st.owners.insert(flow_id.clone(), o.clone());
-                                o
-                            }
+                        let cell = myself.get_cell();
+                        let started = st.owners.start(&flow_id, BrowserOwner, args, cell, || ());
+                        match started.await {
+                            Ok(o) => o,
                             Err(e) => {
                                 let _ =
                                     reply.send(Err(format!("the browser could not start: {e}")));
@@ -320,7 +319,7 @@ impl Actor for BrowserSupervisor {
                 // The owner closes its session as it stops; nothing here waits for it.
                 st.placed.remove(&flow_id);
                 if let Some(o) = st.owners.remove(&flow_id) {
-                    o.stop(Some("flow ended".into()));
+                    o.actor.stop(Some("flow ended".into()));
                 }
             }
         }
@@ -333,11 +332,7 @@ impl Actor for BrowserSupervisor {
         st: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         // Sessions close before the driver goes, so no browser outlives the runtime.
-        for (_, o) in st.owners.drain() {
-            let _ = o
-                .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(15)))
-                .await;
-        }
+        st.owners.stop_all(Duration::from_secs(15)).await;
         if let Some(mut d) = st.driver.take() {
             d.stop();
         }
@@ -352,17 +347,7 @@ impl Actor for BrowserSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         // An owner that stopped or crashed leaves the table; the flow's next request makes
         // a new one with a fresh session.
-        let gone = match &evt {
-            SupervisionEvent::ActorTerminated(cell, _, _) => Some(cell.get_id()),
-            SupervisionEvent::ActorFailed(cell, err) => {
-                tracing::warn!("a browser owner failed: {err}");
-                Some(cell.get_id())
-            }
-            _ => None,
-        };
-        if let Some(id) = gone {
-            st.owners.retain(|_, o| o.get_id() != id);
-        }
+        st.owners.forget(&evt);
         Ok(())
     }
 }

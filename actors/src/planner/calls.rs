@@ -1,7 +1,8 @@
 //! The planner's own model calls: making the plan, revising it, and summarising the run.
 //! Each runs off the planner's mailbox on the runtime's planning thread, holding one of the
-//! runtime's `planner_replicas` permits, and comes back to the planner as a message; knows
-//! nothing of how steps are dispatched.
+//! runtime's `planner_replicas` permits; the plan and revisions come back to the planner as
+//! messages, the summary to `finish`, which waits for it. Knows nothing of how steps are
+//! dispatched.
 //!
 //! A plan or revision whose dependencies do not form a graph goes back to the model once,
 //! with the reason, as the `planning` call's result; if the second answer is no better, its

@@ -8,7 +8,8 @@
 //! The planner never waits on an agent inside a handler: a step is sent with a report that
 //! the agent sends back as a `StepDone` message, and its own model calls run on the
 //! planning thread and come back as messages, so cancellation, timeouts and answers to
-//! questions are handled while steps run and while the model plans.
+//! questions are handled while steps run and while the model plans. The one call it waits
+//! for is the closing summary, in `finish`, once the flow is ending.
 //!
 //! Which steps may run when is the plan's (`plan::graph`); this module decides what to do
 //! about it (`steps`) and makes the model calls (`calls`).

@@ -8,12 +8,12 @@ mod container;
 mod shell;
 pub mod tar;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
+use crate::children::FlowChildren;
 use crate::protocol::{ContainerMsg, ExecOutput, SandboxMsg, SandboxOp, SandboxReply, ShellEnd};
 use container::{Container, ContainerArgs};
 
@@ -325,8 +325,15 @@ pub struct SupervisorState {
     /// A client per engine of `settings.hosts`, `None` while it does not answer.
     engines: Vec<Option<Docker>>,
     settings: SandboxSettings,
-    /// Each flow's container actor, when the flow last used it, and its engine.
-    containers: HashMap<String, (ActorRef<ContainerMsg>, Instant, usize)>,
+    /// Each flow's container actor, with when the flow last used it and its engine.
+    containers: FlowChildren<ContainerMsg, Placed>,
+}
+
+/// What the supervisor keeps beside a flow's container actor.
+struct Placed {
+    used: Instant,
+    /// Its index in `engines`.
+    engine: usize,
 }
 
 /// How long an engine has to answer a ping before a flow's container there counts as lost.
@@ -350,7 +357,12 @@ impl SupervisorState {
 
     /// The answering engine with the fewest containers, for a new one.
     async fn place(&mut self) -> Result<usize, String> {
-        let load = |i: usize| self.containers.values().filter(|(_, _, e)| *e == i).count();
+        let load = |i: usize| {
+            self.containers
+                .iter()
+                .filter(|(_, c)| c.data.engine == i)
+                .count()
+        };
         let mut order: Vec<usize> = (0..self.engines.len()).collect();
         order.sort_by_key(|&i| load(i));
         for i in order {
@@ -386,7 +398,7 @@ impl Actor for SandboxSupervisor {
         Ok(SupervisorState {
             engines,
             settings,
-            containers: HashMap::new(),
+            containers: FlowChildren::new("sandbox container actor"),
         })
     }
 
@@ -408,11 +420,11 @@ impl Actor for SandboxSupervisor {
                 // that answers. (With one engine nothing is asked here: a container that
                 // died is made again, as ever.)
                 if st.engines.len() > 1
-                    && let Some(engine) = st.containers.get(&flow_id).map(|(_, _, e)| *e)
+                    && let Some(engine) = st.containers.get(&flow_id).map(|c| c.data.engine)
                     && !st.answers(engine).await
                 {
-                    let (c, _, _) = st.containers.remove(&flow_id).expect("just found");
-                    c.stop(Some("its engine stopped answering".into()));
+                    let c = st.containers.remove(&flow_id).expect("just found");
+                    c.actor.stop(Some("its engine stopped answering".into()));
                     let url = &st.settings.hosts[engine].url;
                     tracing::warn!(flow = %flow_id, "the sandbox's Docker engine {url} stopped answering; the flow's container is lost");
                     let _ = reply.send(Err(format!(
@@ -424,9 +436,9 @@ impl Actor for SandboxSupervisor {
                 }
                 let full = st.containers.len() >= st.settings.max_sandboxes;
                 let container = match st.containers.get_mut(&flow_id) {
-                    Some((c, used, _)) => {
-                        *used = Instant::now();
-                        c.clone()
+                    Some(c) => {
+                        c.data.used = Instant::now();
+                        c.actor.clone()
                     }
                     None if full => {
                         let _ = reply.send(Err(format!(
@@ -450,12 +462,14 @@ impl Actor for SandboxSupervisor {
                             settings: st.settings.clone(),
                             flow_id: flow_id.clone(),
                         };
-                        match Actor::spawn_linked(None, Container, args, myself.get_cell()).await {
-                            Ok((c, _)) => {
-                                st.containers
-                                    .insert(flow_id.clone(), (c.clone(), Instant::now(), engine));
-                                c
-                            }
+                        let placed = || Placed {
+                            used: Instant::now(),
+                            engine,
+                        };
+                        let cell = myself.get_cell();
+                        let started = st.containers.start(&flow_id, Container, args, cell, placed);
+                        match started.await {
+                            Ok(c) => c,
                             Err(e) => {
                                 let _ =
                                     reply.send(Err(format!("the sandbox could not start: {e}")));
@@ -470,8 +484,9 @@ impl Actor for SandboxSupervisor {
                 }
             }
             SandboxMsg::Release { flow_id } => {
-                if let Some((c, _, _)) = st.containers.remove(&flow_id) {
+                if let Some(c) = st.containers.remove(&flow_id) {
                     let _ = c
+                        .actor
                         .stop_and_wait(Some("flow ended".into()), Some(Duration::from_secs(30)))
                         .await;
                 }
@@ -480,13 +495,14 @@ impl Actor for SandboxSupervisor {
                 let idle: Vec<String> = st
                     .containers
                     .iter()
-                    .filter(|(_, (_, used, _))| used.elapsed() >= st.settings.idle_timeout)
+                    .filter(|(_, c)| c.data.used.elapsed() >= st.settings.idle_timeout)
                     .map(|(f, _)| f.clone())
                     .collect();
                 for flow_id in idle {
-                    if let Some((c, _, _)) = st.containers.remove(&flow_id) {
+                    if let Some(c) = st.containers.remove(&flow_id) {
                         tracing::info!(flow = %flow_id, "removing an idle sandbox");
                         let _ = c
+                            .actor
                             .stop_and_wait(Some("idle".into()), Some(Duration::from_secs(30)))
                             .await;
                     }
@@ -502,11 +518,7 @@ impl Actor for SandboxSupervisor {
         st: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         // No container outlives the runtime.
-        for (_, (c, _, _)) in st.containers.drain() {
-            let _ = c
-                .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(30)))
-                .await;
-        }
+        st.containers.stop_all(Duration::from_secs(30)).await;
         Ok(())
     }
 
@@ -518,17 +530,7 @@ impl Actor for SandboxSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         // A container actor that stopped (its container died) leaves the table; the next
         // request for its flow makes a new one.
-        let gone = match &evt {
-            SupervisionEvent::ActorTerminated(cell, _, _) => Some(cell.get_id()),
-            SupervisionEvent::ActorFailed(cell, err) => {
-                tracing::warn!("a sandbox container actor failed: {err}");
-                Some(cell.get_id())
-            }
-            _ => None,
-        };
-        if let Some(id) = gone {
-            st.containers.retain(|_, (c, _, _)| c.get_id() != id);
-        }
+        st.containers.forget(&evt);
         Ok(())
     }
 }

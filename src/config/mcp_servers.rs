@@ -1,16 +1,16 @@
 //! The MCP servers file (`config/mcp.json`, or `[mcp] servers_file`) in the common
 //! `{"mcpServers": {id: {...}}}` shape: a `command` (with `args`, `env`) for a stdio server,
 //! or a `url` (with `type` "streamable-http" or legacy "sse", and `headers`) for a remote
-//! one. Errors name the file, the line and the server.
+//! one. Errors name the file, the line and the server. A pure function of the text, like
+//! `parse`: `resolve` finds and reads the file.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use manus_actors::mcp::{McpServerSpec, McpTransport};
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use super::ConfigError;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,23 +39,8 @@ struct ServerJson {
     disabled: bool,
 }
 
-/// Read the servers at `path`. `call_timeout` and `connect_timeout` apply unless a server
-/// sets its own `timeout_secs`.
-pub fn load(
-    path: &Path,
-    call_timeout: Duration,
-    connect_timeout: Duration,
-) -> Result<Vec<McpServerSpec>, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::unreadable(path, "the MCP servers file", e))?;
-    parse(
-        &text,
-        &path.display().to_string(),
-        call_timeout,
-        connect_timeout,
-    )
-}
-
+/// The servers of a servers file's `text`, read from `source` (its path, for errors).
+/// `call_timeout` and `connect_timeout` apply unless a server sets its own `timeout_secs`.
 pub fn parse(
     text: &str,
     source: &str,
