@@ -364,27 +364,9 @@ async fn submit(
             ));
         }
     };
-    let runtime = app.runtime.read().await;
-    let Some(runtime) = runtime.as_ref() else {
-        return Err(ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the service is shutting down".into(),
-        ));
-    };
-    if app.node.is_some() {
-        // Durable once queued; whichever node has room runs it.
-        let id = runtime
-            .enqueue(&b.task, mode)
-            .await
-            .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-        return Ok(created(&id, "queued"));
-    }
-    let handle = runtime
-        .submit(&b.task, SubmitOptions { mode, deltas: true })
-        .await
-        .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-    let id = app.track(handle);
-    Ok(created(&id, "running"))
+    let options = SubmitOptions { mode, deltas: true };
+    let (id, queued) = app.start(&b.task, options).await?;
+    Ok(created(&id, if queued { "queued" } else { "running" }))
 }
 
 /// 202 with `body`: the request is taken and will be carried out.

@@ -295,7 +295,7 @@ async fn cancel(app: &App, id: &str) -> Result<Value, Refusal> {
 }
 
 /// Start a flow for a new message, or hand a message to the task it names.
-async fn accept(app: &Arc<App>, params: &Value, headers: &HeaderMap) -> Result<Task, Refusal> {
+async fn accept(app: &App, params: &Value, headers: &HeaderMap) -> Result<Task, Refusal> {
     let message = &params["message"];
     let text: String = message["parts"]
         .as_array()
@@ -318,29 +318,14 @@ async fn accept(app: &Arc<App>, params: &Value, headers: &HeaderMap) -> Result<T
         reply_to(&mut task, text, headers).await?;
         return Ok(task);
     }
-    let runtime = app.runtime.read().await;
-    let runtime = runtime
-        .as_ref()
-        .ok_or((INTERNAL, "the service is shutting down".to_string()))?;
-    let id = if app.node.is_some() {
-        // Durable once queued; whichever node has room runs it.
-        runtime
-            .enqueue(&text, FlowMode::Plan)
-            .await
-            .map_err(|e| (INTERNAL, e.to_string()))?
-    } else {
-        let handle = runtime
-            .submit(
-                &text,
-                SubmitOptions {
-                    mode: FlowMode::Plan,
-                    deltas: false,
-                },
-            )
-            .await
-            .map_err(|e| (INTERNAL, e.to_string()))?;
-        app.track(handle)
+    let options = SubmitOptions {
+        mode: FlowMode::Plan,
+        deltas: false,
     };
+    let (id, _) = app
+        .start(&text, options)
+        .await
+        .map_err(|ApiError(_, why)| (INTERNAL, why))?;
     find(app, &id).await
 }
 

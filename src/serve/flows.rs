@@ -20,7 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::{ApiError, App, now_ms};
 use crate::cluster::Node;
-use crate::runtime::{FlowControl, FlowHandle};
+use crate::runtime::{FlowControl, FlowHandle, SubmitOptions};
 use crate::store::{RunStatus, StoreError, StoredRun};
 use crate::view::{Approval, FlowView, Question};
 
@@ -311,6 +311,31 @@ impl App {
                 node: node.clone(),
             },
         })
+    }
+
+    /// Start a flow: here, or on a cluster queued in the store for whichever node has room
+    /// (durable once this returns); its id, and whether it was queued.
+    pub(super) async fn start(
+        &self,
+        task: &str,
+        options: SubmitOptions,
+    ) -> Result<(String, bool), ApiError> {
+        let runtime = self.runtime.read().await;
+        let Some(runtime) = runtime.as_ref() else {
+            return Err(ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the service is shutting down".into(),
+            ));
+        };
+        let refused = |e: crate::runtime::RuntimeError| {
+            ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        };
+        if self.node.is_some() {
+            let id = runtime.enqueue(task, options.mode).await.map_err(refused)?;
+            return Ok((id, true));
+        }
+        let handle = runtime.submit(task, options).await.map_err(refused)?;
+        Ok((self.track_holding(handle, None), false))
     }
 
     /// Every flow's summary, the newest first: those held here, or on a cluster every
