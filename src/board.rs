@@ -176,6 +176,7 @@ impl<W: Write> Board<W> {
                 tool,
                 ok,
                 output,
+                ..
             } => {
                 let mark = if *ok { "ok" } else { "error" };
                 Some(format!(
@@ -188,6 +189,7 @@ impl<W: Write> Board<W> {
                 agent,
                 step,
                 inquire,
+                ..
             } => {
                 let at = step.map(|s| format!(" (step {s})")).unwrap_or_default();
                 Some(format!(

@@ -1,6 +1,6 @@
 //! A flow's state folded from its events: the plan (as last revised) with each step's
 //! status, agent and tokens, the flow's tokens, the questions waiting for an answer (open
-//! until their `ask_human` call finishes), the calls waiting for approval, and the outcome
+//! until the call that asked them finishes), the calls waiting for approval, and the outcome
 //! once it ends; and `RunStatus`, where a run stands (the run store records it). The
 //! terminal board, the run store and the HTTP service read flows through it.
 
@@ -31,6 +31,9 @@ pub struct Question {
     /// The step whose agent asks.
     pub step: Option<usize>,
     pub inquire: String,
+    /// The tool call that asks: the question is open until it finishes.
+    #[serde(skip)]
+    pub call_id: Option<String>,
 }
 
 /// A tool call (or the plan) waiting for a person's approval: the one type every fold of
@@ -135,6 +138,7 @@ impl FlowView {
                 agent,
                 step,
                 inquire,
+                call_id,
             } => {
                 self.questions.insert(
                     *id,
@@ -142,6 +146,7 @@ impl FlowView {
                         agent: agent.clone(),
                         step: *step,
                         inquire: inquire.clone(),
+                        call_id: call_id.clone(),
                     },
                 );
             }
@@ -167,12 +172,11 @@ impl FlowView {
                 self.approvals.clear();
                 self.outcome = Some(outcome.clone());
             }
-            // The step's question was answered (or went unanswered past its time): it is
-            // no longer open, whoever folds the events.
-            FlowEvent::ToolFinished { step, tool, .. }
-                if tool == manus_actors::tools::ask_human::TOOL.name =>
-            {
-                self.questions.retain(|_, q| q.step != Some(*step));
+            // The call that asked was answered (or went unanswered past its time): its
+            // question is no longer open, whoever folds the events.
+            FlowEvent::ToolFinished { call_id, .. } if !call_id.is_empty() => {
+                self.questions
+                    .retain(|_, q| q.call_id.as_deref() != Some(call_id.as_str()));
             }
             FlowEvent::Thought { .. }
             | FlowEvent::Compacted { .. }
@@ -256,35 +260,39 @@ impl std::fmt::Display for RunStatus {
 mod tests {
     use super::*;
 
-    fn asked(id: u64, step: usize) -> FlowEvent {
+    fn asked(id: u64, step: usize, call_id: &str) -> FlowEvent {
         FlowEvent::Question {
             id,
             agent: "manus".into(),
             step: Some(step),
             inquire: format!("question {id}?"),
+            call_id: Some(call_id.into()),
         }
     }
 
-    fn finished(step: usize, tool: &str) -> FlowEvent {
+    fn finished(step: usize, tool: &str, call_id: &str) -> FlowEvent {
         FlowEvent::ToolFinished {
             step,
             agent: "manus".into(),
             tool: tool.into(),
             ok: true,
             output: "teal".into(),
+            call_id: call_id.into(),
         }
     }
 
-    /// A question closes when its step's `ask_human` call finishes, so a view folded from
-    /// stored events (another node's flow) lists only the questions still waiting.
+    /// A question closes when the call that asked it finishes, whatever the tool is
+    /// called, so a view folded from stored events (another node's flow) lists only the
+    /// questions still waiting; another call of the same step closes nothing.
     #[test]
-    fn a_question_closes_when_its_ask_human_call_finishes() {
+    fn a_question_closes_when_the_call_that_asked_it_finishes() {
         let mut v = FlowView::default();
-        v.apply(&asked(1, 0));
-        v.apply(&asked(2, 1));
-        v.apply(&finished(0, "bash"));
+        v.apply(&asked(1, 0, "call_a"));
+        v.apply(&asked(2, 1, "call_b"));
+        v.apply(&finished(0, "bash", "call_c"));
+        v.apply(&finished(1, "ask_human", "call_d"));
         assert_eq!(v.questions.keys().collect::<Vec<_>>(), [&1, &2]);
-        v.apply(&finished(0, "ask_human"));
+        v.apply(&finished(0, "my_mcp_asker", "call_a"));
         assert_eq!(v.questions.keys().collect::<Vec<_>>(), [&2]);
     }
 }

@@ -151,6 +151,8 @@ pub enum FlowMsg {
         agent: String,
         /// The agent actor that asks: the planner knows which step it runs.
         from: ractor::ActorId,
+        /// The tool call that asks, if known: its `ToolFinished` closes the question.
+        call_id: Option<String>,
         inquire: String,
         reply: RpcReplyPort<Result<String, String>>,
     },
@@ -228,6 +230,9 @@ pub struct FlowLink {
     flow: ActorRef<FlowMsg>,
     agent: String,
     from: ractor::ActorId,
+    /// The id of the tool call being run (set by the tool worker before each call), so a
+    /// question names the call that asks it.
+    call: Option<String>,
 }
 
 /// Why a question got no answer.
@@ -248,17 +253,24 @@ impl FlowLink {
             flow,
             agent: agent.into(),
             from,
+            call: None,
         }
+    }
+
+    /// The link for the tool call `call_id`: what it asks carries that id.
+    pub fn for_call(&mut self, call_id: &str) {
+        self.call = Some(call_id.to_string());
     }
 
     /// Put `inquire` to the human behind the flow and wait up to `wait` for the answer.
     pub async fn ask(&self, inquire: String, wait: Duration) -> Result<String, Unanswered> {
-        let (agent, from) = (self.agent.clone(), self.from);
+        let (agent, from, call_id) = (self.agent.clone(), self.from, self.call.clone());
         let answer = ractor::call_t!(
             self.flow,
             |reply| FlowMsg::Ask {
                 agent,
                 from,
+                call_id,
                 inquire,
                 reply
             },
@@ -800,7 +812,12 @@ pub enum FlowEvent {
         tool: String,
         ok: bool,
         output: String,
+        /// The call's id in the agent's memory.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        call_id: String,
     },
+    /// An agent's question for the person; it is open until the call that asks
+    /// (`call_id`) finishes: answered, or unanswered past its time.
     Question {
         id: u64,
         agent: String,
@@ -808,6 +825,8 @@ pub enum FlowEvent {
         #[serde(default)]
         step: Option<usize>,
         inquire: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
     },
     /// An agent compacted its working memory: `pruned` tool outputs became stubs (`recall`
     /// reads them back) and `folded` messages became one summary, taking the memory from

@@ -168,7 +168,7 @@ impl AgUi {
                     &mut out,
                 );
             }
-            FlowEvent::Question { id, step, inquire, agent } => out.push(Self::custom(
+            FlowEvent::Question { id, step, inquire, agent, .. } => out.push(Self::custom(
                 "question",
                 json!({"id": id, "step": step, "agent": agent, "inquire": inquire}),
             )),

@@ -109,6 +109,7 @@ impl StepRun<'_> {
                 tool: call.function.name.clone(),
                 ok: result.ok,
                 output: clip(&result.output, 2_000),
+                call_id: call.id.clone(),
             });
             self.memory
                 .push(Message::tool(call, format!("{edited}{observation}")));

@@ -354,6 +354,7 @@ impl Actor for Planner {
             FlowMsg::Ask {
                 agent,
                 from,
+                call_id,
                 inquire,
                 reply,
             } => {
@@ -366,6 +367,7 @@ impl Actor for Planner {
                     agent,
                     step,
                     inquire,
+                    call_id,
                 });
             }
             FlowMsg::Decide {

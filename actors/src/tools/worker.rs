@@ -124,6 +124,9 @@ impl Actor for ToolWorker {
                     });
                     return Ok(());
                 };
+                if let Some(link) = state.ctx.flow.as_mut() {
+                    link.for_call(&inv.call.id);
+                }
                 let result = match tool
                     .call(inv.args, &state.ctx)
                     .instrument(span.clone())
