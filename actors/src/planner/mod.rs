@@ -12,10 +12,15 @@
 //! for is the closing summary, in `finish`, once the flow is ending.
 //!
 //! Which steps may run when is the plan's (`plan::graph`); this module decides what to do
-//! about it (`steps`) and makes the model calls (`calls`).
+//! about it (`steps`; approvals in `approvals`, revisions in `revisions`, `resume` and
+//! `finish`) and makes the model calls (`calls`).
 
+mod approvals;
 mod calls;
+mod finish;
 mod prompts;
+mod resume;
+mod revisions;
 mod spec;
 mod steps;
 
@@ -229,7 +234,7 @@ impl Actor for Planner {
                 match st.resume.take() {
                     Some(Resume {
                         plan: Some(plan), ..
-                    }) => steps::resume(&myself, st, plan).await,
+                    }) => resume::resume(&myself, st, plan).await,
                     Some(_) => {
                         // Interrupted while planning: say so, and plan again.
                         st.emit(FlowEvent::Resumed {
@@ -247,7 +252,7 @@ impl Actor for Planner {
                 match plan {
                     Ok(_) if st.over_budget().is_some() => {
                         let why = st.over_budget().unwrap_or_default();
-                        steps::finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
+                        finish::finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
                     }
                     Ok(plan) => {
                         st.plan = plan;
@@ -255,7 +260,7 @@ impl Actor for Planner {
                             plan: st.plan.clone(),
                         });
                         if st.settings.plan_approval && st.mode == FlowMode::Plan {
-                            steps::ask_signoff(
+                            approvals::ask_signoff(
                                 &myself,
                                 st,
                                 "the plan needs sign-off before any step runs",
@@ -263,7 +268,7 @@ impl Actor for Planner {
                         }
                         steps::advance(&myself, st).await;
                     }
-                    Err(why) => steps::finish(&myself, st, FlowStatus::Failed, why).await,
+                    Err(why) => finish::finish(&myself, st, FlowStatus::Failed, why).await,
                 }
             }
             FlowMsg::PlanRevised {
@@ -276,10 +281,10 @@ impl Actor for Planner {
                 st.revising = false;
                 st.spend("planner", usage);
                 if let Some(over) = st.over_budget() {
-                    steps::finish(&myself, st, FlowStatus::BudgetExceeded, over).await;
+                    finish::finish(&myself, st, FlowStatus::BudgetExceeded, over).await;
                     return Ok(());
                 }
-                steps::revised(&myself, st, steps, &replace, why, review);
+                revisions::revised(&myself, st, steps, &replace, why, review);
                 steps::advance(&myself, st).await;
             }
             FlowMsg::Spent {
@@ -297,7 +302,7 @@ impl Actor for Planner {
                     let _ = reply.send(over.is_none());
                 }
                 if let Some(why) = over {
-                    steps::finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
+                    finish::finish(&myself, st, FlowStatus::BudgetExceeded, why).await;
                 }
             }
             FlowMsg::StepBegan {
@@ -334,7 +339,7 @@ impl Actor for Planner {
             }
             FlowMsg::FlowTimedOut => {
                 let secs = st.settings.flow_timeout.as_secs();
-                steps::finish(
+                finish::finish(
                     &myself,
                     st,
                     FlowStatus::TimedOut,
@@ -343,7 +348,7 @@ impl Actor for Planner {
                 .await;
             }
             FlowMsg::Cancel => {
-                steps::finish(
+                finish::finish(
                     &myself,
                     st,
                     FlowStatus::Cancelled,
@@ -375,7 +380,7 @@ impl Actor for Planner {
                 decision,
             } if st.plan_signoff == Some(approval_id) => {
                 st.approval_deadlines.remove(&approval_id);
-                steps::signed_off(&myself, st, approval_id, decision).await
+                approvals::signed_off(&myself, st, approval_id, decision).await
             }
             FlowMsg::Decide {
                 approval_id,
@@ -383,7 +388,7 @@ impl Actor for Planner {
             } => match st.pending.remove(&approval_id) {
                 Some(paused) => {
                     st.approval_deadlines.remove(&approval_id);
-                    steps::decided(&myself, st, paused, decision).await
+                    approvals::decided(&myself, st, paused, decision).await
                 }
                 None => {
                     tracing::warn!(flow = %st.id, "decision on unknown or already decided approval {approval_id}")

@@ -1,0 +1,188 @@
+//! Approvals the planner asks a person for, and what it does with their decisions: a step
+//! that stopped before a tool call needing approval (kept where it stood, its request
+//! published, then sent on from there once decided), the plan's sign-off (`[flow]
+//! plan_approval`: no step starts until it is given), and the `[approvals] timeout_secs`
+//! timer that decides a request no one did.
+
+use ractor::ActorRef;
+
+use super::PlannerState;
+use super::finish::finish;
+use super::steps::{Deadline, Running, advance, send_step};
+use crate::plan::StepStatus;
+use crate::protocol::{FlowEvent, FlowMsg, FlowStatus, StepOutcome};
+
+/// The step of `run` stopped before a tool call that needs approval: keep where it stood,
+/// ask for a decision, and move the flow on (other steps go on meanwhile).
+pub(super) async fn paused(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    mut run: Running,
+    outcome: StepOutcome,
+    pause: crate::protocol::Pause,
+) {
+    run.span
+        .record("manus.step.status", outcome.status.as_str());
+    drop(std::mem::replace(&mut run.span, tracing::Span::none()));
+    let s = &mut st.plan.steps[run.step];
+    s.elapsed_ms += run.started.elapsed().as_millis() as u64;
+    s.status = StepStatus::AwaitingApproval;
+    s.notes = outcome.summary;
+    s.brief = None;
+    let id = st.next_approval;
+    st.next_approval += 1;
+    let p = super::PausedStep {
+        id,
+        step: run.step,
+        agent: run.agent.clone(),
+        rounds: outcome.rounds,
+        pause,
+        decision: None,
+        agent_ref: Some(run.agent_ref),
+    };
+    publish_request(myself, st, &p);
+    st.pending.insert(id, p);
+    advance(myself, st).await;
+}
+
+/// Publish paused step `p`'s approval request and start its timeout.
+pub(super) fn publish_request(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    p: &super::PausedStep,
+) {
+    st.emit(FlowEvent::ApprovalRequested {
+        id: p.id,
+        step: Some(p.step),
+        agent: p.agent.clone(),
+        tool: p.pause.call.function.name.clone(),
+        arguments: p.pause.call.function.arguments.clone(),
+        why: p.pause.why.clone(),
+        call_id: p.pause.call.id.clone(),
+        round: p.rounds,
+    });
+    wait_for_decision(myself, st, p.id);
+}
+
+/// A person decided on `paused`'s call: publish it, and send the step on from where it
+/// stopped, to an agent of its kind.
+pub(super) async fn decided(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    paused: super::PausedStep,
+    decision: crate::protocol::Decision,
+) {
+    st.emit(FlowEvent::ApprovalDecided {
+        id: paused.id,
+        step: Some(paused.step),
+        decision: decision.clone(),
+    });
+    let continued = crate::protocol::Continued {
+        memory: paused.pause.memory,
+        rounds: paused.rounds,
+        call_id: paused.pause.call.id,
+        decision,
+    };
+    let agent = paused
+        .agent_ref
+        .filter(|a| !matches!(a.get_status(), ractor::ActorStatus::Stopped));
+    if let Err(why) = send_step(myself, st, paused.step, Some(continued), agent).await {
+        finish(myself, st, FlowStatus::Failed, why).await;
+    }
+}
+
+/// Ask a person to sign the plan off (`[flow] plan_approval`): no step starts until then.
+/// The request's arguments are the steps not yet done, as a `planning` call gives them.
+pub(super) fn ask_signoff(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, why: &str) {
+    let id = st.next_approval;
+    st.next_approval += 1;
+    request_signoff(myself, st, id, why.to_string());
+}
+
+pub(super) fn request_signoff(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    id: u64,
+    why: String,
+) {
+    if let Some(old) = st.plan_signoff.take() {
+        // A newer version of the plan is what needs signing now.
+        st.approval_deadlines.remove(&old);
+        st.emit(FlowEvent::ApprovalDecided {
+            id: old,
+            step: None,
+            decision: crate::protocol::Decision::now(
+                false,
+                None,
+                Some("superseded by a newer version of the plan".into()),
+                "planner",
+            ),
+        });
+    }
+    let steps: Vec<serde_json::Value> = st
+        .plan
+        .live()
+        .filter(|(_, s)| s.status != StepStatus::Completed)
+        .map(|(i, s)| serde_json::json!({"step": i, "text": s.text, "depends_on": s.depends_on}))
+        .collect();
+    st.emit(FlowEvent::ApprovalRequested {
+        id,
+        step: None,
+        agent: "planner".into(),
+        tool: "plan".into(),
+        arguments: serde_json::json!({ "steps": steps }).to_string(),
+        why,
+        call_id: String::new(),
+        round: 0,
+    });
+    st.plan_signoff = Some(id);
+    wait_for_decision(myself, st, id);
+}
+
+/// A person decided on the plan's sign-off: its steps may start, or the flow ends.
+pub(super) async fn signed_off(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    id: u64,
+    decision: crate::protocol::Decision,
+) {
+    st.plan_signoff = None;
+    st.emit(FlowEvent::ApprovalDecided {
+        id,
+        step: None,
+        decision: decision.clone(),
+    });
+    if decision.approve {
+        advance(myself, st).await;
+    } else {
+        let why = format!(
+            "{} did not sign the plan off: {}",
+            decision.by,
+            decision.reason.as_deref().unwrap_or("no reason given")
+        );
+        finish(myself, st, FlowStatus::Failed, why).await;
+    }
+}
+
+/// Start request `id`'s `[approvals] timeout_secs`, if there is one: then it is decided as
+/// `on_timeout` says.
+fn wait_for_decision(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, id: u64) {
+    let Some((wait, approve)) = st.settings.approval_timeout else {
+        return;
+    };
+    let secs = wait.as_secs();
+    let timer = myself.send_after(wait, move || FlowMsg::Decide {
+        approval_id: id,
+        decision: crate::protocol::Decision::now(
+            approve,
+            None,
+            (!approve).then(|| {
+                format!(
+                    "no one decided within {secs}s ([approvals] timeout_secs), so it was rejected"
+                )
+            }),
+            "timeout",
+        ),
+    });
+    st.approval_deadlines.insert(id, Deadline(timer));
+}
