@@ -254,7 +254,7 @@ impl Actor for BrowserSupervisor {
             proxy: None,
             owners: HashMap::new(),
             placed: HashMap::new(),
-            http: reqwest::Client::new(),
+            http: crate::tls::client(),
         })
     }
 
