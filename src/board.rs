@@ -70,9 +70,14 @@ impl<W: Write> Board<W> {
         &self.view
     }
 
+    /// Whether `tick` redraws anything: a live board with a plan, whose times move.
+    pub fn ticks(&self) -> bool {
+        self.live && self.view.plan.is_some()
+    }
+
     /// Refresh the elapsed times on a live board.
     pub fn tick(&mut self) {
-        if self.live && self.view.plan.is_some() {
+        if self.ticks() {
             self.redraw();
             let _ = self.out.flush();
         }

@@ -32,7 +32,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use manus_actors::background::PlanningThread;
@@ -238,10 +238,13 @@ impl RuntimeBuilder {
                 .agents
                 .iter()
                 .any(|(t, _)| !t.approvals.rules.is_empty());
+        // Off a cluster, decisions are looked for only while a flow here waits for one.
+        let waiting = (config.cluster.is_none()).then(|| Arc::new(Waiting::default()));
         let decisions = store
             .clone()
             .filter(|_| approving || config.cluster.is_some())
-            .map(|s| hand_over_decisions(s, controls.clone(), config.cluster.is_some()));
+            .map(|s| hand_over_decisions(s, controls.clone(), waiting.clone()));
+        let waiting = waiting.filter(|_| decisions.is_some());
         // A cluster node stops the flows another node took over (its writes are fenced off).
         let fenced_off = lost.map(|mut lost| {
             let controls = controls.clone();
@@ -260,6 +263,7 @@ impl RuntimeBuilder {
             planning,
             controls,
             decisions,
+            waiting,
             store,
             planner_llm,
             planner_slots,
@@ -302,6 +306,9 @@ pub struct Runtime {
     controls: Arc<std::sync::Mutex<HashMap<String, FlowControl>>>,
     /// Hands decisions recorded in the store (`manus-rt approvals`) to the flows here.
     decisions: Option<AbortOnDrop>,
+    /// The approval requests open in the flows here, when `decisions` looks only while
+    /// there are some.
+    waiting: Option<Arc<Waiting>>,
     /// Cluster: stops the flows here whose runs other nodes took over.
     fenced_off: Option<AbortOnDrop>,
 }
@@ -319,17 +326,29 @@ impl Drop for AbortOnDrop {
 const DECISIONS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Every `DECISIONS_EVERY`, hand the decisions recorded for this process's runs to their
-/// flows, forgetting flows that have ended.
+/// flows, forgetting flows that have ended. With `waiting`, only while a flow here waits
+/// for a decision (a decision for any other is handed to no one); without it (a cluster
+/// node, where answers and cancels come this way too), always.
 fn hand_over_decisions(
     store: RunStore,
     controls: Arc<std::sync::Mutex<HashMap<String, FlowControl>>>,
-    cluster: bool,
+    waiting: Option<Arc<Waiting>>,
 ) -> AbortOnDrop {
     use crate::store::cluster::Command;
+    let cluster = waiting.is_none();
     AbortOnDrop(tokio::spawn(async move {
         let mut every = tokio::time::interval(DECISIONS_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            if let Some(waiting) = &waiting
+                && waiting.open.load(Ordering::Acquire) == 0
+            {
+                while waiting.open.load(Ordering::Acquire) == 0 {
+                    waiting.opened.notified().await;
+                }
+                // The first look a period after the request, as when looking all along.
+                every.reset();
+            }
             every.tick().await;
             // Cluster: the answers and cancels sent through other nodes.
             let commands = match cluster {
@@ -371,6 +390,52 @@ fn hand_over_decisions(
             }
         }
     }))
+}
+
+/// How many approval requests are open in a runtime's flows, and a wake-up for the
+/// decisions poller when the first one opens.
+#[derive(Default)]
+struct Waiting {
+    open: AtomicUsize,
+    opened: tokio::sync::Notify,
+}
+
+impl Waiting {
+    fn add(&self, n: usize) {
+        if n > 0 && self.open.fetch_add(n, Ordering::AcqRel) == 0 {
+            // Kept as a permit if the poller is not waiting yet.
+            self.opened.notify_one();
+        }
+    }
+
+    fn sub(&self, n: usize) {
+        self.open.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+/// In front of a flow's store tap: counts its open approval requests into `Waiting`, and
+/// takes back those still open when the flow's events end.
+struct Awaits {
+    tap: Box<dyn EventObserver>,
+    open: std::collections::HashSet<u64>,
+    waiting: Arc<Waiting>,
+}
+
+impl EventObserver for Awaits {
+    fn observe(&mut self, event: &FlowEvent) {
+        self.tap.observe(event);
+        match event {
+            FlowEvent::ApprovalRequested { id, .. } if self.open.insert(*id) => self.waiting.add(1),
+            FlowEvent::ApprovalDecided { id, .. } if self.open.remove(id) => self.waiting.sub(1),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Awaits {
+    fn drop(&mut self) {
+        self.waiting.sub(self.open.len());
+    }
 }
 
 /// Give each of `found` (a run, and what was asked of it) to its flow with `give`, if the
@@ -639,8 +704,16 @@ impl Runtime {
                     updated_at: run.created_at,
                     elapsed_ms: before.elapsed.as_millis() as u64,
                 };
-                let tap = Tap::open(store.clone(), row, run.seq).await?;
-                Some(Box::new(tap) as Box<dyn EventObserver>)
+                let tap: Box<dyn EventObserver> =
+                    Box::new(Tap::open(store.clone(), row, run.seq).await?);
+                Some(match &self.waiting {
+                    Some(waiting) => Box::new(Awaits {
+                        tap,
+                        open: Default::default(),
+                        waiting: waiting.clone(),
+                    }),
+                    None => tap,
+                })
             }
             None => None,
         };
@@ -665,6 +738,8 @@ impl Runtime {
         if (self.decisions.is_some() || self.fenced_off.is_some())
             && let Ok(mut controls) = self.controls.lock()
         {
+            // The poller forgets ended flows when it looks, which it may not do for long.
+            controls.retain(|_, c| c.is_running());
             controls.insert(
                 run.id.clone(),
                 FlowControl {
@@ -839,5 +914,72 @@ impl FlowHandle {
     pub async fn outcome(mut self) -> FlowOutcome {
         while self.next_event().await.is_some() {}
         self.outcome.take().unwrap_or_else(|| self.crashed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Nowhere;
+
+    impl EventObserver for Nowhere {
+        fn observe(&mut self, _: &FlowEvent) {}
+    }
+
+    fn requested(id: u64) -> FlowEvent {
+        FlowEvent::ApprovalRequested {
+            id,
+            step: Some(0),
+            agent: "manus".into(),
+            tool: "bash".into(),
+            arguments: "{}".into(),
+            why: "a rule".into(),
+            call_id: format!("call_{id}"),
+            round: 1,
+        }
+    }
+
+    fn decided(id: u64) -> FlowEvent {
+        FlowEvent::ApprovalDecided {
+            id,
+            step: Some(0),
+            decision: manus_actors::protocol::Decision::now(true, None, None, "test"),
+        }
+    }
+
+    /// The poller's gate: a request opens once however often it is published (a resumed
+    /// flow publishes it again), closes when decided, and what a flow leaves open closes
+    /// when its events end.
+    #[tokio::test]
+    async fn open_requests_are_counted_and_wake_the_poller_once() {
+        let waiting = Arc::new(Waiting::default());
+        let mut a = Awaits {
+            tap: Box::new(Nowhere),
+            open: Default::default(),
+            waiting: waiting.clone(),
+        };
+        let mut b = Awaits {
+            tap: Box::new(Nowhere),
+            open: Default::default(),
+            waiting: waiting.clone(),
+        };
+        a.observe(&requested(1));
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting.opened.notified())
+            .await
+            .expect("the first request wakes the poller");
+        for event in [requested(1), requested(2), decided(7)] {
+            a.observe(&event);
+        }
+        b.observe(&requested(1));
+        assert_eq!(waiting.open.load(Ordering::Acquire), 3);
+        a.observe(&decided(1));
+        a.observe(&decided(1));
+        assert_eq!(waiting.open.load(Ordering::Acquire), 2);
+        drop(b);
+        assert_eq!(waiting.open.load(Ordering::Acquire), 1);
+        a.observe(&decided(2));
+        drop(a);
+        assert_eq!(waiting.open.load(Ordering::Acquire), 0);
     }
 }

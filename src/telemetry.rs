@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing_subscriber::layer::SubscriberExt;
@@ -146,6 +146,7 @@ fn provider(settings: &TelemetrySettings, endpoint: &str) -> Result<SdkTracerPro
     let exporter = match settings.protocol {
         OtlpProtocol::Http => opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(blocking_client(timeout)?)
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(endpoint)
             .with_timeout(timeout)
@@ -167,4 +168,22 @@ fn provider(settings: &TelemetrySettings, endpoint: &str) -> Result<SdkTracerPro
                 .build(),
         )
         .build())
+}
+
+/// The OTLP/HTTP exporter's client as opentelemetry-otlp makes its own (reqwest's blocking
+/// client, with the exporter's timeout, built on a thread of its own, away from the async
+/// runtime), but with the engine's TLS, which reads the system's root certificates only if
+/// the collector is reached over HTTPS.
+fn blocking_client(timeout: Duration) -> Result<reqwest::blocking::Client, String> {
+    std::thread::spawn(move || {
+        let builder = reqwest::blocking::Client::builder().timeout(timeout);
+        match manus_actors::tls::config() {
+            Some(tls) => builder.tls_backend_preconfigured(tls),
+            None => builder,
+        }
+        .build()
+    })
+    .join()
+    .map_err(|_| "the thread building the HTTP client panicked".to_string())?
+    .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }

@@ -24,4 +24,5 @@ pub mod root;
 pub mod sandbox;
 pub(crate) mod sse;
 pub(crate) mod text;
+pub mod tls;
 pub mod tools;

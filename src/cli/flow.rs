@@ -149,6 +149,8 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
     let someone = !json && std::io::stdin().is_terminal();
     let mut board = Board::new(std::io::stderr(), live);
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    // Not polled for a while (no plan yet, an answer being read): no burst of redraws after.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // When no one can decide here and nothing runs but requests wait, the run stops: once
     // the flow has been quiet for `SETTLE` (steps it was about to start would have started).
     let settle = tokio::time::sleep(NEVER);
@@ -197,7 +199,9 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
                 }
                 None => unreachable!("next_event yields FlowFinished before None"),
             },
-            _ = ticker.tick() => board.tick(),
+            // Polled only while the board shows times that move, so nothing else wakes a
+            // waiting flow's process.
+            _ = ticker.tick(), if board.ticks() => board.tick(),
             _ = tokio::signal::ctrl_c() => {
                 eprintln!("\nmanus-rt: cancelling the flow…");
                 flow.cancel();

@@ -43,7 +43,7 @@ impl Driver {
             child,
             url: format!("http://127.0.0.1:{port}"),
         };
-        let http = reqwest::Client::new();
+        let http = crate::tls::client();
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(20) {
             if let Ok(Some(status)) = driver.child.try_wait() {

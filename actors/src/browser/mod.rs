@@ -255,7 +255,7 @@ impl Actor for BrowserSupervisor {
             proxy: None,
             owners: FlowChildren::new("browser owner"),
             placed: HashMap::new(),
-            http: reqwest::Client::new(),
+            http: crate::tls::client(),
         })
     }
 

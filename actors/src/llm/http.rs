@@ -13,17 +13,18 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, RETR
 /// after 5 s), and a fresh connection costs less than a request sent on one being closed.
 const IDLE_LIMIT: Duration = Duration::from_secs(4);
 
-/// The reqwest client for model calls, built on first need: building it loads the system's
-/// root certificates (several milliseconds of a cold start), which a run that replays a
-/// cassette never uses. Clones share one client, and so one set of connections: the
-/// runtime gives the planners' clients a `LazyHttp` of their own.
+/// The reqwest client for model calls, built on first need, which a run that replays a
+/// cassette never has. Its TLS reads the system's root certificates only at the first HTTPS
+/// handshake (`crate::tls`), so a run whose models are all plain HTTP never reads them.
+/// Clones share one client, and so one set of connections: the runtime gives the planners'
+/// clients a `LazyHttp` of their own.
 #[derive(Clone, Default)]
 pub struct LazyHttp(Arc<OnceLock<Result<reqwest::Client, String>>>);
 
 impl LazyHttp {
     fn get(&self) -> Result<&reqwest::Client, Failure> {
         let built = self.0.get_or_init(|| {
-            reqwest::Client::builder()
+            crate::tls::client_builder()
                 .pool_idle_timeout(IDLE_LIMIT)
                 .build()
                 .map_err(|e| format!("cannot set up the HTTP client: {}", with_causes(&e)))

@@ -355,7 +355,7 @@ async fn start(
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             let transport =
-                StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+                StreamableHttpClientTransport::with_client(crate::tls::client(), config);
             listener.serve(transport).await.map_err(|e| failed(&e))
         }
         McpTransport::Sse { url, headers } => {

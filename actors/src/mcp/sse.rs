@@ -35,7 +35,7 @@ pub(super) async fn connect(
             .map_err(|e| format!("the value of header `{k}` is not valid ({e})"))?;
         map.insert(name, value);
     }
-    let client = reqwest::Client::new();
+    let client = crate::tls::client();
     let response = client
         .get(base.clone())
         .headers(map.clone())

@@ -9,10 +9,10 @@ pub mod html;
 pub mod markdown;
 pub mod search;
 
-/// The web tools' HTTP client, built when a tool first goes to the web. Building one loads
-/// and parses the system's root certificates (milliseconds of a cold start, which most runs
-/// never need), and tools are made for every step, so there is one per process; a
-/// `WebClient` is only the way to it, and costs nothing to make.
+/// The web tools' HTTP client, built when a tool first goes to the web (its TLS reads the
+/// system's root certificates at the first HTTPS page: `crate::tls`). Tools are made for
+/// every step, so there is one per process; a `WebClient` is only the way to it, and costs
+/// nothing to make.
 #[derive(Clone, Copy, Default)]
 pub struct WebClient;
 
@@ -20,6 +20,6 @@ impl WebClient {
     /// The process's client, built on the first call.
     pub fn client(self) -> &'static reqwest::Client {
         static HTTP: OnceLock<reqwest::Client> = OnceLock::new();
-        HTTP.get_or_init(reqwest::Client::new)
+        HTTP.get_or_init(crate::tls::client)
     }
 }
