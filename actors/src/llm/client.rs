@@ -463,6 +463,17 @@ impl LlmClient {
             }
         })?;
         if let Some(done) = streamed {
+            if let Some(fault) = assembly.fault.take() {
+                // Retried: the server may send the answer whole next time.
+                return Err(Attempt {
+                    error: LlmError::new(
+                        LlmErrorKind::Network,
+                        format!("the answer from {url} cannot be trusted: {fault}"),
+                    ),
+                    retryable: true,
+                    retry_after: None,
+                });
+            }
             let chunks = assembly.chunks;
             let tree = assembly.finish();
             let finished = !tree["choices"][0]["finish_reason"].is_null();
@@ -621,16 +632,14 @@ mod tests {
         LlmClient::new(Arc::new(settings), LazyHttp::default(), None)
     }
 
-    /// A streamed answer that broke off after some text is asked again; the listener heard
-    /// the first attempt's text once and nothing of the retry, whose whole text is the
-    /// answer.
-    #[tokio::test]
-    async fn a_stream_cut_short_and_retried_is_not_heard_twice() {
+    /// A server on 127.0.0.1 that answers its first requests with `bodies`, one each, as
+    /// event streams (each event's data as given, then the connection closed); its port.
+    async fn streams(bodies: Vec<Vec<String>>) -> (u16, tokio::task::JoinHandle<()>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let server = tokio::spawn(async move {
-            for whole in [false, true] {
+            for events in bodies {
                 let (mut conn, _) = listener.accept().await.unwrap();
                 let mut seen = Vec::new();
                 let mut buf = [0u8; 4096];
@@ -649,27 +658,56 @@ mod tests {
                         }
                     }
                 }
-                let piece = |t: &str| {
-                    let chunk =
-                        serde_json::json!({"choices": [{"index": 0, "delta": {"content": t}}]});
-                    format!("data: {chunk}\n\n")
-                };
-                let mut body = piece("Hel") + &piece("lo");
-                if whole {
-                    body += &piece(" there");
-                    body += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
-                    body += "data: [DONE]\n\n";
-                }
+                let body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
                 let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
                 conn.write_all(head.as_bytes()).await.unwrap();
                 conn.write_all(body.as_bytes()).await.unwrap();
                 conn.shutdown().await.unwrap();
             }
         });
+        (port, server)
+    }
+
+    /// A client of the server on `port` that tries `retries` more times, at once.
+    fn retrying(port: u16, retries: u32) -> LlmClient {
         let mut settings = LlmSettings::for_tests(&format!("http://127.0.0.1:{port}/v1"), None);
-        settings.retry.max_retries = 1;
+        settings.retry.max_retries = retries;
         settings.retry.base_delay = std::time::Duration::from_millis(10);
-        let client = LlmClient::new(Arc::new(settings), LazyHttp::default(), None);
+        LlmClient::new(Arc::new(settings), LazyHttp::default(), None)
+    }
+
+    fn text(t: &str) -> String {
+        serde_json::json!({"choices": [{"index": 0, "delta": {"content": t}}]}).to_string()
+    }
+
+    fn args(a: &str) -> String {
+        serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "c1", "type": "function", "function": {"name": "bash", "arguments": a}}
+        ]}}]})
+        .to_string()
+    }
+
+    fn finished(reason: &str) -> String {
+        serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+            .to_string()
+    }
+
+    /// A streamed answer that broke off after some text is asked again; the listener heard
+    /// the first attempt's text once and nothing of the retry, whose whole text is the
+    /// answer.
+    #[tokio::test]
+    async fn a_stream_cut_short_and_retried_is_not_heard_twice() {
+        let (port, server) = streams(vec![
+            vec![text("Hel"), text("lo")],
+            vec![
+                text("Hel"),
+                text("lo"),
+                text(" there"),
+                finished("stop"),
+                "[DONE]".into(),
+            ],
+        ])
+        .await;
         let hi = Message::user("hi");
         let req = ChatRequest {
             messages: vec![&hi],
@@ -678,10 +716,96 @@ mod tests {
         };
         let heard = std::sync::Mutex::new(String::new());
         let listen = |t: &str| heard.lock().unwrap().push_str(t);
-        let resp = client.chat_with(&req, &listen).await.unwrap();
+        let resp = retrying(port, 1).chat_with(&req, &listen).await.unwrap();
         server.await.unwrap();
         assert_eq!(resp.message.text(), "Hello there");
         assert_eq!(*heard.lock().unwrap(), "Hello", "the start was heard once");
+    }
+
+    /// One mangled event, or the server's error event, in a streamed tool call fails the
+    /// attempt, which is tried again: the call that runs is the whole one, never the pieces
+    /// around the lost event joined (`rm -rf keep` for `rm -rf keep/scratch`). With no
+    /// retry left, the failure says why.
+    #[tokio::test]
+    async fn a_mangled_or_error_event_fails_the_attempt_instead_of_joining_the_rest() {
+        let whole = vec![
+            args("{\"command\":\"rm -rf keep"),
+            args("/scratch"),
+            args("\"}"),
+            finished("tool_calls"),
+            "[DONE]".to_string(),
+        ];
+        let hi = Message::user("hi");
+        let req = ChatRequest {
+            messages: vec![&hi],
+            tools: ToolSet::default(),
+            tool_choice: ToolChoice::Auto,
+        };
+        for bad in [
+            "{\"choices\": [{\"index\": 0, \"delta\": {\"tool_calls\": [{\"ind".to_string(),
+            serde_json::json!({"error": {"message": "the model is overloaded"}}).to_string(),
+        ] {
+            // The bad event stands where the `/scratch` piece came.
+            let mut mangled = whole.clone();
+            mangled[1] = bad.clone();
+            let (port, server) = streams(vec![mangled.clone(), whole.clone()]).await;
+            let resp = retrying(port, 1).chat(&req).await.unwrap();
+            server.abort();
+            let calls = &resp.message.tool_calls;
+            assert_eq!(calls.len(), 1, "{bad}");
+            assert_eq!(
+                calls[0].function.arguments, "{\"command\":\"rm -rf keep/scratch\"}",
+                "{bad}"
+            );
+
+            let (port, server) = streams(vec![mangled]).await;
+            let e = retrying(port, 0).chat(&req).await.unwrap_err();
+            server.abort();
+            assert_eq!(e.kind, LlmErrorKind::Network, "{}", e.message);
+            assert!(e.message.contains("cannot be trusted"), "{}", e.message);
+        }
+    }
+
+    /// A stream still going at `total_timeout_secs` fails as not finished in time, not as
+    /// an answer that broke off.
+    #[tokio::test]
+    async fn a_stream_cut_by_the_total_limit_says_so() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf).await;
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            conn.write_all(head.as_bytes()).await.unwrap();
+            // A piece every 100 ms, for up to 5 s (the client stops reading after 1 s).
+            for _ in 0..50 {
+                let piece = format!("data: {}\n\n", text("."));
+                if conn.write_all(piece.as_bytes()).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        });
+        let mut settings = LlmSettings::for_tests(&format!("http://127.0.0.1:{port}/v1"), None);
+        settings.retry.max_retries = 0;
+        settings.total_timeout = std::time::Duration::from_secs(1);
+        let client = LlmClient::new(Arc::new(settings), LazyHttp::default(), None);
+        let hi = Message::user("hi");
+        let req = ChatRequest {
+            messages: vec![&hi],
+            tools: ToolSet::default(),
+            tool_choice: ToolChoice::Auto,
+        };
+        let e = client.chat(&req).await.unwrap_err();
+        server.abort();
+        assert!(
+            e.message.contains("was not finished within 1s"),
+            "{}",
+            e.message
+        );
     }
 
     #[tokio::test]

@@ -115,6 +115,7 @@ impl Route {
         total: Duration,
         on_event: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Answer, Failure> {
+        let began = std::time::Instant::now();
         let url = self
             .url
             .as_ref()
@@ -183,6 +184,11 @@ impl Route {
             on_event(&data);
         }
         drop(stream);
+        // The total limit ends the body as an error, which ends the events: say so, rather
+        // than that the answer broke off.
+        if !done && began.elapsed() >= total {
+            return Err(Failure::Timeout);
+        }
         let body = std::mem::take(&mut *raw.lock().unwrap_or_else(|p| p.into_inner()));
         Ok(Answer {
             status,

@@ -19,6 +19,11 @@ pub(super) struct Assembly {
     pub chunks: usize,
     /// How much of `content` was passed on as the answer's text.
     passed: usize,
+    /// Why the stream cannot be trusted, from the first event that was no chunk: one that
+    /// is not JSON, or the server's `{"error": …}`. The pieces around a lost event must not
+    /// be joined (a call's arguments would run without what it held), so the attempt fails
+    /// and every later event is ignored.
+    pub fault: Option<String>,
 }
 
 const THINK_OPEN: &str = "<think>";
@@ -44,7 +49,32 @@ fn text_start(content: &str) -> Option<usize> {
 impl Assembly {
     /// Take one event's data; the text it adds to the answer, if any.
     pub fn add(&mut self, data: &str) -> Option<String> {
-        let chunk: Value = serde_json::from_str(data).ok()?;
+        if self.fault.is_some() || data.trim().is_empty() {
+            return None;
+        }
+        let chunk = match serde_json::from_str::<Value>(data) {
+            Ok(chunk) if chunk.is_object() => chunk,
+            _ => {
+                self.fault = Some(format!(
+                    "an event that is no answer chunk after {} pieces: {}",
+                    self.chunks,
+                    crate::text::clip(data, 200)
+                ));
+                return None;
+            }
+        };
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            let said = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| error.to_string(), str::to_string);
+            self.fault = Some(format!(
+                "an error in the stream after {} pieces: {}",
+                self.chunks,
+                crate::text::clip(&said, 500)
+            ));
+            return None;
+        }
         self.chunks += 1;
         self.id = self.id.take().or_else(|| chunk.get("id").cloned());
         self.model = self.model.take().or_else(|| chunk.get("model").cloned());
@@ -195,17 +225,46 @@ mod tests {
     }
 
     #[test]
-    fn odd_chunks_are_skipped() {
+    fn empty_events_and_impossible_call_indices_are_skipped() {
         let mut a = Assembly::default();
         for c in [
             "",
-            "{",
-            "[]",
+            " ",
             r#"{"choices":[{"delta":{"tool_calls":[{"index":99999999}]}}]}"#,
         ] {
             assert_eq!(a.add(c), None);
         }
+        assert!(a.fault.is_none());
         let done = a.finish();
         assert_eq!(done["choices"][0]["message"]["content"], "");
+    }
+
+    /// An event that is no chunk is a fault, never skipped: the pieces around it are not
+    /// joined (`rm -rf keep` + lost + `/scratch` must not become `rm -rf keep`), and what
+    /// comes after it is not taken.
+    #[test]
+    fn an_event_that_is_no_chunk_faults_the_stream() {
+        let args = |a: &str| {
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t1","function":{"name":"bash","arguments":a}}]}}]})
+                .to_string()
+        };
+        for bad in ["{", "[]", "null", "42", "not json", r#"{"choices":"#] {
+            let mut a = Assembly::default();
+            a.add(&args("{\"command\":\"rm -rf keep"));
+            a.add(bad);
+            a.add(&args("\"}"));
+            let fault = a.fault.clone().expect("a fault");
+            assert!(fault.contains("after 1 pieces"), "{fault}");
+            assert_eq!(a.chunks, 1, "nothing after the fault is taken: {bad}");
+        }
+        let mut a = Assembly::default();
+        a.add(&json!({"choices":[{"index":0,"delta":{"content":"Hi"}}]}).to_string());
+        a.add(r#"{"error":{"message":"overloaded","type":"server_error"}}"#);
+        let fault = a.fault.clone().expect("a fault");
+        assert!(fault.contains("overloaded"), "{fault}");
+        assert_eq!(
+            a.add(&json!({"choices":[{"index":0,"delta":{"content":" there"}}]}).to_string()),
+            None
+        );
     }
 }
