@@ -46,8 +46,6 @@ pub use handle::{FlowControl, FlowHandle};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use manus_actors::background::PlanningThread;
 use manus_actors::llm::{self, LlmClient, ReplayFrom};
@@ -139,16 +137,11 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// A flow id unique in this process and unlikely to repeat across processes: the start
-/// time in milliseconds, the process id and a counter.
+/// A flow id unique without coordination: a UUIDv7 (the time in milliseconds, then 74
+/// random bits), so nodes that share a store never mint the same one, not even processes
+/// with the same pid (every container's PID 1), and ids sort by creation time.
 pub(crate) fn new_flow_id() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    format!("{ms:x}-{:x}-{n}", std::process::id())
+    uuid::Uuid::now_v7().to_string()
 }
 
 /// A flow about to start: a new one, or an interrupted one to continue.

@@ -65,18 +65,40 @@ fn text(s: &str) -> Val {
     Val::Text(s.to_string())
 }
 
+/// A run's row inserted; `StoredRun::upsert` adds what a conflict updates.
+macro_rules! insert_run {
+    () => {
+        "INSERT INTO manus_runs (id, task, mode, status, plan, usage, usage_by_agent, outcome, owner,
+             created_at, updated_at, elapsed_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+    };
+}
+
 impl StoredRun {
     /// Insert the run, or bring its row up to date (its task and creation time stay;
     /// `updated_at` becomes `now`).
     pub fn upsert(&self, now: i64) -> Stmt {
-        Stmt {
-            sql: "INSERT INTO manus_runs (id, task, mode, status, plan, usage, usage_by_agent, outcome, owner,
-                      created_at, updated_at, elapsed_ms)
-                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                  ON CONFLICT (id) DO UPDATE SET status = excluded.status, plan = excluded.plan,
+        self.row(
+            concat!(
+                insert_run!(),
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, plan = excluded.plan,
                       usage = excluded.usage, usage_by_agent = excluded.usage_by_agent,
                       outcome = excluded.outcome, owner = excluded.owner,
-                      updated_at = excluded.updated_at, elapsed_ms = excluded.elapsed_ms",
+                      updated_at = excluded.updated_at, elapsed_ms = excluded.elapsed_ms"
+            ),
+            now,
+        )
+    }
+
+    /// Insert a new run: a run with its id already stored is an error, never merged into
+    /// (two tasks under one id would leave one of them lost).
+    pub fn insert(&self, now: i64) -> Stmt {
+        self.row(insert_run!(), now)
+    }
+
+    fn row(&self, sql: &'static str, now: i64) -> Stmt {
+        Stmt {
+            sql,
             params: vec![
                 text(&self.id),
                 text(&self.task),

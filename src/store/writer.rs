@@ -374,7 +374,7 @@ impl RunStore {
     pub(crate) async fn enqueue(&self, run: StoredRun) -> Result<(), StoreError> {
         self.read(move |db, _| {
             let now = now_ms();
-            db.transaction(&[run.upsert(now), super::cluster::announce(&run.id)])
+            db.transaction(&[run.insert(now), super::cluster::announce(&run.id)])
         })
         .await
     }
@@ -836,6 +836,50 @@ mod tests {
             .read(move |db, _| db.transaction(&[run.upsert(at), event]))
             .await
             .unwrap();
+    }
+
+    /// A new run whose id is already stored is refused, not merged into the stored one: the
+    /// first task stays, and the second submitter hears of the failure (on SQLite, and on
+    /// PostgreSQL when the test run has one).
+    #[tokio::test]
+    async fn a_new_run_with_a_stored_id_is_refused_not_merged() {
+        let mut urls = vec![StoreUrl::Sqlite(":memory:".into())];
+        if let Ok(url) = std::env::var("MANUS_TEST_POSTGRES_URL") {
+            urls.push(StoreUrl::parse(&url).unwrap());
+        }
+        for url in urls {
+            let store = RunStore::open(&url).await.unwrap();
+            let me = store.owner().to_string();
+            let id = crate::runtime::new_flow_id();
+            let mut first = row(&id, &me);
+            first.task = "the first task".into();
+            let mut second = row(&id, &me);
+            second.task = "the second task".into();
+            let insert =
+                |run: StoredRun| store.read(move |db, _| db.transaction(&[run.insert(now_ms())]));
+            insert(first).await.unwrap();
+            assert!(
+                insert(second).await.is_err(),
+                "{url:?}: the second insert merged"
+            );
+            let kept = store.get(&id).await.unwrap().unwrap();
+            assert_eq!(kept.task, "the first task", "{url:?}");
+            store.close().await;
+        }
+    }
+
+    /// Ids are UUIDv7s: distinct, and in the order they were made.
+    #[test]
+    fn flow_ids_are_time_ordered_uuids() {
+        let ids: Vec<String> = (0..1000).map(|_| crate::runtime::new_flow_id()).collect();
+        for id in &ids {
+            let uuid = uuid::Uuid::parse_str(id).unwrap();
+            assert_eq!(uuid.get_version_num(), 7, "{id}");
+        }
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, ids);
     }
 
     #[tokio::test]
