@@ -414,3 +414,22 @@ async fn stop(actor: ractor::ActorCell, secs: u64) {
         .stop_and_wait(Some("shutdown".into()), Some(wait))
         .await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::new_flow_id;
+
+    /// Ids are UUIDv7s: distinct, and in the order they were made.
+    #[test]
+    fn flow_ids_are_time_ordered_uuids() {
+        let ids: Vec<String> = (0..1000).map(|_| new_flow_id()).collect();
+        for id in &ids {
+            let uuid = uuid::Uuid::parse_str(id).unwrap();
+            assert_eq!(uuid.get_version_num(), 7, "{id}");
+        }
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, ids);
+    }
+}

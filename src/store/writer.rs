@@ -850,7 +850,7 @@ mod tests {
         for url in urls {
             let store = RunStore::open(&url).await.unwrap();
             let me = store.owner().to_string();
-            let id = crate::runtime::new_flow_id();
+            let id = format!("one-id-{}", now_ms());
             let mut first = row(&id, &me);
             first.task = "the first task".into();
             let mut second = row(&id, &me);
@@ -866,20 +866,6 @@ mod tests {
             assert_eq!(kept.task, "the first task", "{url:?}");
             store.close().await;
         }
-    }
-
-    /// Ids are UUIDv7s: distinct, and in the order they were made.
-    #[test]
-    fn flow_ids_are_time_ordered_uuids() {
-        let ids: Vec<String> = (0..1000).map(|_| crate::runtime::new_flow_id()).collect();
-        for id in &ids {
-            let uuid = uuid::Uuid::parse_str(id).unwrap();
-            assert_eq!(uuid.get_version_num(), 7, "{id}");
-        }
-        let mut sorted = ids.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(sorted, ids);
     }
 
     #[tokio::test]
