@@ -3,8 +3,9 @@
 //! `SendStreamingMessage`, `GetTask` and `CancelTask`. A task is a flow (its id is the run
 //! id): a message without a `taskId` starts one with the message's text as the task (on a
 //! cluster node it is queued, `SUBMITTED`, and any node may run it); on a cluster any node
-//! answers about any task, from the store; a message to a task waiting for input answers its open question, or decides its
-//! open approval (`yes`/`approve` approves, anything else rejects with that reason). States:
+//! answers about any task, from the store; a message to a task waiting for input answers
+//! its open question, or decides its open approval (a word of assent such as `yes`, `Yes.`
+//! or `approved` approves, anything else rejects with that reason). States:
 //! a flow that runs is `WORKING`, one that waits for a person `INPUT_REQUIRED` (the status
 //! message says what it asks), and its end `COMPLETED` (the summary as the `result`
 //! artifact), `CANCELED` or `FAILED`. A stream closes when the task ends or waits for input.
@@ -344,8 +345,7 @@ async fn reply_to(task: &mut Task, text: String, headers: &HeaderMap) -> Result<
     let question = task.view.questions.keys().next().copied();
     let approval = task.view.approvals.keys().next().copied();
     let decision = || {
-        let word = text.trim().to_ascii_lowercase();
-        let approve = matches!(word.as_str(), "yes" | "y" | "approve" | "approved" | "ok");
+        let approve = approves(&text);
         Decision::now(
             approve,
             None,
@@ -376,6 +376,20 @@ async fn reply_to(task: &mut Task, text: String, headers: &HeaderMap) -> Result<
         task.view.approvals.remove(&a);
     }
     Ok(())
+}
+
+/// Whether a person's reply to an approval request says yes: one word of assent, in any
+/// case, with the punctuation and spaces people add ("Yes.", "OK!", " approved "); anything
+/// else rejects, with the reply as the reason.
+fn approves(reply: &str) -> bool {
+    let word = reply
+        .trim()
+        .trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
+        .to_lowercase();
+    matches!(
+        word.as_str(),
+        "yes" | "y" | "approve" | "approved" | "ok" | "okay" | "sure" | "go ahead"
+    )
 }
 
 /// A stream's frame saying task `task`'s status is now `status`.
@@ -443,4 +457,37 @@ fn stream(task: Task, id: Value) -> impl IntoResponse + use<> {
         [(header::CACHE_CONTROL, "no-cache")],
         Sse::new(all).keep_alive(KeepAlive::default()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::approves;
+
+    #[test]
+    fn a_yes_with_punctuation_or_capitals_approves_and_anything_else_rejects() {
+        for yes in [
+            "yes",
+            "Yes.",
+            " YES! ",
+            "ok",
+            "OK.",
+            "Approved.",
+            "y",
+            "Sure!",
+            "go ahead.",
+        ] {
+            assert!(approves(yes), "{yes:?}");
+        }
+        for no in [
+            "no",
+            "No.",
+            "yes, but not rm",
+            "not yet",
+            "",
+            "...",
+            "yesterday",
+        ] {
+            assert!(!approves(no), "{no:?}");
+        }
+    }
 }
