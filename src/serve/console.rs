@@ -160,7 +160,16 @@ fn not_served(path: &str, e: WorkspaceFileError) -> ApiError {
             ". Only regular files inside the workspace, named by a relative path without \
              links or `..`, are served",
         ),
+        // A name the file system cannot take (too long, say) is the request's fault.
+        WorkspaceFileError::Io(io) if io.kind() == std::io::ErrorKind::InvalidFilename => (
+            StatusCode::BAD_REQUEST,
+            "; the name is too long or cannot name a file",
+        ),
         WorkspaceFileError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, ""),
+    };
+    let path: String = match path.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &path[..cut]),
+        None => path.to_string(),
     };
     ApiError(status, format!("`{path}`: {e}{what_to_do}"))
 }

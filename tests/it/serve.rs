@@ -1310,10 +1310,12 @@ async fn workspace_files_are_served_confined_and_typed() {
             "{path}: {message}"
         );
     }
+    let long_name = format!("{}.txt", "n".repeat(5000));
     for (path, status, says) in [
         ("notes", 400, "folder"),
         ("nothing-here.txt", 404, "no such file"),
         ("huge.log", 413, "22020096 bytes"),
+        (long_name.as_str(), 400, "too long"),
     ] {
         let r = file(path).await.unwrap();
         assert_eq!(r.status(), status, "{path}");
