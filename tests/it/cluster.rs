@@ -204,6 +204,13 @@ async fn a_killed_nodes_flows_finish_on_the_others() {
             history.iter().any(|(_, e)| e["event"] == "resumed"),
             "{id} was not resumed"
         );
+        // One of the two nodes holds it, the other reads it from the store: both number
+        // its events as stored, so a stream resumes on either.
+        let elsewhere = events(&http, &nodes[1], id).await;
+        assert_eq!(
+            history, elsewhere,
+            "{id}: the nodes number its events apart"
+        );
     }
 }
 

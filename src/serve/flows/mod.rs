@@ -166,16 +166,25 @@ impl Flow {
     /// numbers them).
     pub(super) async fn view(&self) -> Result<(FlowView, u64), ApiError> {
         match &self.at {
-            At::Here { entry, .. } => entry.read(),
-            At::Stored { node, .. } => folded(node, &self.id).await,
+            At::Here { entry, node: None } => entry.read(),
+            At::Here {
+                node: Some(node), ..
+            }
+            | At::Stored { node, .. } => folded(node, &self.id).await,
         }
     }
 
-    /// Its events after number `after`, then live, to the flow's end.
+    /// Its events after number `after`, then live, to the flow's end. On a cluster they
+    /// are numbered as stored, also for a flow held here (its own log numbers from 1 after
+    /// a takeover, and holds text deltas the store does not keep), so a stream resumes on
+    /// any node with `Last-Event-ID`.
     pub(super) fn follow(&self, after: u64) -> Numbered {
         match &self.at {
-            At::Here { entry, .. } => Box::pin(entry.clone().follow(after)),
-            At::Stored { node, .. } => Box::pin(node.follow(self.id.clone(), after)),
+            At::Here { entry, node: None } => Box::pin(entry.clone().follow(after)),
+            At::Here {
+                node: Some(node), ..
+            }
+            | At::Stored { node, .. } => Box::pin(node.follow(self.id.clone(), after)),
         }
     }
 
