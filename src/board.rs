@@ -8,7 +8,7 @@ use manus_actors::llm::Usage;
 use manus_actors::plan::{PlanStep, StepStatus};
 use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
 
-use crate::view::{Approval, FlowView};
+use crate::view::FlowView;
 
 /// How much of the model's growing text the activity line shows: its last characters.
 const LIVE_CHARS: usize = 100;
@@ -255,22 +255,23 @@ impl<W: Write> Board<W> {
             FlowEvent::StepBlocked { step, notes, .. } => {
                 Some(format!("[step {step}] blocked: {notes}"))
             }
-            FlowEvent::ApprovalRequested { .. } => {
-                let (id, a) = Approval::requested(e)?;
-                Some(match a.step {
-                    Some(step) => format!(
-                        "\n[approval {id}] step {step}: {} wants to call {} {}\n  (needs approval: {})",
-                        a.agent,
-                        a.tool,
-                        one_line(&a.arguments),
-                        a.why
-                    ),
-                    None => format!(
-                        "\n[approval {id}] the plan needs sign-off before any step runs ({})",
-                        a.why
-                    ),
-                })
-            }
+            FlowEvent::ApprovalRequested {
+                id,
+                step,
+                agent,
+                tool,
+                arguments,
+                why,
+                ..
+            } => Some(match step {
+                Some(step) => format!(
+                    "\n[approval {id}] step {step}: {agent} wants to call {tool} {}\n  (needs approval: {why})",
+                    one_line(arguments)
+                ),
+                None => format!(
+                    "\n[approval {id}] the plan needs sign-off before any step runs ({why})"
+                ),
+            }),
             FlowEvent::ApprovalDecided { id, step, decision } => {
                 let what = match (decision.approve, &decision.arguments) {
                     (true, None) => "approved".to_string(),
