@@ -90,8 +90,8 @@ pub(super) struct Waiting {
 }
 
 impl Waiting {
-    fn add(&self, n: usize) {
-        if n > 0 && self.open.fetch_add(n, Ordering::AcqRel) == 0 {
+    fn add_one(&self) {
+        if self.open.fetch_add(1, Ordering::AcqRel) == 0 {
             // Kept as a permit if the poller is not waiting yet.
             self.opened.notify_one();
         }
@@ -125,7 +125,9 @@ impl EventObserver for Awaits {
     fn observe(&mut self, event: &FlowEvent) {
         self.tap.observe(event);
         match event {
-            FlowEvent::ApprovalRequested { id, .. } if self.open.insert(*id) => self.waiting.add(1),
+            FlowEvent::ApprovalRequested { id, .. } if self.open.insert(*id) => {
+                self.waiting.add_one()
+            }
             FlowEvent::ApprovalDecided { id, .. } if self.open.remove(id) => self.waiting.sub(1),
             _ => {}
         }
