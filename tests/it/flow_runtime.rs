@@ -1100,12 +1100,14 @@ async fn concurrent_flows_each_get_their_own_agents() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_waiting_for_a_replica_is_queued_not_timed_out() {
     let server = ScriptedLlm::start().await;
-    // Each flow's single step is one model call held 1.2 s. With one replica the second
-    // flow's step waits for the first: 2.4 s after it was sent, past the 2 s step timeout,
-    // which counts only from when a replica takes the step.
+    // Each flow's single step is one model call held 2 s. With one replica the second
+    // flow's step waits for the first: 4 s after it was sent, past the 3 s step timeout,
+    // which counts only from when a replica takes the step. (The hold is long enough that
+    // the second flow may be submitted up to a second after the first, on a busy machine,
+    // and still wait over a second.)
     server.push_all([
-        done("Done A or B.").delay(1200),
-        done("Done A or B.").delay(1200),
+        done("Done A or B.").delay(2000),
+        done("Done A or B.").delay(2000),
     ]);
     let dir = Scratch::new("queued");
     let rt = start(
@@ -1113,7 +1115,7 @@ async fn a_step_waiting_for_a_replica_is_queued_not_timed_out() {
         &dir,
         &[
             ("agents.manus.replicas", "1"),
-            ("flow.step_timeout_secs", "2"),
+            ("flow.step_timeout_secs", "3"),
             ("flow.max_step_retries", "0"),
         ],
     )
@@ -1149,14 +1151,14 @@ async fn a_step_waiting_for_a_replica_is_queued_not_timed_out() {
         "the second step waited for the replica: {second:?}"
     );
     assert!(first.0 < 1_000, "the first step did not: {first:?}");
-    // Each step ran for its model's 1.2 s at least; the second one's time excludes its wait
-    // (counted with it, it would be the wait plus those 1.2 s).
+    // Each step ran for its model's 2 s at least; the second one's time excludes its wait
+    // (counted with it, it would be the wait plus those 2 s).
     assert!(
-        first.1 >= 1_200 && second.1 >= 1_200,
+        first.1 >= 2_000 && second.1 >= 2_000,
         "{first:?} {second:?}"
     );
     assert!(
-        second.1 < second.0 + 1_200,
+        second.1 < second.0 + 2_000,
         "the second step's time includes its wait: {second:?} (queued, ran)"
     );
 }
