@@ -43,8 +43,15 @@ pub trait EventObserver: Send {
 #[derive(Clone)]
 pub struct EventSink(Arc<SinkInner>);
 
+/// Whether the process running a flow may still act for it: a cluster node holds a flow
+/// only while its lease does, and a node that was paused past it must not act again (the
+/// flow is another node's now). Cheap: asked before every tool and model call.
+pub type Licence = Arc<dyn Fn() -> bool + Send + Sync>;
+
 struct SinkInner {
     tx: UnboundedSender<FlowEvent>,
+    /// Whether this process may still act for the flow (see `Licence`).
+    licence: Option<Licence>,
     /// Whoever reads the events watches live: `TextDelta`s are made only then.
     deltas: bool,
     /// Held while an event is observed and queued, so both see the same order.
@@ -59,9 +66,29 @@ impl EventSink {
     ) -> Self {
         EventSink(Arc::new(SinkInner {
             tx,
+            licence: None,
             deltas,
             observer: observer.map(Mutex::new),
         }))
+    }
+
+    /// The same sink, whose flow may act only while `licence` says so.
+    pub fn licensed(mut self, licence: Licence) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.licence = Some(licence);
+        }
+        self
+    }
+
+    /// Whether the flow may still act: asked before every side effect (a tool call, a
+    /// model call). `Err` says why not; the flow stops, as it is being stopped anyway.
+    pub fn may_act(&self) -> Result<(), String> {
+        match &self.0.licence {
+            Some(licence) if !licence() => Err(
+                "stopped here: this node's lease on the flow lapsed (it was paused or cut off from the store), so another node takes the flow over".into(),
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// Whether `TextDelta`s are wanted: nobody watching live costs no delta at all.

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::store::RunStore;
 
 use super::decisions::{Waiting, hand_over_decisions};
-use super::{AbortOnDrop, Runtime, RuntimeError};
+use super::{Runtime, RuntimeError};
 
 #[derive(Default)]
 pub struct RuntimeBuilder {
@@ -177,20 +177,19 @@ impl RuntimeBuilder {
             .filter(|_| approving || config.cluster.is_some())
             .map(|s| hand_over_decisions(s, controls.clone(), waiting.clone()));
         let waiting = waiting.filter(|_| decisions.is_some());
-        // A cluster node stops the flows another node took over (its writes are fenced off).
-        let fenced_off = lost.map(|mut lost| {
-            let controls = controls.clone();
-            AbortOnDrop(tokio::spawn(async move {
-                while let Some(run) = lost.recv().await {
-                    let control = controls.lock().ok().and_then(|c| c.get(&run).cloned());
-                    if let Some(control) = control {
-                        control.cancel();
-                    }
-                }
-            }))
-        });
+        // A cluster node stops the flows another node took over, and all when its leases
+        // lapse.
+        let guard = lost
+            .zip(
+                store
+                    .as_ref()
+                    .and_then(|s| Some((s.clone(), s.lease_clock()?))),
+            )
+            .map(|(lost, (store, clock))| {
+                super::guard::guard(store, clock, lost, controls.clone())
+            });
         Ok(Runtime {
-            fenced_off,
+            guard,
             root,
             planning,
             controls,

@@ -37,6 +37,7 @@
 
 mod builder;
 mod decisions;
+mod guard;
 mod handle;
 
 pub use builder::RuntimeBuilder;
@@ -124,8 +125,9 @@ pub struct Runtime {
     /// The approval requests open in the flows here, when `decisions` looks only while
     /// there are some.
     waiting: Option<Arc<Waiting>>,
-    /// Cluster: stops the flows here whose runs other nodes took over.
-    fenced_off: Option<AbortOnDrop>,
+    /// Cluster: stops the flows here whose runs other nodes took over, and all of them
+    /// when this node's leases lapse.
+    guard: Option<AbortOnDrop>,
 }
 
 /// A task stopped when its holder is dropped.
@@ -366,7 +368,7 @@ impl Runtime {
             planner_llm,
             planner_slots: self.planner_slots.clone(),
             planning: self.planning.clone(),
-            events: EventSink::new(tx, tap, run.deltas),
+            events: self.licensed(EventSink::new(tx, tap, run.deltas)),
             sandbox: self.sandbox.clone(),
             browser: self.browser.clone(),
             resume: run.resume,
@@ -374,7 +376,7 @@ impl Runtime {
         let planner = manus_actors::root::start_flow(&self.root, spec)
             .await
             .map_err(RuntimeError::Submit)?;
-        if (self.decisions.is_some() || self.fenced_off.is_some())
+        if (self.decisions.is_some() || self.guard.is_some())
             && let Ok(mut controls) = self.controls.lock()
         {
             // The poller forgets ended flows when it looks, which it may not do for long.
@@ -382,6 +384,15 @@ impl Runtime {
             controls.insert(run.id.clone(), FlowControl::new(planner.clone()));
         }
         Ok(FlowHandle::new(run.id, run.task, planner, events))
+    }
+
+    /// A flow's sink, which on a cluster node lets the flow act only while the node's
+    /// leases hold (`store::lease`).
+    fn licensed(&self, sink: EventSink) -> EventSink {
+        match self.store.as_ref().and_then(RunStore::lease_clock) {
+            Some(clock) => sink.licensed(Arc::new(move || clock.valid())),
+            None => sink,
+        }
     }
 
     /// Stop every flow and the actor tree.

@@ -133,11 +133,17 @@ pub const CLAIM: &str = "WITH next AS (
         SET node = excluded.node, fence = manus_leases.fence + 1, expires_at = excluded.expires_at
     RETURNING run_id, fence";
 
-/// Extend every lease `node` holds to `until`.
-pub fn renew(node: &str, until: i64) -> Stmt {
+/// Extend `node`'s lease on run `id` to `until`. A node renews only the runs whose flows
+/// it still runs, or whose last writes it has yet to commit: a run it finished, whose end
+/// it could not write, lapses and is taken over rather than held forever.
+pub fn renew(node: &str, id: &str, until: i64) -> Stmt {
     Stmt {
-        sql: "UPDATE manus_leases SET expires_at = $2 WHERE node = $1",
-        params: vec![Val::Text(node.to_string()), Val::Int(until)],
+        sql: "UPDATE manus_leases SET expires_at = $3 WHERE run_id = $2 AND node = $1",
+        params: vec![
+            Val::Text(node.to_string()),
+            Val::Text(id.to_string()),
+            Val::Int(until),
+        ],
     }
 }
 

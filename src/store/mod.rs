@@ -10,6 +10,7 @@
 //! `prune.rs` forgets ended runs past the retention (`[store] keep_days`, `keep_runs`).
 
 pub(crate) mod cluster;
+pub mod lease;
 mod postgres;
 mod prune;
 mod sql;

@@ -23,7 +23,13 @@ pub(crate) struct Tap {
     /// The number the next event gets.
     seq: u64,
     opened: Instant,
+    /// This tap among all the taps a run has had in this process: a run stopped here and
+    /// taken up again has a new one, and what the old one still sends is not written.
+    tap: u64,
 }
+
+/// The number the next tap gets.
+static TAPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Tap {
     /// Record a flow whose state so far is `row`, numbering its events from `seq`. Returns
@@ -31,12 +37,15 @@ impl Tap {
     /// process is killed right after.
     pub(crate) async fn open(store: RunStore, row: StoredRun, seq: u64) -> Result<Tap, StoreError> {
         let run_id: Arc<str> = row.id.as_str().into();
-        store.write_durably(Write::Open(Box::new(row))).await?;
+        let tap = TAPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let row = Box::new(row);
+        store.write_durably(Write::Open { row, tap }).await?;
         Ok(Tap {
             store,
             run_id,
             seq,
             opened: Instant::now(),
+            tap,
         })
     }
 }
@@ -49,6 +58,7 @@ impl EventObserver for Tap {
         }
         self.store.write(Write::Event {
             run_id: self.run_id.clone(),
+            tap: self.tap,
             seq: self.seq,
             at: now_ms(),
             ran_ms: self.opened.elapsed().as_millis() as u64,
@@ -64,7 +74,8 @@ impl EventObserver for Tap {
 impl Drop for Tap {
     /// The flow's events have ended (every sender is gone).
     fn drop(&mut self) {
-        self.store.write(Write::Closed(self.run_id.clone()));
+        self.store
+            .write(Write::Closed(self.run_id.clone(), self.tap));
     }
 }
 
@@ -75,6 +86,8 @@ pub(crate) struct Folds {
 }
 
 struct Folding {
+    /// The tap whose writes are folded (an older one's are not).
+    tap: u64,
     row: StoredRun,
     view: FlowView,
     /// The run's elapsed time before this process took it up (a resumed run's).
@@ -89,7 +102,7 @@ impl Folds {
     /// written once per batch, by `snapshots`, however many events changed it.
     pub(crate) fn fold(&mut self, w: Write, stmts: &mut Vec<Stmt>) {
         match w {
-            Write::Open(row) => {
+            Write::Open { row, tap } => {
                 let view = FlowView {
                     flow_id: row.id.clone(),
                     task: row.task.clone(),
@@ -98,6 +111,7 @@ impl Folds {
                     ..FlowView::default()
                 };
                 let folding = Folding {
+                    tap,
                     elapsed_before: row.elapsed_ms,
                     row: *row,
                     view,
@@ -108,23 +122,31 @@ impl Folds {
             }
             Write::Event {
                 run_id,
+                tap,
                 seq,
                 at,
                 ran_ms,
                 event,
-            } => {
-                let Some(f) = self.runs.get_mut(&run_id) else {
-                    tracing::warn!(run = %run_id, "run store: an event of a run it never opened");
-                    return;
-                };
-                f.fold(seq, at, ran_ms, event, stmts);
-            }
-            Write::Closed(run_id) => {
-                if let Some(f) = self.runs.get_mut(&run_id) {
+            } => match self.runs.get_mut(&run_id) {
+                Some(f) if f.tap == tap => f.fold(seq, at, ran_ms, event, stmts),
+                // A flow stopped here whose run was taken up again: its last words are not
+                // the run's.
+                Some(_) => {}
+                None => {
+                    tracing::warn!(run = %run_id, "run store: an event of a run it never opened")
+                }
+            },
+            Write::Closed(run_id, tap) => {
+                if let Some(f) = self.runs.get_mut(&run_id).filter(|f| f.tap == tap) {
                     f.closed = true;
                 }
             }
         }
+    }
+
+    /// Forget run `id`, whose opening was not written.
+    pub(crate) fn forget(&mut self, id: &str) {
+        self.runs.remove(id);
     }
 
     /// Whether run `id`'s tap is open here (its events may still come).

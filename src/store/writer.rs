@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::lease::LeaseClock;
 use super::prune::{self, Retention};
 use super::sql::{self, Owner};
 use super::tap::Folds;
@@ -31,19 +32,20 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// `Job`), so an event's size costs nothing in the queue.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Write {
-    /// A flow starts, or resumes, from this state; its events follow.
-    Open(Box<StoredRun>),
-    /// Event `seq` of run `run_id` (memories take no number), which happened at `at` (ms
-    /// since the epoch), `ran_ms` after its tap opened.
+    /// A flow starts, or resumes, from this state, with tap number `tap`; its events follow.
+    Open { row: Box<StoredRun>, tap: u64 },
+    /// Event `seq` of run `run_id` (memories take no number) from tap `tap`, which happened
+    /// at `at` (ms since the epoch), `ran_ms` after its tap opened.
     Event {
         run_id: Arc<str>,
+        tap: u64,
         seq: u64,
         at: i64,
         ran_ms: u64,
         event: FlowEvent,
     },
-    /// The flow's events ended: its state is written and forgotten.
-    Closed(Arc<str>),
+    /// The flow's events from tap `.1` ended: its state is written and forgotten.
+    Closed(Arc<str>, u64),
 }
 
 type ReadJob = Box<dyn FnOnce(&mut dyn Backend, &Owner) + Send>;
@@ -65,6 +67,9 @@ enum Job {
     Claim(oneshot::Sender<Result<Option<(String, i64)>, String>>),
     /// Cluster: let go of one run, or of all this node's, for other nodes to take over.
     Release(Option<String>, oneshot::Sender<Result<(), String>>),
+    /// Cluster: this node's leases lapsed by its own clock and its flows are being
+    /// stopped; nothing they write from now on is written.
+    Lapsed,
 }
 
 /// What a cluster node's store does besides a process's: renew its leases with each
@@ -72,6 +77,8 @@ enum Job {
 struct Node {
     lease: Duration,
     lost: tokio::sync::mpsc::UnboundedSender<String>,
+    /// Set after each renewal the database took.
+    clock: Arc<LeaseClock>,
 }
 
 /// The run store of one process; cheap to clone.
@@ -84,6 +91,8 @@ pub struct RunStore {
     url: Arc<String>,
     /// Statements sent to the database so far.
     sent: Arc<std::sync::atomic::AtomicU64>,
+    /// Cluster: when this node's leases lapse by its own clock.
+    clock: Option<Arc<LeaseClock>>,
 }
 
 impl RunStore {
@@ -108,6 +117,7 @@ impl RunStore {
         let node = Node {
             lease: node.lease,
             lost,
+            clock: Arc::new(LeaseClock::new(node.lease, Instant::now())),
         };
         Ok((RunStore::start(url, owner, Some(node)).await?, lost_rx))
     }
@@ -118,6 +128,7 @@ impl RunStore {
         node: Option<Node>,
     ) -> Result<RunStore, StoreError> {
         let described = url.describe();
+        let clock = node.as_ref().map(|n| n.clock.clone());
         let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let sent_c = sent.clone();
         let (jobs, rx) = mpsc::channel();
@@ -155,6 +166,7 @@ impl RunStore {
                         }));
                     }
                     setup.push(sql::heartbeat(&owner_c, now_ms()));
+                    let sent_at = Instant::now();
                     // Two processes creating the tables at once can collide on PostgreSQL
                     // (IF NOT EXISTS is not atomic there): the loser tries again and finds
                     // them made.
@@ -165,6 +177,9 @@ impl RunStore {
                             return Err(e);
                         }
                         std::thread::sleep(Duration::from_millis(100 * tries));
+                    }
+                    if let Some(n) = &node {
+                        n.clock.renewed(sent_at);
                     }
                     Ok(db)
                 });
@@ -191,6 +206,7 @@ impl RunStore {
                     owner: Arc::new(owner),
                     url: Arc::new(described),
                     sent,
+                    clock,
                 });
             }
             Ok(Err(e)) => e,
@@ -211,6 +227,18 @@ impl RunStore {
     /// COMMIT included).
     pub fn statements(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Cluster: this node's own clock of its leases.
+    pub(crate) fn lease_clock(&self) -> Option<Arc<LeaseClock>> {
+        self.clock.clone()
+    }
+
+    /// Cluster: this node's leases lapsed by its own clock (see `LeaseClock`); what its
+    /// flows write from now on is dropped, as they are being stopped.
+    pub(crate) fn lapsed(&self) {
+        let _ = self.jobs.send(Job::Lapsed);
+        self.hurry.wake();
     }
 
     /// This process's name in the store (the owner of the runs it runs).
@@ -482,6 +510,7 @@ fn serve(
     let heartbeat = node.as_ref().map_or(HEARTBEAT, |n| n.lease / 3);
     // Cluster: the runs this node claimed, with the fence of the claim (-1 once lost).
     let mut fences: HashMap<String, i64> = HashMap::new();
+    let mut backlog = Backlog::default();
     let mut beat = Instant::now();
     let mut next = None;
     let mut folds = Folds::default();
@@ -496,6 +525,9 @@ fn serve(
                 if let Some(at) = prune_at {
                     wait = wait.min(at.saturating_duration_since(Instant::now()));
                 }
+                if !backlog.is_empty() {
+                    wait = wait.min(RETRY);
+                }
                 jobs.recv_timeout(wait)
             }
         };
@@ -506,29 +538,24 @@ fn serve(
                 // parks through it rather than waiting on the channel, so writers never
                 // wake it (a durable write does: someone waits for its commit).
                 hurry.gather(GATHER);
-                let mut batch = vec![*first];
-                let mut waiting: Vec<Committed> = committed.into_iter().collect();
+                let mut batch = vec![(*first, committed)];
                 loop {
                     while batch.len() < BATCH && next.is_none() {
                         match jobs.try_recv() {
-                            Ok(Job::Write(w, committed)) => {
-                                batch.push(*w);
-                                waiting.extend(committed);
-                            }
+                            Ok(Job::Write(w, committed)) => batch.push((*w, committed)),
                             Ok(other) => next = Some(other),
                             Err(_) => break,
                         }
                     }
                     let full = batch.len() == BATCH;
-                    let done = apply(
+                    let batch = std::mem::take(&mut batch);
+                    apply(
                         db.as_mut(),
                         &mut folds,
-                        std::mem::take(&mut batch),
+                        batch,
+                        &mut backlog,
                         node.as_ref().map(|n| (n, owner, &mut fences)),
                     );
-                    for w in waiting.drain(..) {
-                        let _ = w.send(done.clone());
-                    }
                     if !full || next.is_some() {
                         break;
                     }
@@ -556,6 +583,14 @@ fn serve(
                 }
                 let _ = done.send(released);
             }
+            Ok(Job::Lapsed) => {
+                // The flows are being stopped: what they write from now on is not written.
+                // What they wrote before waits in the backlog with the fences it was made
+                // under, and lands if no other node has taken the run meanwhile.
+                for fence in fences.values_mut() {
+                    *fence = -1;
+                }
+            }
             Ok(Job::Retain(r)) => {
                 retention = r;
                 prune_at = r.bounded().then(Instant::now);
@@ -566,14 +601,18 @@ fn serve(
                 }));
             }
             Ok(Job::Close(done)) => {
+                backlog.flush(db.as_mut(), node.as_ref().map(|n| (n, owner, &mut fences)));
                 retire(db.as_mut(), owner);
                 // Closed before the answer, so SQLite has folded its log into the file.
                 drop(db);
                 let _ = done.send(());
                 return;
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => {
+                backlog.flush(db.as_mut(), node.as_ref().map(|n| (n, owner, &mut fences)));
+            }
             Err(RecvTimeoutError::Disconnected) => {
+                backlog.flush(db.as_mut(), node.as_ref().map(|n| (n, owner, &mut fences)));
                 retire(db.as_mut(), owner);
                 return;
             }
@@ -607,13 +646,25 @@ fn serve(
             let now = now_ms();
             let mut stmts = vec![sql::heartbeat(owner, now)];
             if let Some(n) = &node {
-                stmts.push(super::cluster::renew(
-                    &owner.id,
-                    now + n.lease.as_millis() as i64,
-                ));
+                // Only the runs still held: a lost one is not renewed, nor one whose end is
+                // committed (its fence is forgotten then).
+                let until = now + n.lease.as_millis() as i64;
+                stmts.extend(
+                    fences
+                        .iter()
+                        .filter(|(_, f)| **f >= 0)
+                        .map(|(run, _)| super::cluster::renew(&owner.id, run, until)),
+                );
             }
-            if let Err(e) = db.transaction(&stmts) {
-                tracing::warn!("run store: cannot refresh this process's heartbeat: {e}");
+            match db.transaction(&stmts) {
+                Ok(()) => {
+                    if let Some(n) = &node {
+                        n.clock.renewed(beat);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("run store: cannot refresh this process's heartbeat: {e}")
+                }
             }
         }
     }
@@ -647,55 +698,179 @@ fn claim(
         .map(|r| (r[0].text().unwrap_or_default().to_string(), r[1].int())))
 }
 
+/// How often writes a failed transaction left behind are tried again.
+const RETRY: Duration = Duration::from_secs(1);
+/// The most statements kept for a store that does not answer; past it the oldest are
+/// dropped (and said to be), so an outage costs bounded memory.
+const BACKLOG_MAX: usize = 200_000;
+
+/// Writes whose transaction failed (the database down or unreachable), in order, each
+/// batch with the fences its runs had when it was made: tried again every `RETRY` and
+/// before any new batch, so that once the store is back every run's record catches up,
+/// its end included, exactly as it happened.
+#[derive(Default)]
+struct Backlog {
+    batches: std::collections::VecDeque<Batch>,
+    stmts: usize,
+}
+
+/// One batch's statements, ready to commit.
+struct Batch {
+    stmts: Vec<super::Stmt>,
+    /// Cluster: the fences of the batch's runs as they were when it was made.
+    fences: HashMap<String, i64>,
+    /// The runs whose taps closed in this batch: held no more once it commits.
+    closed: Vec<String>,
+}
+
+impl Backlog {
+    fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    fn push(&mut self, batch: Batch) {
+        self.stmts += batch.stmts.len();
+        self.batches.push_back(batch);
+        let mut dropped = 0;
+        while self.stmts > BACKLOG_MAX
+            && let Some(old) = self.batches.pop_front()
+        {
+            self.stmts -= old.stmts.len();
+            dropped += old.stmts.len();
+        }
+        if dropped > 0 {
+            tracing::error!(
+                "run store: the store has not answered for too long; {dropped} write(s) dropped"
+            );
+        }
+    }
+
+    /// Commit what waits, oldest first, until one fails: true when nothing is left.
+    fn flush(
+        &mut self,
+        db: &mut dyn Backend,
+        mut node: Option<(&Node, &Owner, &mut HashMap<String, i64>)>,
+    ) -> bool {
+        while let Some(batch) = self.batches.front() {
+            let node = node.as_mut().map(|(n, o, f)| (*n, *o, &mut **f));
+            if let Err(e) = commit(db, batch, node) {
+                tracing::debug!("run store: the writes left behind wait on: {e}");
+                return false;
+            }
+            tracing::info!(
+                "run store: {} write(s) left behind by a failed transaction are committed",
+                batch.stmts.len()
+            );
+            self.stmts -= batch.stmts.len();
+            self.batches.pop_front();
+        }
+        true
+    }
+}
+
+/// Commit `batch` in one transaction. On a cluster node the writes are fenced: a run
+/// another node has taken over is written no more, and reported lost once; a run whose
+/// tap closed in it is held no more.
+fn commit(
+    db: &mut dyn Backend,
+    batch: &Batch,
+    node: Option<(&Node, &Owner, &mut HashMap<String, i64>)>,
+) -> Result<(), String> {
+    let Some((node, owner, fences)) = node else {
+        return db.transaction(&batch.stmts);
+    };
+    let lost = db.fenced(&owner.id, &batch.fences, &batch.stmts)?;
+    for run in lost {
+        if fences.insert(run.clone(), -1) != Some(-1) {
+            tracing::warn!(run = %run, "run store: another node has taken this run over; it is stopped here and written no more");
+            let _ = node.lost.send(run);
+        }
+    }
+    for run in &batch.closed {
+        fences.remove(run);
+    }
+    Ok(())
+}
+
 /// Write a batch in one transaction: its events, memories, and the newest state of each run
-/// they changed. A failure is logged (the flows go on) and returned to those who wait. On a
-/// cluster node the writes are fenced: a run another node has taken over is written no
-/// more, and reported lost once.
+/// they changed, after whatever earlier batches left behind. Those who wait for a write
+/// hear whether it committed. When the store fails, the flows go on: what they wrote waits
+/// in the backlog and is tried again, except the writes someone waits for, which are told
+/// the failure and forgotten (a flow not acknowledged, a decision not yet acted on: their
+/// callers act on the failure).
 fn apply(
     db: &mut dyn Backend,
     folds: &mut Folds,
-    batch: Vec<Write>,
-    node: Option<(&Node, &Owner, &mut HashMap<String, i64>)>,
-) -> Result<(), String> {
+    batch: Vec<(Write, Option<Committed>)>,
+    backlog: &mut Backlog,
+    mut node: Option<(&Node, &Owner, &mut HashMap<String, i64>)>,
+) {
     let mut stmts = Vec::with_capacity(batch.len() + 1);
     let mut closed = vec![];
-    for w in batch {
-        if let Write::Closed(id) = &w {
-            closed.push(id.to_string());
+    let mut waiting = vec![];
+    // Statements of writes someone waits for, by index, and the runs they opened.
+    let mut awaited = std::collections::HashSet::new();
+    let mut opened = vec![];
+    for (w, committed) in batch {
+        match &w {
+            Write::Closed(id, _) => closed.push(id.to_string()),
+            Write::Open { row, .. } if committed.is_some() => opened.push(row.id.clone()),
+            _ => {}
         }
+        let from = stmts.len();
         folds.fold(w, &mut stmts);
+        if let Some(c) = committed {
+            awaited.extend(from..stmts.len());
+            waiting.push(c);
+        }
     }
     folds.snapshots(now_ms(), &mut stmts);
+    let run_of = |s: &super::Stmt| s.params.first().and_then(|p| p.text()).map(String::from);
     if node.is_some() {
         // Nodes that stream these runs hear of the new events when they commit.
-        let mut runs: Vec<String> = stmts
-            .iter()
-            .filter_map(|s| s.params.first()?.text().map(String::from))
-            .collect();
+        let mut runs: Vec<String> = stmts.iter().filter_map(run_of).collect();
         runs.sort();
         runs.dedup();
         stmts.extend(runs.iter().map(|r| super::cluster::written(r)));
     }
-    let written = match node {
-        None => db.transaction(&stmts),
-        Some((node, owner, fences)) => db.fenced(&owner.id, fences, &stmts).map(|lost| {
-            for run in lost {
-                if fences.insert(run.clone(), -1) != Some(-1) {
-                    tracing::warn!(run = %run, "run store: another node has taken this run over; it is stopped here and written no more");
-                    let _ = node.lost.send(run);
-                }
-            }
-            for run in closed {
-                fences.remove(&run);
-            }
-        }),
+    let fences = node
+        .as_ref()
+        .map(|(_, _, f)| (**f).clone())
+        .unwrap_or_default();
+    let mut batch = Batch {
+        stmts,
+        fences,
+        closed,
     };
-    written.inspect_err(|e| {
+    let caught_up = backlog.flush(db, node.as_mut().map(|(n, o, f)| (*n, *o, &mut **f)));
+    let done = if caught_up {
+        commit(db, &batch, node)
+    } else {
+        Err("the store has not taken earlier writes yet".to_string())
+    };
+    if let Err(e) = &done {
+        // Keep what no one waits for; forget the runs whose opening failed.
+        let all = std::mem::take(&mut batch.stmts);
+        batch.stmts = all
+            .into_iter()
+            .enumerate()
+            .filter(|(i, s)| !awaited.contains(i) && run_of(s).is_none_or(|r| !opened.contains(&r)))
+            .map(|(_, s)| s)
+            .collect();
+        for run in &opened {
+            folds.forget(run);
+        }
         tracing::error!(
-            "run store: {} write(s) lost, the flows go on: {e}",
-            stmts.len()
+            "run store: a transaction failed ({e}); {} write(s) are kept and tried again",
+            batch.stmts.len()
         );
-    })
+        if !batch.stmts.is_empty() {
+            backlog.push(batch);
+        }
+    }
+    for w in waiting {
+        let _ = w.send(done.clone());
+    }
 }
 
 #[cfg(test)]
@@ -734,11 +909,18 @@ mod tests {
             .await
             .unwrap();
         let me = store.owner().to_string();
-        store.write(Write::Open(Box::new(row("r1", &me))));
-        store.write(Write::Open(Box::new(row("r2", "gone:1:1"))));
+        store.write(Write::Open {
+            row: Box::new(row("r1", &me)),
+            tap: 1,
+        });
+        store.write(Write::Open {
+            row: Box::new(row("r2", "gone:1:1")),
+            tap: 1,
+        });
         let r1: Arc<str> = "r1".into();
         let event = |seq: u64, ran_ms: u64, event: FlowEvent| Write::Event {
             run_id: r1.clone(),
+            tap: 1,
             seq,
             at: 5,
             ran_ms,
@@ -785,7 +967,7 @@ mod tests {
             elapsed_ms: 40,
         };
         store.write(event(2, 40, FlowEvent::FlowFinished { outcome }));
-        store.write(Write::Closed(r1.clone()));
+        store.write(Write::Closed(r1.clone(), 1));
 
         let r1 = store.get("r1").await.unwrap().unwrap();
         // Its elapsed time goes on from the 7 ms it had when opened.
@@ -957,5 +1139,110 @@ mod tests {
             "the newest ten ended runs and the running one"
         );
         store.close().await;
+    }
+
+    /// A SQLite database that can be made to fail every statement, as a store that went
+    /// away does.
+    struct Flaky {
+        db: crate::store::sqlite::Sqlite,
+        down: bool,
+    }
+
+    impl Backend for Flaky {
+        fn transaction(&mut self, stmts: &[crate::store::Stmt]) -> Result<(), String> {
+            match self.down {
+                true => Err("connection refused".into()),
+                false => self.db.transaction(stmts),
+            }
+        }
+        fn execute(&mut self, sql: &str, params: &[crate::store::Val]) -> Result<u64, String> {
+            self.db.execute(sql, params)
+        }
+        fn query(
+            &mut self,
+            sql: &str,
+            params: &[crate::store::Val],
+        ) -> Result<Vec<Vec<crate::store::Val>>, String> {
+            self.db.query(sql, params)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_that_ends_while_the_store_is_down_is_written_once_it_is_back() {
+        let mut db = Flaky {
+            db: crate::store::sqlite::Sqlite::open(std::path::Path::new(":memory:")).unwrap(),
+            down: false,
+        };
+        let schema: Vec<_> = sql::SCHEMA
+            .iter()
+            .map(|s| crate::store::Stmt {
+                sql: s,
+                params: vec![],
+            })
+            .collect();
+        db.transaction(&schema).unwrap();
+        let (mut folds, mut backlog) = (Folds::default(), Backlog::default());
+        let open = |id: &str| Write::Open {
+            row: Box::new(row(id, "me:1:1")),
+            tap: 1,
+        };
+        apply(
+            &mut db,
+            &mut folds,
+            vec![(open("r1"), None)],
+            &mut backlog,
+            None,
+        );
+        // The store goes away; the flow finishes meanwhile, and a submission waits on it.
+        db.down = true;
+        let mut plan = Plan::new("p", "Count", vec!["a".into(), "b".into()]);
+        plan.steps[0].status = StepStatus::Completed;
+        plan.steps[1].status = StepStatus::Completed;
+        let finished = FlowEvent::FlowFinished {
+            outcome: FlowOutcome {
+                flow_id: "r1".into(),
+                status: FlowStatus::Completed,
+                reason: "done".into(),
+                plan,
+                summary: "2".into(),
+                usage: Usage::default(),
+                usage_by_agent: Default::default(),
+                elapsed_ms: 9,
+            },
+        };
+        let (told, heard) = oneshot::channel();
+        let batch = vec![
+            (
+                Write::Event {
+                    run_id: "r1".into(),
+                    tap: 1,
+                    seq: 0,
+                    at: 5,
+                    ran_ms: 9,
+                    event: finished,
+                },
+                None,
+            ),
+            (Write::Closed("r1".into(), 1), None),
+            (open("r2"), Some(told)),
+        ];
+        apply(&mut db, &mut folds, batch, &mut backlog, None);
+        assert!(
+            heard.await.unwrap().is_err(),
+            "whoever waits hears it failed"
+        );
+        assert!(!backlog.is_empty());
+        // Tried again while still down: kept.
+        assert!(!backlog.flush(&mut db, None));
+        db.down = false;
+        assert!(backlog.flush(&mut db, None));
+        let r1 = sql::get(&mut db, "r1").unwrap().unwrap();
+        assert_eq!(r1.status, RunStatus::Completed, "the end is written");
+        assert_eq!(sql::events(&mut db, "r1").unwrap().len(), 1);
+        assert!(
+            sql::get(&mut db, "r2").unwrap().is_none(),
+            "a submission told it failed is not written later"
+        );
+        assert!(!folds.is_open("r2"));
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::cluster::{Node, any_flow, cluster, flow, owner_of, submit};
+use crate::support::cluster::{Node, any_flow, cluster, flow, logged_flow, owner_of, submit};
 use crate::support::llm_server::{Reply, Request, Responder, ScriptedLlm};
 use crate::support::scenario::{Scratch, postgres_database};
 
@@ -215,10 +215,17 @@ async fn a_killed_nodes_flows_finish_on_the_others() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_node_paused_past_its_lease_writes_nothing() {
-    let Some((_server, _dir, nodes, http)) = started("cluster-stop", 2, 3, 1.5).await else {
+async fn a_node_paused_past_its_lease_writes_nothing_and_acts_no_more() {
+    let Some(store) = postgres_database() else {
         return;
     };
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    let dir = Scratch::new("cluster-stop");
+    let ran = dir.path().join("ran.log");
+    server.set_responder(Some(logged_flow(1.5, Some(ran.clone()))));
+    let nodes = cluster(&dir, &server, &store, 2, 3).await;
+    let http = reqwest::Client::new();
     let mut ids = vec![];
     for i in 0..4 {
         ids.push(submit(&http, &nodes[0], &format!("paused flow {i}")).await);
@@ -238,17 +245,35 @@ async fn a_node_paused_past_its_lease_writes_nothing() {
     nodes[paused].signal("-STOP");
     // Past the lease (3 s) and the time the other node needs to take the runs over.
     tokio::time::sleep(Duration::from_secs(8)).await;
+    let resumed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     nodes[paused].signal("-CONT");
     all_completed(&http, &nodes[other], &ids, Duration::from_secs(120)).await;
-    // Let the paused node's flows try to go on and write.
+    // Let the paused node's flows try to go on, act and write.
     tokio::time::sleep(Duration::from_secs(3)).await;
     for id in &ids {
         one_history(id, &events(&http, &nodes[other], id).await);
     }
     let log = nodes[paused].log();
+    assert!(log.contains("this node's leases lapsed"), "{log}");
+    // A command it started before the pause may end during it; after the pause, the node
+    // starts nothing: its own clock says its leases lapsed.
+    let workspace = dir.path().join(&nodes[paused].name);
+    let lines = std::fs::read_to_string(&ran).unwrap();
+    let late: Vec<&str> = lines
+        .lines()
+        .filter(|l| {
+            let (at, place) = l.split_once(' ').unwrap();
+            place.starts_with(&*workspace.to_string_lossy())
+                && at.parse::<i64>().unwrap() >= resumed_at
+        })
+        .collect();
     assert!(
-        log.contains("another node has taken this run over"),
-        "{log}"
+        late.is_empty(),
+        "the paused node ran commands after it was let go on:\n{}\n(all:\n{lines})",
+        late.join("\n")
     );
 }
 

@@ -17,6 +17,16 @@ const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 /// A model for any number of flows: a two-step plan, each step one `bash` call (which
 /// sleeps `secs`) and then `terminate`, and a summary.
 pub fn any_flow(secs: f64) -> Responder {
+    logged_flow(secs, None)
+}
+
+/// As `any_flow`, each `bash` call then adding a line to `log`: when it ended (ms since
+/// the epoch) and where it ran (the node's workspace is in the path).
+pub fn logged_flow(secs: f64, log: Option<PathBuf>) -> Responder {
+    let done = match log {
+        Some(log) => format!("echo \"$(date +%s%3N) $PWD\" >> {}", log.display()),
+        None => "echo ok".into(),
+    };
     Arc::new(move |r: &Request| {
         let body = r.json();
         let tools: Vec<&str> = body["tools"]
@@ -43,7 +53,7 @@ pub fn any_flow(secs: f64) -> Responder {
         Some(if ran {
             Reply::tool("terminate", json!({"status": "success"})).with_text("part done")
         } else {
-            Reply::tool("bash", json!({"command": format!("sleep {secs}; echo ok")}))
+            Reply::tool("bash", json!({"command": format!("sleep {secs}; {done}")}))
         })
     })
 }

@@ -78,6 +78,11 @@ impl StepRun<'_> {
                 }
             }
             let call = &call;
+            if rejected.is_none()
+                && let Err(why) = self.req.events.may_act()
+            {
+                return Some(self.outcome(StepStatus::Failed, why, round));
+            }
             // A rejected call and a `recall` are answered here; every other call by a tool.
             let result = match rejected {
                 Some(output) => answered(false, output),

@@ -205,6 +205,10 @@ impl<'a> StepRun<'a> {
                 let builtin = self.state.spec.tool_specs.iter();
                 self.tools = builtin.chain(&self.mcp.specs).cloned().collect();
             }
+            // A model call is a side effect too (it costs, and may be seen).
+            if let Err(why) = self.req.events.may_act() {
+                return self.outcome(StepStatus::Failed, why, round);
+            }
             self.compact(round).await;
             let closing = self.closing_prompt(prompt).await;
             let mut request = ChatRequest {

@@ -33,6 +33,9 @@ async fn planner_chat(
 ) -> Result<ChatResponse, LlmError> {
     // The semaphore is never closed, so this waits for a permit and never fails.
     let _permit = slots.acquire().await.ok();
+    events
+        .may_act()
+        .map_err(|why| LlmError::new(crate::llm::LlmErrorKind::Network, why))?;
     let started = Instant::now();
     let resp = llm.chat(request).await?;
     events.send(FlowEvent::LlmCalled {
