@@ -124,6 +124,7 @@ pub fn paused_steps(
                 .flat_map(|m| m.tool_calls.iter())
                 .find(|c| c.id == request.call_id)?
                 .clone();
+            let interrupted = handed_on(events, pending.id, &request.call_id);
             Some(PausedStep {
                 id: pending.id,
                 step: i,
@@ -135,10 +136,38 @@ pub fn paused_steps(
                     memory,
                 },
                 decision: decision.clone(),
+                interrupted,
                 agent_ref: None,
             })
         })
         .collect()
+}
+
+/// Whether the call of approval request `id` was handed to its tool before the run was
+/// interrupted, and if so what the model is told instead of running it again. A flow
+/// records an approval before it lets the call run (`ApprovalDecided`, committed first),
+/// so an approval in the run's own events means the call may have run; its result, if it
+/// was recorded too, is given back.
+fn handed_on(events: &[StoredEvent], id: u64, call_id: &str) -> Option<String> {
+    let approved_at = events.iter().position(|e| {
+        matches!(&e.event, FlowEvent::ApprovalDecided { id: i, decision, .. } if *i == id && decision.approve)
+    })?;
+    let finished = events[approved_at..].iter().find_map(|e| match &e.event {
+        FlowEvent::ToolFinished {
+            call_id: c,
+            ok,
+            output,
+            ..
+        } if c == call_id => Some((*ok, output.clone())),
+        _ => None,
+    });
+    Some(match finished {
+        Some((ok, output)) => format!(
+            "Not run again: this call was approved and ran before the run was interrupted. It {}; its output was:\n{output}",
+            if ok { "succeeded" } else { "failed" }
+        ),
+        None => "Not run again: this call was approved and handed to its tool just before the run was interrupted, so it may have run, in part or in full, but its result was not recorded. Check its effects before you run it again.".into(),
+    })
 }
 
 /// The number a run's next approval request gets: above every one it made.

@@ -35,7 +35,18 @@ use crate::plan::{Plan, StepStatus};
 /// between. It must be quick and must not block.
 pub trait EventObserver: Send {
     fn observe(&mut self, event: &FlowEvent);
+
+    /// As `observe`, for an event the flow must not act past until it is recorded (a
+    /// decision that lets a tool call run): the answer comes once it is, or why it is not.
+    /// An observer that keeps no record has nothing to wait for.
+    fn observe_durably(&mut self, event: &FlowEvent) -> Option<Durable> {
+        self.observe(event);
+        None
+    }
 }
+
+/// Told once an event given to `EventObserver::observe_durably` is recorded, or why not.
+pub type Durable = tokio::sync::oneshot::Receiver<Result<(), String>>;
 
 /// Where a flow's events go: the channel its handle reads, after the host's observer, if
 /// any. Cheap to clone: the planner and its agents each hold one. When the last clone is
@@ -88,6 +99,27 @@ impl EventSink {
                 "stopped here: this node's lease on the flow lapsed (it was paused or cut off from the store), so another node takes the flow over".into(),
             ),
             _ => Ok(()),
+        }
+    }
+
+    /// Pass `event` on as `send` does, and wait until the observer has recorded it (at
+    /// once without one): what the flow does next survives the process being killed.
+    pub async fn send_durably(&self, event: FlowEvent) -> Result<(), String> {
+        let inner = &*self.0;
+        let durable = {
+            let mut observer = inner
+                .observer
+                .as_ref()
+                .map(|o| o.lock().unwrap_or_else(|p| p.into_inner()));
+            let durable = observer.as_mut().and_then(|o| o.observe_durably(&event));
+            let _ = inner.tx.send(event);
+            durable
+        };
+        match durable {
+            Some(recorded) => recorded
+                .await
+                .unwrap_or_else(|_| Err("the run store stopped".into())),
+            None => Ok(()),
         }
     }
 
@@ -423,6 +455,9 @@ pub struct Continued {
     pub rounds: u32,
     pub call_id: String,
     pub decision: Decision,
+    /// Set when the call was approved and handed to its tool before the flow was
+    /// interrupted: it is not run again, and this is its result for the model.
+    pub interrupted: Option<String>,
 }
 
 // ─── Tool worker ───────────────────────────────────────────────────────────────────────

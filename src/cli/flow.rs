@@ -175,15 +175,15 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
                             flow.answer(id, answer);
                         }
                         FlowEvent::ApprovalRequested { id, .. } if someone => {
-                            flow.decide(id, ask_approval().await);
+                            decide(&flow, id, ask_approval().await).await;
                         }
                         FlowEvent::ApprovalRequested { id, .. } if on_approval == OnApproval::Reject => {
-                            flow.decide(id, Decision::now(
+                            decide(&flow, id, Decision::now(
                                 false,
                                 None,
                                 Some("no one could be asked (a run without a terminal, --on-approval reject)".into()),
                                 local_user(),
-                            ));
+                            )).await;
                         }
                         _ => {}
                     }
@@ -225,4 +225,19 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
         );
     }
     Followed::Ended(outcome)
+}
+
+/// Hand the flow a decision made here, saying so when another one was recorded first
+/// (`manus-rt approvals` from another terminal) or the store cannot take it (the request
+/// then stays open, for `manus-rt approvals`).
+async fn decide(flow: &FlowHandle, id: u64, decision: Decision) {
+    match flow.decide(id, decision).await {
+        Ok(true) => {}
+        Ok(false) => eprintln!(
+            "manus-rt: approval request {id} was decided elsewhere first; that decision stands"
+        ),
+        Err(e) => eprintln!(
+            "manus-rt: cannot record the decision on approval request {id} ({e}); it stays open: decide it with `manus-rt approvals`"
+        ),
+    }
 }

@@ -176,7 +176,10 @@ async fn watch(mut flow: crate::FlowHandle, case: &Case) -> (FlowOutcome, Vec<Ca
                 }
                 Some(FlowEvent::ApprovalRequested { id, .. }) => {
                     let reason = (!case.approve).then(|| "the eval case rejects calls that need approval".into());
-                    flow.decide(id, Decision::now(case.approve, None, reason, "eval"));
+                    let decision = Decision::now(case.approve, None, reason, "eval");
+                    if let Err(e) = flow.decide(id, decision).await {
+                        tracing::warn!("cannot record the decision on approval {id}: {e}");
+                    }
                 }
                 Some(_) => {}
                 None => unreachable!("next_event yields FlowFinished before None"),

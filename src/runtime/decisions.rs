@@ -67,7 +67,7 @@ pub(super) fn hand_over_decisions(
                         .map(|(run, id, d)| (run, (id, d)))
                         .collect();
                     let handed = hand_to_flows(&controls, found, |c, (id, decision)| {
-                        c.decide(*id, decision.clone())
+                        c.hand(*id, decision.clone())
                     });
                     for (run, (id, _)) in handed {
                         if let Err(e) = store.delivered(&run, id).await {
@@ -124,6 +124,18 @@ impl Awaits {
 impl EventObserver for Awaits {
     fn observe(&mut self, event: &FlowEvent) {
         self.tap.observe(event);
+        self.count(event);
+    }
+
+    fn observe_durably(&mut self, event: &FlowEvent) -> Option<manus_actors::protocol::Durable> {
+        let durable = self.tap.observe_durably(event);
+        self.count(event);
+        durable
+    }
+}
+
+impl Awaits {
+    fn count(&mut self, event: &FlowEvent) {
         match event {
             FlowEvent::ApprovalRequested { id, .. } if self.open.insert(*id) => {
                 self.waiting.add_one()

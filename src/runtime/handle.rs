@@ -6,15 +6,20 @@ use manus_actors::protocol::{FlowEvent, FlowMsg, FlowOutcome, FlowStatus};
 use ractor::ActorRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::store::{RunStore, StoreError};
+
 /// Answers and cancels a running flow; cheap to clone.
 #[derive(Clone)]
 pub struct FlowControl {
     planner: ActorRef<FlowMsg>,
+    /// The flow's run id and the store that records its decisions, if any.
+    id: String,
+    store: Option<RunStore>,
 }
 
 impl FlowControl {
-    pub(super) fn new(planner: ActorRef<FlowMsg>) -> FlowControl {
-        FlowControl { planner }
+    pub(super) fn new(id: String, planner: ActorRef<FlowMsg>, store: Option<RunStore>) -> Self {
+        FlowControl { planner, id, store }
     }
 
     /// Answer the question of a `FlowEvent::Question`.
@@ -41,7 +46,29 @@ impl FlowControl {
     /// Decide on the tool call of a `FlowEvent::ApprovalRequested`: approve it (with the
     /// model's arguments, or `decision.arguments`), or reject it (the reason goes back to
     /// the model as the call's result). The flow answers with `ApprovalDecided`.
-    pub fn decide(&self, approval_id: u64, decision: manus_actors::protocol::Decision) {
+    ///
+    /// With a run store, the decision is first recorded in its decisions table, where the
+    /// first decision on a request stands, whoever makes it (this process, `manus-rt
+    /// approvals`, another node): false, and nothing handed to the flow, when another one
+    /// was recorded first. Once this returns true the decision survives a crash.
+    pub async fn decide(
+        &self,
+        approval_id: u64,
+        decision: manus_actors::protocol::Decision,
+    ) -> Result<bool, StoreError> {
+        if let Some(store) = &self.store
+            && !store
+                .decide_here(&self.id, approval_id, decision.clone())
+                .await?
+        {
+            return Ok(false);
+        }
+        self.hand(approval_id, decision);
+        Ok(true)
+    }
+
+    /// Give the flow a decision already recorded (or with no store to record it in).
+    pub(super) fn hand(&self, approval_id: u64, decision: manus_actors::protocol::Decision) {
         let _ = self.planner.send_message(FlowMsg::Decide {
             approval_id,
             decision,
@@ -56,6 +83,8 @@ pub struct FlowHandle {
     planner: ActorRef<FlowMsg>,
     events: UnboundedReceiver<FlowEvent>,
     outcome: Option<FlowOutcome>,
+    /// Where its decisions are recorded first, if anywhere.
+    store: Option<RunStore>,
 }
 
 impl FlowHandle {
@@ -64,6 +93,7 @@ impl FlowHandle {
         task: String,
         planner: ActorRef<FlowMsg>,
         events: UnboundedReceiver<FlowEvent>,
+        store: Option<RunStore>,
     ) -> FlowHandle {
         FlowHandle {
             id,
@@ -71,6 +101,7 @@ impl FlowHandle {
             planner,
             events,
             outcome: None,
+            store,
         }
     }
 
@@ -121,17 +152,20 @@ impl FlowHandle {
         self.control().cancel()
     }
 
-    /// Decide on an approval request (see `FlowControl::decide`).
-    pub fn decide(&self, approval_id: u64, decision: manus_actors::protocol::Decision) {
-        self.control().decide(approval_id, decision)
+    /// Decide on an approval request (see `FlowControl::decide`): false when another
+    /// decision was recorded first.
+    pub async fn decide(
+        &self,
+        approval_id: u64,
+        decision: manus_actors::protocol::Decision,
+    ) -> Result<bool, StoreError> {
+        self.control().decide(approval_id, decision).await
     }
 
     /// A handle that answers and cancels, for code that does not read the events (the
     /// event stream stays with this `FlowHandle`).
     pub fn control(&self) -> FlowControl {
-        FlowControl {
-            planner: self.planner.clone(),
-        }
+        FlowControl::new(self.id.clone(), self.planner.clone(), self.store.clone())
     }
 
     /// Read the remaining events and return how the flow ended.

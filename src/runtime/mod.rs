@@ -381,9 +381,16 @@ impl Runtime {
         {
             // The poller forgets ended flows when it looks, which it may not do for long.
             controls.retain(|_, c| c.is_running());
-            controls.insert(run.id.clone(), FlowControl::new(planner.clone()));
+            let control = FlowControl::new(run.id.clone(), planner.clone(), self.store.clone());
+            controls.insert(run.id.clone(), control);
         }
-        Ok(FlowHandle::new(run.id, run.task, planner, events))
+        Ok(FlowHandle::new(
+            run.id,
+            run.task,
+            planner,
+            events,
+            self.store.clone(),
+        ))
     }
 
     /// A flow's sink, which on a cluster node lets the flow act only while the node's

@@ -246,17 +246,23 @@ pub fn events_from(db: &mut dyn Backend, id: &str, from: u64) -> Result<Vec<Stor
 }
 
 /// Record a decision on request `approval_id` of run `id`, unless one is recorded: true if
-/// this one was.
+/// this one was. `applied`: it is handed to the run by whoever records it.
 pub fn decide(
     db: &mut dyn Backend,
     id: &str,
     approval_id: u64,
     decision: &Decision,
+    applied: bool,
 ) -> Result<bool, String> {
     let added = db.execute(
-        "INSERT INTO manus_decisions (run_id, approval_id, decision, applied) VALUES ($1, $2, $3, 0)
+        "INSERT INTO manus_decisions (run_id, approval_id, decision, applied) VALUES ($1, $2, $3, $4)
          ON CONFLICT (run_id, approval_id) DO NOTHING",
-        &[text(id), Val::Int(approval_id as i64), json(decision)],
+        &[
+            text(id),
+            Val::Int(approval_id as i64),
+            json(decision),
+            Val::Int(applied as i64),
+        ],
     )?;
     Ok(added == 1)
 }

@@ -50,24 +50,37 @@ impl Tap {
     }
 }
 
-impl EventObserver for Tap {
-    fn observe(&mut self, event: &FlowEvent) {
-        // Live text is for watchers; the finished text is stored as its `Thought`.
-        if matches!(event, FlowEvent::TextDelta { .. }) {
-            return;
-        }
-        self.store.write(Write::Event {
+impl Tap {
+    /// The write of `event`, which takes the next number (memories take none).
+    fn numbered(&mut self, event: &FlowEvent) -> Write {
+        let write = Write::Event {
             run_id: self.run_id.clone(),
             tap: self.tap,
             seq: self.seq,
             at: now_ms(),
             ran_ms: self.opened.elapsed().as_millis() as u64,
             event: event.clone(),
-        });
-        // Memories are rows of their own, not numbered events.
+        };
         if !matches!(event, FlowEvent::StepMemory { .. }) {
             self.seq += 1;
         }
+        write
+    }
+}
+
+impl EventObserver for Tap {
+    fn observe(&mut self, event: &FlowEvent) {
+        // Live text is for watchers; the finished text is stored as its `Thought`.
+        if matches!(event, FlowEvent::TextDelta { .. }) {
+            return;
+        }
+        let write = self.numbered(event);
+        self.store.write(write);
+    }
+
+    fn observe_durably(&mut self, event: &FlowEvent) -> Option<manus_actors::protocol::Durable> {
+        let write = self.numbered(event);
+        Some(self.store.write_awaited(write))
     }
 }
 

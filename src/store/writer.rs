@@ -258,6 +258,15 @@ impl RunStore {
         self.ask(|done| Job::Write(Box::new(w), Some(done))).await
     }
 
+    /// Queue `w` as `write_durably` does, without waiting: the receiver hears once it is
+    /// committed, or why not.
+    pub(crate) fn write_awaited(&self, w: Write) -> oneshot::Receiver<Result<(), String>> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.jobs.send(Job::Write(Box::new(w), Some(tx)));
+        self.hurry.wake();
+        rx
+    }
+
     /// Queue the job `make` builds around a reply port, hurry the store thread, and wait
     /// for the answer.
     async fn ask<T>(
@@ -330,7 +339,20 @@ impl RunStore {
         decision: manus_actors::protocol::Decision,
     ) -> Result<bool, StoreError> {
         let id = id.to_string();
-        self.read(move |db, _| sql::decide(db, &id, approval_id, &decision))
+        self.read(move |db, _| sql::decide(db, &id, approval_id, &decision, false))
+            .await
+    }
+
+    /// As `decide`, for a decision the process running the run hands to it itself (so
+    /// it is recorded as handed): true if it is the first one recorded.
+    pub(crate) async fn decide_here(
+        &self,
+        id: &str,
+        approval_id: u64,
+        decision: manus_actors::protocol::Decision,
+    ) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| sql::decide(db, &id, approval_id, &decision, true))
             .await
     }
 

@@ -154,7 +154,9 @@ async fn a_matching_call_waits_while_other_steps_finish_then_runs_once_as_edited
             Some(r#"{"command": "echo edited >> tally.txt"}"#),
             None,
         ),
-    );
+    )
+    .await
+    .unwrap();
     let o = outcome(flow).await;
     assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
     assert_eq!(
@@ -194,7 +196,11 @@ async fn a_rejection_reason_reaches_the_model() {
     let Some(FlowEvent::ApprovalRequested { id, .. }) = seen.last().cloned() else {
         unreachable!()
     };
-    flow.decide(id, decision(false, None, Some("not on this machine")));
+    assert!(
+        flow.decide(id, decision(false, None, Some("not on this machine")))
+            .await
+            .unwrap()
+    );
     let o = outcome(flow).await;
     assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
     assert_eq!(
@@ -363,7 +369,11 @@ async fn plan_sign_off_blocks_every_step_until_approved() {
                 .any(|e| matches!(e, FlowEvent::StepStarted { .. }))
         );
         let reason = (!approve).then_some("too broad");
-        flow.decide(id, decision(approve, None, reason));
+        assert!(
+            flow.decide(id, decision(approve, None, reason))
+                .await
+                .unwrap()
+        );
         let o = outcome(flow).await;
         if approve {
             assert_eq!(o.status, FlowStatus::Completed, "{}", o.reason);
@@ -435,6 +445,13 @@ async fn another_terminal_approves_a_running_flow_through_the_store() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(said.contains("the process running it goes on"), "{said}");
+    // Issue 37, item 9: one table, one winner. A rejection made here after the approval
+    // recorded from the other terminal loses, even before that approval reaches the flow.
+    let late = flow
+        .decide(id, decision(false, None, Some("too late")))
+        .await
+        .unwrap();
+    assert!(!late, "the first decision recorded stands");
     let rest = until(&mut flow, |e| {
         matches!(e, FlowEvent::ApprovalDecided { .. })
     })

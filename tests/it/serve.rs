@@ -764,6 +764,80 @@ async fn half_sent_requests_do_not_lock_a_client_out() {
     assert_eq!(status, 200);
 }
 
+/// Issue 37, item 1: the service SIGKILLed at any moment just after an approval it
+/// acknowledged: restarted, the flow never asks again (the decision was recorded before
+/// the answer) and the approved call runs at most once (the decision is recorded before
+/// the call runs, so a restart knows the call may have run and tells the model so rather
+/// than running it again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_runs_at_most_once_however_soon_the_service_is_killed() {
+    let responder: support::llm_server::Responder =
+        std::sync::Arc::new(|r: &support::llm_server::Request| {
+            let body = r.json();
+            let tools: Vec<&str> = body["tools"]
+                .as_array()
+                .map(|t| {
+                    t.iter()
+                        .filter_map(|t| t["function"]["name"].as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if tools.contains(&"planning") {
+                return Some(plan_reply(&["[MANUS] Count into tally.txt"]));
+            }
+            if tools.is_empty() {
+                return Some(Reply::text("Counted."));
+            }
+            let last = body["messages"].as_array().and_then(|m| m.last()).cloned();
+            Some(match last {
+                Some(m) if m["role"] == "tool" => done("counted"),
+                _ => Reply::tool("bash", json!({"command": "echo once >> tally.txt"})),
+            })
+        });
+    for delay_ms in [0u64, 2, 5, 10, 20] {
+        let server = ScriptedLlm::start().await;
+        server.set_responder(Some(responder.clone()));
+        let dir = Scratch::new(&format!("approve-kill-{delay_ms}"));
+        let rule = (
+            "approvals.tools.bash",
+            r#"{ matches = ">>", argument = "command" }"#,
+        );
+        let text = config(&server, &dir, &[rule]);
+        let mut svc = Service::start(&dir, &text).await;
+        let id = svc.submit("Count once.").await;
+        let seen = svc
+            .events(&id, None, |kind, _| kind == "approval_requested")
+            .await;
+        let aid = seen.last().unwrap().2["id"].as_u64().unwrap();
+        // The paused step's memory is stored before the request is published.
+        let r = svc
+            .http
+            .post(svc.url(&format!("/v1/flows/{id}/approvals/{aid}")))
+            .json(&json!({"approve": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        svc.kill().await;
+        let again = Service::start(&dir, &text).await;
+        let events = again.events(&id, None, |_, _| false).await;
+        let asked = events
+            .iter()
+            .filter(|(_, kind, _)| kind == "approval_requested")
+            .count();
+        assert_eq!(asked, 1, "asked again after {delay_ms} ms: {events:?}");
+        let outcome = &events.last().unwrap().2["outcome"];
+        assert_eq!(outcome["status"], "completed", "{outcome}");
+        let tally = std::fs::read_to_string(dir.workspace().join("tally.txt")).unwrap_or_default();
+        assert!(
+            tally == "once\n" || tally.is_empty(),
+            "killed {delay_ms} ms after the approval, the call ran {} times",
+            tally.lines().count()
+        );
+    }
+}
+
 /// Issue 27: a `bash` call a rule names pauses its flow; the service is SIGKILLed while it
 /// waits; after the restart the request is listed; approved over HTTP with edited
 /// arguments, the edited command runs exactly once and the flow completes. Requests and

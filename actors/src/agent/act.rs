@@ -41,18 +41,18 @@ impl StepRun<'_> {
             let mut call = asked.clone();
             let mut edited = String::new();
             let mut rejected = None;
-            match continued
-                .filter(|c| c.call_id == call.id)
-                .map(|c| &c.decision)
-            {
-                Some(d) if !d.approve => {
+            let this = continued.filter(|c| c.call_id == call.id);
+            match this.map(|c| (&c.decision, &c.interrupted)) {
+                // Handed to its tool before the flow was interrupted: not run again.
+                Some((_, Some(result))) => rejected = Some(result.clone()),
+                Some((d, None)) if !d.approve => {
                     let reason = d.reason.as_deref().unwrap_or("no reason given");
                     rejected = Some(format!(
                         "Not run: {} rejected this call. Their reason: {reason}",
                         d.by
                     ));
                 }
-                Some(d) => {
+                Some((d, None)) => {
                     if let Some(args) = d
                         .arguments
                         .as_ref()

@@ -38,6 +38,7 @@ pub(super) async fn paused(
         rounds: outcome.rounds,
         pause,
         decision: None,
+        interrupted: None,
         agent_ref: Some(run.agent_ref),
     };
     publish_request(myself, st, &p);
@@ -64,24 +65,55 @@ pub(super) fn publish_request(
     wait_for_decision(myself, st, p.id);
 }
 
-/// A person decided on `paused`'s call: publish it, and send the step on from where it
-/// stopped, to an agent of its kind.
+/// A person decided on `paused`'s call: record the decision, and only once it is recorded
+/// send the step on from where it stopped, to an agent of its kind. A decision the store
+/// could not take is tried again shortly, the step still paused: a call must never run on
+/// a decision that a restart would not find (it would be asked again, or run twice).
 pub(super) async fn decided(
     myself: &ActorRef<FlowMsg>,
     st: &mut PlannerState,
     paused: super::PausedStep,
     decision: crate::protocol::Decision,
 ) {
-    st.emit(FlowEvent::ApprovalDecided {
-        id: paused.id,
-        step: Some(paused.step),
-        decision: decision.clone(),
-    });
+    let recorded = st
+        .events
+        .send_durably(FlowEvent::ApprovalDecided {
+            id: paused.id,
+            step: Some(paused.step),
+            decision: decision.clone(),
+        })
+        .await;
+    if let Err(why) = recorded {
+        tracing::warn!(flow = %st.id, "cannot record the decision on approval {} yet ({why}); trying again", paused.id);
+        let approval_id = paused.id;
+        st.pending.insert(approval_id, paused);
+        let again = decision.clone();
+        let timer = myself.send_after(RECORD_AGAIN, move || FlowMsg::Decide {
+            approval_id,
+            decision: again,
+        });
+        st.approval_deadlines.insert(approval_id, Deadline(timer));
+        return;
+    }
+    go_on(myself, st, paused, decision).await;
+}
+
+/// How long a decision that could not be recorded waits before it is tried again.
+const RECORD_AGAIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Send paused step `paused` on with `decision` (recorded), to an agent of its kind.
+pub(super) async fn go_on(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    paused: super::PausedStep,
+    decision: crate::protocol::Decision,
+) {
     let continued = crate::protocol::Continued {
         memory: paused.pause.memory,
         rounds: paused.rounds,
         call_id: paused.pause.call.id,
         decision,
+        interrupted: paused.interrupted,
     };
     let agent = paused
         .agent_ref

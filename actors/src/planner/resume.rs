@@ -5,7 +5,7 @@
 use ractor::ActorRef;
 
 use super::PlannerState;
-use super::approvals::{decided, publish_request, request_signoff, signed_off};
+use super::approvals::{decided, go_on, publish_request, request_signoff, signed_off};
 use super::steps::advance;
 use crate::plan::{Plan, StepStatus};
 use crate::protocol::{FlowEvent, FlowMsg};
@@ -33,6 +33,8 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
     for p in paused {
         st.next_approval = st.next_approval.max(p.id + 1);
         match p.decision.clone() {
+            // Handed on before the interruption: its decision is recorded already.
+            Some(decision) if p.interrupted.is_some() => go_on(myself, st, p, decision).await,
             Some(decision) => decided(myself, st, p, decision).await,
             None => {
                 publish_request(myself, st, &p);

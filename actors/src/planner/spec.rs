@@ -119,6 +119,10 @@ pub struct PausedStep {
     pub rounds: u32,
     pub pause: crate::protocol::Pause,
     pub decision: Option<crate::protocol::Decision>,
+    /// Set by a resume when the call was approved and handed to its tool before the
+    /// interruption (the decision was recorded first): the call is not run again, and the
+    /// model reads this instead of its result.
+    pub interrupted: Option<String>,
     /// The agent that stopped, kept for the step to go on with (its shell and working
     /// directory); `None` once the process that ran it is gone.
     pub agent_ref: Option<ActorRef<crate::protocol::AgentMsg>>,

@@ -196,12 +196,20 @@ impl Flow {
                 if !entry.close(&reply) {
                     return Err(reply.not_open(&self.id));
                 }
+                let taken = reply.taken(&self.id);
                 match reply {
                     Reply::Answer { question_id, text } => entry.control.answer(question_id, text),
+                    // Through the store's decisions table when there is one: one rule for
+                    // every way of deciding, the first recorded stands.
                     Reply::Decide {
                         approval_id,
                         decision,
-                    } => entry.control.decide(approval_id, decision),
+                    } => {
+                        let first = entry.control.decide(approval_id, decision).await;
+                        if !first.map_err(unavailable)? {
+                            return Err(taken);
+                        }
+                    }
                 }
             }
             At::Stored { run, node } => {
