@@ -211,6 +211,7 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .merge(guarded)
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(ready))
         // The console's files hold no data: public, but behind the Host check.
         .route("/", get(console::page))
         .route("/console/{name}", get(console::asset))
@@ -400,6 +401,33 @@ async fn show(
 ) -> Result<Json<flows::FlowDoc>, ApiError> {
     Ok(Json(app.flow(&id).await?.doc(true).await?))
 }
+
+/// Readiness: 200 while this process can take work, which needs its run store (if it
+/// has one) to answer; 503 saying why otherwise (`/healthz` is liveness: the process
+/// answers at all).
+async fn ready(State(app): State<Arc<App>>) -> Response {
+    let store = app
+        .runtime
+        .read()
+        .await
+        .as_ref()
+        .map(|r| r.store().cloned());
+    let Some(store) = store else {
+        return ApiError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into()).into_response();
+    };
+    match store {
+        None => Json(json!({"status": "ready"})).into_response(),
+        Some(store) => match store.ping(READY_WITHIN).await {
+            Ok(()) => Json(json!({"status": "ready", "store": "ok"})).into_response(),
+            Err(e) => {
+                ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}")).into_response()
+            }
+        },
+    }
+}
+
+/// How long readiness waits for the run store's answer.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn cancel(State(app): State<Arc<App>>, Path(id): Path<String>) -> Result<Response, ApiError> {
     app.flow(&id).await?.cancel().await?;

@@ -116,12 +116,16 @@ pub fn announce(id: &str) -> Stmt {
     }
 }
 
-/// Take the oldest run that is queued, or whose lease lapsed before `now`, for `node`
-/// until `until`: its id and the lease's fence, or nothing when there is none. One
-/// statement, so the claim and the lease commit together.
+/// Take the oldest run that is queued, or whose lease lapsed before `now`, or that is
+/// running with no lease at all and no live process owning it (an orphan: its lease row
+/// lost, or left by a process that was not a node), for `node` until `until`: its id and
+/// the lease's fence, or nothing when there is none. One statement, so the claim and the
+/// lease commit together. (`$4`: `now` less the heartbeat age that means a process is gone.)
 pub const CLAIM: &str = "WITH next AS (
         SELECT r.id FROM manus_runs r LEFT JOIN manus_leases l ON l.run_id = r.id
         WHERE r.status = 'queued' OR (r.status = 'running' AND l.expires_at < $2)
+            OR (r.status = 'running' AND l.run_id IS NULL AND NOT EXISTS (
+                SELECT 1 FROM manus_owners o WHERE o.id = r.owner AND o.heartbeat_at > $4))
         ORDER BY r.created_at LIMIT 1
         FOR UPDATE OF r SKIP LOCKED),
     took AS (

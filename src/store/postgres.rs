@@ -23,6 +23,19 @@ impl Postgres {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
+        // Bounds a server that answers slowly or holds locks (it enforces them itself),
+        // and a peer that vanished from the network (TCP gives up on unacknowledged data).
+        // A server that is frozen outright still acknowledges at the TCP level and never
+        // answers: `RunStore`'s own wait bounds what callers see then.
+        if config.get_options().is_none() {
+            config.options(
+                "-c statement_timeout=30000 -c lock_timeout=10000 -c idle_in_transaction_session_timeout=60000",
+            );
+        }
+        config
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(15))
+            .tcp_user_timeout(Duration::from_secs(30));
         let client = config
             .connect(NoTls)
             .map_err(|e| format!("cannot connect: {}", why(e)))?;

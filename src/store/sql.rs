@@ -210,10 +210,20 @@ fn run_of(row: &[Val]) -> Result<StoredRun, String> {
 /// The newest runs first, at most `limit`.
 pub fn list(db: &mut dyn Backend, limit: usize) -> Result<Vec<StoredRun>, String> {
     let sql = format!("{RUN_COLUMNS} ORDER BY created_at DESC, id DESC LIMIT $1");
-    db.query(&sql, &[Val::Int(limit as i64)])?
+    Ok(db
+        .query(&sql, &[Val::Int(limit as i64)])?
         .iter()
-        .map(|r| run_of(r))
-        .collect()
+        .filter_map(|r| readable(r[0].text().unwrap_or_default(), "run", run_of(r)))
+        .collect())
+}
+
+/// `read` of one row of run `id`; one that cannot be read (written by a newer version, or
+/// damaged) is reported and skipped, so it never hides the rows around it.
+fn readable<T>(id: &str, what: &str, read: Result<T, String>) -> Option<T> {
+    read.inspect_err(
+        |e| tracing::warn!(run = %id, "run store: skipped a {what} that cannot be read: {e}"),
+    )
+    .ok()
 }
 
 pub fn get(db: &mut dyn Backend, id: &str) -> Result<Option<StoredRun>, String> {
@@ -230,19 +240,21 @@ pub fn events(db: &mut dyn Backend, id: &str) -> Result<Vec<StoredEvent>, String
 
 /// A run's events numbered `from` and after, in order.
 pub fn events_from(db: &mut dyn Backend, id: &str, from: u64) -> Result<Vec<StoredEvent>, String> {
-    db.query(
-        "SELECT seq, at, event FROM manus_events WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
-        &[text(id), Val::Int(from as i64)],
-    )?
-    .iter()
-    .map(|r| {
-        Ok(StoredEvent {
-            seq: r[0].int() as u64,
-            at: r[1].int(),
-            event: parse(&r[2], "event")?,
+    Ok(db
+        .query(
+            "SELECT seq, at, event FROM manus_events WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
+            &[text(id), Val::Int(from as i64)],
+        )?
+        .iter()
+        .filter_map(|r| {
+            let event = readable(id, "event", parse(&r[2], "event"))?;
+            Some(StoredEvent {
+                seq: r[0].int() as u64,
+                at: r[1].int(),
+                event,
+            })
         })
-    })
-    .collect()
+        .collect::<Vec<_>>())
 }
 
 /// Record a decision on request `approval_id` of run `id`, unless one is recorded: true if

@@ -25,6 +25,9 @@ const HEARTBEAT: Duration = Duration::from_secs(10);
 const BATCH: usize = 2_000;
 /// How long a batch waits for more writes: the most a write waits before its commit.
 const GATHER: Duration = Duration::from_millis(20);
+/// The longest a caller waits for the store's answer (a read, a commit it waits for): a
+/// request against a store that does not answer fails with a reason, never hangs.
+const ANSWER_WITHIN: Duration = Duration::from_secs(15);
 /// How often the retention is applied, once nothing was left to prune.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
@@ -282,9 +285,27 @@ impl RunStore {
             .send(make(tx))
             .map_err(|_| fail("the store is closed".into()))?;
         self.hurry.wake();
-        rx.await
-            .map_err(|_| fail("the store's thread stopped".into()))?
-            .map_err(fail)
+        match tokio::time::timeout(ANSWER_WITHIN, rx).await {
+            Ok(answer) => answer
+                .map_err(|_| fail("the store's thread stopped".into()))?
+                .map_err(fail),
+            Err(_) => Err(fail(format!(
+                "no answer within {} s (the database is unreachable, frozen or overloaded)",
+                ANSWER_WITHIN.as_secs()
+            ))),
+        }
+    }
+
+    /// Whether the store answers a trivial query within `within`: what readiness reports.
+    pub async fn ping(&self, within: Duration) -> Result<(), StoreError> {
+        let asked = self.read(|db, _| db.query("SELECT 1", &[]).map(drop));
+        match tokio::time::timeout(within, asked).await {
+            Ok(answer) => answer,
+            Err(_) => Err(StoreError {
+                url: self.url.to_string(),
+                message: format!("no answer within {} ms", within.as_millis()),
+            }),
+        }
     }
 
     /// Run `f` on the store's thread, after every write queued before it.
@@ -713,6 +734,7 @@ fn claim(
             super::Val::Text(owner.id.clone()),
             super::Val::Int(now),
             super::Val::Int(until),
+            super::Val::Int(now - sql::STALE_MS),
         ],
     )?;
     Ok(rows
@@ -834,6 +856,11 @@ fn apply(
     let mut awaited = std::collections::HashSet::new();
     let mut opened = vec![];
     for (w, committed) in batch {
+        // A write whose waiter gave up (it was told the store did not answer) is not
+        // written late: its caller acted on the failure.
+        if committed.as_ref().is_some_and(|c| c.is_closed()) {
+            continue;
+        }
         match &w {
             Write::Closed(id, _) => closed.push(id.to_string()),
             Write::Open { row, .. } if committed.is_some() => opened.push(row.id.clone()),
@@ -1266,5 +1293,60 @@ mod tests {
             "a submission told it failed is not written later"
         );
         assert!(!folds.is_open("r2"));
+    }
+
+    /// Issue 37, item 7: a row this version cannot read (a run of an unknown mode, an
+    /// event of an unknown kind) is skipped and reported; it never hides the others.
+    #[tokio::test]
+    async fn a_row_that_cannot_be_read_hides_nothing_else() {
+        let store = RunStore::open(&StoreUrl::Sqlite(":memory:".into()))
+            .await
+            .unwrap();
+        let me = store.owner().to_string();
+        for id in ["r1", "r2"] {
+            store.write(Write::Open {
+                row: Box::new(row(id, &me)),
+                tap: 1,
+            });
+        }
+        for seq in 0..3 {
+            store.write(Write::Event {
+                run_id: "r1".into(),
+                tap: 1,
+                seq,
+                at: 5,
+                ran_ms: 1,
+                event: FlowEvent::FlowStarted {
+                    flow_id: "r1".into(),
+                    task: "count".into(),
+                },
+            });
+        }
+        store
+            .read(|db, _| {
+                db.execute("UPDATE manus_runs SET mode = 'dream' WHERE id = 'r2'", &[])?;
+                db.execute(
+                    "UPDATE manus_events SET event = '{\"event\":\"from_the_future\"}' WHERE seq = 1",
+                    &[],
+                )
+            })
+            .await
+            .unwrap();
+        let listed: Vec<String> = store
+            .list(10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(listed, ["r1"]);
+        let seqs: Vec<u64> = store
+            .events("r1")
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, [0, 2]);
     }
 }

@@ -277,6 +277,34 @@ async fn a_node_paused_past_its_lease_writes_nothing_and_acts_no_more() {
     );
 }
 
+/// Issue 37, item 7: a `running` run with no lease row and no live owner (its lease row
+/// lost, its process gone) is an orphan, and a node claims it and finishes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_orphaned_running_run_is_claimed() {
+    let Some(url) = postgres_database() else {
+        return;
+    };
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(any_flow(2.0)));
+    let dir = Scratch::new("cluster-orphan");
+    let nodes = cluster(&dir, &server, &url, 2, 2).await;
+    let http = reqwest::Client::new();
+    let id = submit(&http, &nodes[0], "an orphan to be").await;
+    let holder = running_on(&http, &nodes, &id).await;
+    nodes[holder].signal("-KILL");
+    let owner = flow(&http, &nodes[1 - holder], &id).await["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    db.execute("DELETE FROM manus_leases WHERE run_id = $1", &[&id])
+        .unwrap();
+    db.execute("DELETE FROM manus_owners WHERE id = $1", &[&owner])
+        .unwrap();
+    all_completed(&http, &nodes[1 - holder], &[id], Duration::from_secs(60)).await;
+}
+
 /// The node (by index) that runs flow `id`, once one does.
 async fn running_on(http: &reqwest::Client, nodes: &[Node], id: &str) -> usize {
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -747,3 +747,79 @@ async fn runs_prune_deletes_the_older_ended_runs() {
         text(&out.stderr)
     );
 }
+
+/// Issue 37, items 3 and 6, against a PostgreSQL server of the test's own: flows that
+/// finish while the store is down (stopped outright) end `completed` in it by themselves
+/// once it is back; with the server frozen (SIGSTOP), readiness says 503 within seconds
+/// and a request that reads the store answers 503 within its bound, while liveness stays
+/// 200; thawed, the service is ready again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flows_converge_after_a_store_outage_and_a_frozen_store_bounds_requests() {
+    use support::cluster::{PrivatePostgres, any_flow};
+    use support::service::Service;
+    if support::scenario::postgres_database().is_none() {
+        return; // no PostgreSQL on this machine (test.sh installs one)
+    }
+    let mut pg = PrivatePostgres::start();
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(any_flow(1.5)));
+    let dir = Scratch::new("store-outage");
+    let url = format!("\"{}\"", pg.url);
+    let text = support::scenario::config_with(&server, &dir.workspace(), &[("store.url", &url)]);
+    let svc = Service::start(&dir, &text).await;
+    let mut ids = vec![];
+    for i in 0..3 {
+        ids.push(svc.submit(&format!("outage flow {i}")).await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Down for longer than the flows take to finish.
+    pg.stop();
+    let (status, _) = svc.get("/readyz").await;
+    assert_eq!(status, 503, "not ready while the store is down");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    pg.restart();
+    let statuses = || {
+        let mut db = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
+        ids.iter()
+            .map(|id| {
+                db.query_one("SELECT status FROM manus_runs WHERE id = $1", &[id])
+                    .map(|r| r.get::<_, String>(0))
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let converged = loop {
+        let now = statuses();
+        if now.iter().all(|s| s == "completed") {
+            break now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runs never converged after the outage: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(converged.len(), 3);
+    let (status, _) = svc.get("/readyz").await;
+    assert_eq!(status, 200);
+
+    pg.signal_all("-STOP");
+    let asked = std::time::Instant::now();
+    let (status, body) = svc.get("/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(asked.elapsed() < Duration::from_secs(10));
+    let (status, _) = svc.get("/healthz").await;
+    assert_eq!(status, 200, "liveness is not readiness");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(40), svc.get("/v1/flows"))
+        .await
+        .expect("a request on a frozen store is answered, not left hanging");
+    assert_eq!(status, 503, "{body}");
+    pg.signal_all("-CONT");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while svc.get("/readyz").await.0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "never ready again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -186,9 +186,24 @@ pub fn owner_of(nodes: &[Node], run: &Value) -> Option<usize> {
 pub struct PrivatePostgres {
     pub url: String,
     dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
     /// The postmaster's own PID (as root, `runuser` stands between it and `runner`).
     pid: Option<i32>,
     runner: Child,
+}
+
+/// A PostgreSQL program, run as `postgres` when we are root (it refuses to run as root).
+fn as_pg(program: PathBuf) -> Command {
+    let mut c = if nix_is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    c
 }
 
 impl PrivatePostgres {
@@ -199,37 +214,40 @@ impl PrivatePostgres {
             .map(|e| e.path().join("bin"))
             .max()
             .expect("a PostgreSQL version");
-        let dir = std::env::temp_dir().join(format!("manus-bench-pg-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("manus-pg-{}-{}", std::process::id(), free_port()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let root = nix_is_root();
-        let as_pg = |program: PathBuf| {
-            let mut c = if root {
-                let mut c = Command::new("runuser");
-                c.args(["-u", "postgres", "--"]).arg(program);
-                c
-            } else {
-                Command::new(program)
-            };
-            c.stdout(Stdio::null()).stderr(Stdio::null());
-            c
-        };
-        if root {
+        if nix_is_root() {
             Command::new("chown")
                 .arg("postgres")
                 .arg(&dir)
                 .status()
                 .unwrap();
         }
-        let data = dir.join("data");
         let ok = as_pg(bin.join("initdb"))
             .arg("-D")
-            .arg(&data)
+            .arg(dir.join("data"))
             .args(["-U", "manus", "--auth=trust", "-E", "UTF8"])
             .status()
             .unwrap();
         assert!(ok.success(), "initdb failed");
         let port = free_port();
+        let (runner, pid) = PrivatePostgres::launch(&bin, &dir, port);
+        PrivatePostgres {
+            url: format!("postgres://manus@127.0.0.1:{port}/postgres"),
+            dir,
+            bin,
+            port,
+            pid,
+            runner,
+        }
+    }
+
+    /// Start the server on `dir`'s data and `port`; once it takes connections, its runner
+    /// and the postmaster's PID.
+    fn launch(bin: &std::path::Path, dir: &std::path::Path, port: u16) -> (Child, Option<i32>) {
+        let data = dir.join("data");
         let runner = as_pg(bin.join("postgres"))
             .arg("-D")
             .arg(&data)
@@ -245,12 +263,42 @@ impl PrivatePostgres {
         let pid = std::fs::read_to_string(data.join("postmaster.pid"))
             .ok()
             .and_then(|t| t.lines().next()?.trim().parse().ok());
-        PrivatePostgres {
-            url,
-            dir,
-            pid,
-            runner,
+        (runner, pid)
+    }
+
+    /// Send `sig` to the postmaster and every server process under it (SIGSTOP freezes
+    /// the whole server, connections included).
+    pub fn signal_all(&self, sig: &str) {
+        let Some(pid) = self.pid else { return };
+        let _ = Command::new("pkill")
+            .args([sig, "-P", &pid.to_string()])
+            .status();
+        let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+    }
+
+    /// Stop the server (fast shutdown) and wait until it is gone.
+    pub fn stop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            // SIGINT: PostgreSQL's fast shutdown.
+            let _ = Command::new("kill")
+                .args(["-INT", &pid.to_string()])
+                .status();
+            for _ in 0..100 {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
+        let _ = self.runner.kill();
+        let _ = self.runner.wait();
+    }
+
+    /// Start the stopped server again, on the same data and port.
+    pub fn restart(&mut self) {
+        let (runner, pid) = PrivatePostgres::launch(&self.bin, &self.dir, self.port);
+        self.runner = runner;
+        self.pid = pid;
     }
 }
 
@@ -267,20 +315,8 @@ fn nix_is_root() -> bool {
 
 impl Drop for PrivatePostgres {
     fn drop(&mut self) {
-        if let Some(pid) = self.pid {
-            // SIGINT: PostgreSQL's fast shutdown.
-            let _ = Command::new("kill")
-                .args(["-INT", &pid.to_string()])
-                .status();
-            for _ in 0..100 {
-                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-        let _ = self.runner.kill();
-        let _ = self.runner.wait();
+        self.signal_all("-CONT");
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
