@@ -298,7 +298,7 @@ impl RunStore {
 
     /// Whether the store answers a trivial query within `within`: what readiness reports.
     pub async fn ping(&self, within: Duration) -> Result<(), StoreError> {
-        let asked = self.read(|db, _| db.query("SELECT 1", &[]).map(drop));
+        let asked = self.read(|db, _| db.query("SELECT CAST(1 AS BIGINT)", &[]).map(drop));
         match tokio::time::timeout(within, asked).await {
             Ok(answer) => answer,
             Err(_) => Err(StoreError {

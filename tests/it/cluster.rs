@@ -288,7 +288,7 @@ async fn an_orphaned_running_run_is_claimed() {
     server.set_recording(false);
     server.set_responder(Some(any_flow(2.0)));
     let dir = Scratch::new("cluster-orphan");
-    let nodes = cluster(&dir, &server, &url, 2, 2).await;
+    let nodes = cluster(&dir, &server, &url, 2, 3).await;
     let http = reqwest::Client::new();
     let id = submit(&http, &nodes[0], "an orphan to be").await;
     let holder = running_on(&http, &nodes, &id).await;
@@ -297,11 +297,13 @@ async fn an_orphaned_running_run_is_claimed() {
         .as_str()
         .unwrap()
         .to_string();
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    db.execute("DELETE FROM manus_leases WHERE run_id = $1", &[&id])
-        .unwrap();
-    db.execute("DELETE FROM manus_owners WHERE id = $1", &[&owner])
-        .unwrap();
+    tokio::task::block_in_place(|| {
+        let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        db.execute("DELETE FROM manus_leases WHERE run_id = $1", &[&id])
+            .unwrap();
+        db.execute("DELETE FROM manus_owners WHERE id = $1", &[&owner])
+            .unwrap();
+    });
     all_completed(&http, &nodes[1 - holder], &[id], Duration::from_secs(60)).await;
 }
 

@@ -760,7 +760,8 @@ async fn flows_converge_after_a_store_outage_and_a_frozen_store_bounds_requests(
     if support::scenario::postgres_database().is_none() {
         return; // no PostgreSQL on this machine (test.sh installs one)
     }
-    let mut pg = PrivatePostgres::start();
+    // The PostgreSQL client blocks: off the runtime's own threads.
+    let mut pg = tokio::task::block_in_place(PrivatePostgres::start);
     let server = ScriptedLlm::start().await;
     server.set_recording(false);
     server.set_responder(Some(any_flow(1.5)));
@@ -774,11 +775,11 @@ async fn flows_converge_after_a_store_outage_and_a_frozen_store_bounds_requests(
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Down for longer than the flows take to finish.
-    pg.stop();
+    tokio::task::block_in_place(|| pg.stop());
     let (status, _) = svc.get("/readyz").await;
     assert_eq!(status, 503, "not ready while the store is down");
     tokio::time::sleep(Duration::from_secs(8)).await;
-    pg.restart();
+    tokio::task::block_in_place(|| pg.restart());
     let statuses = || {
         let mut db = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
         ids.iter()
@@ -791,7 +792,7 @@ async fn flows_converge_after_a_store_outage_and_a_frozen_store_bounds_requests(
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let converged = loop {
-        let now = statuses();
+        let now = tokio::task::block_in_place(statuses);
         if now.iter().all(|s| s == "completed") {
             break now;
         }
@@ -802,8 +803,18 @@ async fn flows_converge_after_a_store_outage_and_a_frozen_store_bounds_requests(
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(converged.len(), 3);
-    let (status, _) = svc.get("/readyz").await;
-    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = svc.get("/readyz").await;
+        if status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not ready after the outage: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     pg.signal_all("-STOP");
     let asked = std::time::Instant::now();
@@ -812,7 +823,9 @@ async fn flows_converge_after_a_store_outage_and_a_frozen_store_bounds_requests(
     assert!(asked.elapsed() < Duration::from_secs(10));
     let (status, _) = svc.get("/healthz").await;
     assert_eq!(status, 200, "liveness is not readiness");
-    let (status, body) = tokio::time::timeout(Duration::from_secs(40), svc.get("/v1/flows"))
+    // A run not held here is looked for in the store.
+    let elsewhere = svc.get("/v1/flows/01a21b85-0000-7000-8000-000000000000");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(40), elsewhere)
         .await
         .expect("a request on a frozen store is answered, not left hanging");
     assert_eq!(status, 503, "{body}");
