@@ -10,7 +10,7 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::checks::{Check, Expected, FileRule, MatchMode, TextRule};
+use super::checks::{Check, Expected, FileRule, MatchMode, TextRule, read_beneath};
 
 /// One case of a suite.
 #[derive(Debug)]
@@ -128,9 +128,9 @@ enum ApprovalsToml {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct LimitsToml {
-    tokens: Option<u64>,
-    seconds: Option<u64>,
-    model_calls: Option<u64>,
+    tokens: Option<toml::Spanned<u64>>,
+    seconds: Option<toml::Spanned<u64>>,
+    model_calls: Option<toml::Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -178,6 +178,10 @@ struct CallToml {
 /// The longest a command check may be given.
 const MAX_COMMAND_SECS: u64 = 3600;
 
+/// The longest a case may run (`limits.seconds`): a week. Far longer overflows the clock
+/// when added to the present moment.
+const MAX_SECS: u64 = 7 * 24 * 3600;
+
 fn load_case(dir: &Path, name: String) -> Result<Case, String> {
     let file = dir.join("case.toml");
     let text = std::fs::read_to_string(&file)
@@ -207,12 +211,7 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
                 same_as,
                 absent,
             } => {
-                let inside = Path::new(&path);
-                if path.is_empty()
-                    || !inside
-                        .components()
-                        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-                {
+                if !relative(&path) {
                     return Err(at(
                         span,
                         &key("path"),
@@ -228,15 +227,19 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
                         ));
                     }
                     (e, None) => e,
-                    (None, Some(other)) => {
-                        Some(std::fs::read_to_string(dir.join(&other)).map_err(|e| {
-                            at(
-                                span.clone(),
-                                &key("same_as"),
-                                format!("cannot read {other}: {e}"),
-                            )
-                        })?)
+                    (None, Some(other)) if !relative(&other) => {
+                        return Err(at(
+                            span,
+                            &key("same_as"),
+                            format!(
+                                "`{other}` is not a path inside the case directory (relative, no ..)"
+                            ),
+                        ));
                     }
+                    (None, Some(other)) => Some(
+                        read_beneath(dir, &other, "the case directory")
+                            .map_err(|why| at(span.clone(), &key("same_as"), why))?,
+                    ),
                 };
                 let text = text_rule(contains, matches, equals)
                     .map_err(|why| at(span.clone(), &key("matches"), why))?;
@@ -328,22 +331,31 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
         };
         checks.push(check);
     }
-    let limit = |v: Option<u64>, key: &str| -> Result<Option<u64>, String> {
-        match v {
-            Some(0) => Err(format!(
-                "{}: limits.{key}: 0 is out of range: at least 1",
-                file.display()
-            )),
-            other => Ok(other),
+    // `allowed` says what `1..=most` is in words.
+    let limit = |v: Option<toml::Spanned<u64>>, key: &str, most: u64, allowed: &str| {
+        let Some(v) = v else { return Ok(None) };
+        let n = *v.get_ref();
+        if (1..=most).contains(&n) {
+            return Ok(Some(n));
         }
+        Err(at(
+            v.span(),
+            &format!("limits.{key}"),
+            format!("{n} is out of range: use {allowed}"),
+        ))
     };
-    if let Some(n) = limit(t.limits.tokens, "tokens")? {
+    if let Some(n) = limit(t.limits.tokens, "tokens", u64::MAX, "at least 1")? {
         checks.push(Check::Tokens(n));
     }
-    if let Some(n) = limit(t.limits.model_calls, "model_calls")? {
+    if let Some(n) = limit(t.limits.model_calls, "model_calls", u64::MAX, "at least 1")? {
         checks.push(Check::ModelCalls(n));
     }
-    let seconds = limit(t.limits.seconds, "seconds")?;
+    let seconds = limit(
+        t.limits.seconds,
+        "seconds",
+        MAX_SECS,
+        &format!("1 to {MAX_SECS} seconds (a week)"),
+    )?;
     if let Some(n) = seconds {
         checks.push(Check::Seconds(n));
     }
@@ -360,6 +372,14 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
         deadline: seconds.map(Duration::from_secs),
         checks,
     })
+}
+
+/// `path` is relative and does not go up (no `..`).
+fn relative(path: &str) -> bool {
+    !path.is_empty()
+        && Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
 /// A text rule from its three keys, `None` if none is given.
@@ -385,11 +405,17 @@ mod tests {
     use super::*;
 
     fn case(text: &str) -> Result<Case, String> {
+        case_with(text, |_| {})
+    }
+
+    /// A case whose directory `make` fills besides its case.toml.
+    fn case_with(text: &str, make: impl FnOnce(&Path)) -> Result<Case, String> {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("manus-eval-case-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("case.toml"), text).unwrap();
+        make(&dir);
         let loaded = load_case(&dir, "c".into());
         std::fs::remove_dir_all(&dir).unwrap();
         loaded
@@ -438,5 +464,73 @@ mod tests {
             zero.contains("limits.tokens") && zero.contains("at least 1"),
             "{zero}"
         );
+    }
+
+    /// `same_as` reads a regular file of the case directory, bounded: `/dev/zero` (read
+    /// whole, it never ends) and a named pipe there (it would wait) are refused.
+    #[test]
+    fn same_as_reads_only_a_file_of_the_case() {
+        let check = |same_as: &str| {
+            format!(
+                "task = \"t\"\n[[checks]]\nkind = \"file\"\npath = \"a\"\nsame_as = \"{same_as}\"\n"
+            )
+        };
+        let zero = case(&check("/dev/zero")).unwrap_err();
+        assert!(
+            zero.contains("line 2")
+                && zero.contains("checks[0].same_as")
+                && zero.contains("not a path inside the case directory"),
+            "{zero}"
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let loaded = case_with(&check("expected/pipe"), |dir| {
+                std::fs::create_dir(dir.join("expected")).unwrap();
+                let pipe = dir
+                    .join("expected/pipe")
+                    .into_os_string()
+                    .into_encoded_bytes();
+                let pipe = std::ffi::CString::new(pipe).unwrap();
+                // SAFETY: a NUL-terminated path.
+                assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o644) }, 0);
+            });
+            tx.send(loaded.map(|_| ()))
+        });
+        let pipe = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("reading same_as hung")
+            .unwrap_err();
+        assert!(
+            pipe.contains("checks[0].same_as") && pipe.contains("named pipe"),
+            "{pipe}"
+        );
+        let kept = case_with(&check("expected/out.txt"), |dir| {
+            std::fs::create_dir(dir.join("expected")).unwrap();
+            std::fs::write(dir.join("expected/out.txt"), "42\n").unwrap();
+        })
+        .unwrap();
+        assert_eq!(kept.checks.len(), 2);
+    }
+
+    /// Each limit names its line, its key and the range it takes; a time limit past a week
+    /// would overflow the clock when the run starts.
+    #[test]
+    fn limits_out_of_range_say_the_range() {
+        let huge = case("task = \"t\"\n[limits]\nseconds = 9223372036854775807\n").unwrap_err();
+        assert!(
+            huge.contains("line 3")
+                && huge.contains("limits.seconds")
+                && huge.contains("use 1 to 604800 seconds"),
+            "{huge}"
+        );
+        let zero = case("task = \"t\"\n[limits]\nmodel_calls = 0\n").unwrap_err();
+        assert!(
+            zero.contains("line 3")
+                && zero.contains("limits.model_calls")
+                && zero.contains("at least 1"),
+            "{zero}"
+        );
+        let week = case("task = \"t\"\n[limits]\nseconds = 604800\n").unwrap();
+        assert_eq!(week.deadline, Some(Duration::from_secs(604800)));
     }
 }

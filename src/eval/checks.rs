@@ -3,11 +3,12 @@
 //! IN_ORDER and ANY_ORDER as Google ADK defines them), and the token, call and time limits.
 //! Knows nothing of case files or of how the run was made: it reads a `Run`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use crate::{FlowOutcome, FlowStatus};
+use manus_actors::tools::{WorkspaceFileError, read_workspace_file};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -216,26 +217,62 @@ fn excerpt(text: &str) -> String {
     format!("{short:?}")
 }
 
-/// A file of the workspace. `path` was checked to be relative without `..`; a symbolic link
-/// is not followed out of the workspace.
+/// The most of a file a check reads: a larger one fails its check as too large.
+pub const MAX_FILE_BYTES: u64 = 8 << 20;
+
+/// A file of the workspace. `path` was checked to be relative without `..`.
 fn file(workspace: &Path, path: &str, rule: &FileRule) -> Result<String, String> {
-    let full = workspace.join(path);
-    let inside = full
-        .canonicalize()
-        .ok()
-        .zip(workspace.canonicalize().ok())
-        .is_some_and(|(f, w)| f.starts_with(w));
     match rule {
-        FileRule::Absent if !full.exists() => Ok(String::new()),
-        FileRule::Absent => Err(format!("{path} exists")),
-        _ if !full.exists() => Err(format!("{path} does not exist")),
-        _ if !inside => Err(format!("{path} leads outside the workspace")),
-        FileRule::Exists => Ok(String::new()),
+        FileRule::Absent => absent(workspace, path),
+        FileRule::Exists => beneath(workspace, path, "the workspace").map(|_| String::new()),
         FileRule::Text(rule) => {
-            let bytes = std::fs::read(&full).map_err(|e| format!("cannot read {path}: {e}"))?;
-            rule.check(&String::from_utf8_lossy(&bytes))
-                .map_err(|why| format!("{path} {why}"))
+            let text = read_beneath(workspace, path, "the workspace")?;
+            rule.check(&text).map_err(|why| format!("{path} {why}"))
         }
+    }
+}
+
+/// Nothing at all is at `path`: not a file, a folder, a pipe, nor a link (even one to
+/// nothing).
+fn absent(workspace: &Path, path: &str) -> Result<String, String> {
+    use std::io::ErrorKind::{NotADirectory, NotFound};
+    match std::fs::symlink_metadata(workspace.join(path)) {
+        Err(e) if matches!(e.kind(), NotFound | NotADirectory) => Ok(String::new()),
+        Err(e) => Err(format!("cannot tell whether {path} is there: {e}")),
+        Ok(m) if m.file_type().is_symlink() => Err(format!("{path} exists (a symbolic link)")),
+        Ok(_) => Err(format!("{path} exists")),
+    }
+}
+
+/// Where `path` (relative, no `..`) leads under `root`, links followed, relative to it,
+/// and `root` without links: Err when nothing is there or it leads out of `root` (`what`
+/// names it).
+fn beneath(root: &Path, path: &str, what: &str) -> Result<(PathBuf, PathBuf), String> {
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("cannot open {what}: {e}"))?;
+    let full = root.join(path).canonicalize().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{path} does not exist"),
+        _ => format!("cannot reach {path}: {e}"),
+    })?;
+    match full.strip_prefix(&root) {
+        Ok(rel) => Ok((rel.to_path_buf(), root)),
+        Err(_) => Err(format!("{path} leads outside {what}")),
+    }
+}
+
+/// The text of the regular file at `path` under `root` (`what` names it): a link is
+/// followed only where it stays under `root`, and what it leads to is read by the file
+/// tools' rule (a regular file, opened without waiting, so a named pipe cannot hold the
+/// check), at most `MAX_FILE_BYTES`.
+pub fn read_beneath(root: &Path, path: &str, what: &str) -> Result<String, String> {
+    let (rel, root) = beneath(root, path, what)?;
+    match read_workspace_file(&root, &rel, MAX_FILE_BYTES) {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e @ WorkspaceFileError::TooLarge { .. }) => {
+            Err(format!("{path} is too large to check: {e}"))
+        }
+        Err(e) => Err(format!("cannot read {path}: {e}")),
     }
 }
 
@@ -446,6 +483,63 @@ mod tests {
             why.contains("expected exactly: python_execute") && why.contains("the calls were bash"),
             "{why}"
         );
+    }
+
+    /// A check of `path` under `workspace`, given 60 s: a check that hangs fails here.
+    fn judged(workspace: &Path, path: &str, rule: FileRule) -> Result<String, String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (workspace, path) = (workspace.to_path_buf(), path.to_string());
+        std::thread::spawn(move || tx.send(file(&workspace, &path, &rule)));
+        rx.recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the check hung"))
+    }
+
+    fn contains(text: &str) -> FileRule {
+        FileRule::Text(TextRule {
+            contains: vec![text.into()],
+            matches: None,
+            equals: None,
+        })
+    }
+
+    /// What a model may leave in the workspace to trip the checks: a named pipe (read, it
+    /// would wait forever), a 1 GiB sparse file (read whole, 1 GiB of memory), links out of
+    /// the workspace and links to nothing.
+    #[test]
+    fn file_checks_refuse_what_they_cannot_safely_read() {
+        let base = std::env::temp_dir().join(format!("manus-eval-files-{}", std::process::id()));
+        let (ws, elsewhere) = (base.join("ws"), base.join("elsewhere"));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(ws.join("a.txt"), "hello").unwrap();
+        std::fs::write(elsewhere.join("secret"), "hello").unwrap();
+        let fifo = std::ffi::CString::new(ws.join("pipe").into_os_string().into_encoded_bytes());
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.unwrap().as_ptr(), 0o644) }, 0);
+        std::fs::File::create(ws.join("big"))
+            .and_then(|f| f.set_len(1 << 30))
+            .unwrap();
+        let link = |target: &Path, name: &str| std::os::unix::fs::symlink(target, ws.join(name));
+        link(Path::new("a.txt"), "inside").unwrap();
+        link(&elsewhere.join("secret"), "outside").unwrap();
+        link(Path::new("nothing-here"), "dangling").unwrap();
+
+        let pipe = judged(&ws, "pipe", contains("x")).unwrap_err();
+        assert!(pipe.contains("named pipe"), "{pipe}");
+        let big = judged(&ws, "big", contains("x")).unwrap_err();
+        assert!(big.contains("too large to check"), "{big}");
+        let out = judged(&ws, "outside", contains("hello")).unwrap_err();
+        assert!(out.contains("leads outside the workspace"), "{out}");
+        judged(&ws, "inside", contains("hello")).unwrap();
+        let dangling = judged(&ws, "dangling", FileRule::Absent).unwrap_err();
+        assert!(dangling.contains("a symbolic link"), "{dangling}");
+        let gone = judged(&ws, "dangling", FileRule::Exists).unwrap_err();
+        assert!(gone.contains("does not exist"), "{gone}");
+        judged(&ws, "missing", FileRule::Absent).unwrap();
+        judged(&ws, "a.txt/below", FileRule::Absent).unwrap();
+        assert!(judged(&ws, "pipe", FileRule::Absent).is_err());
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub struct Sqlite {
 impl Sqlite {
     /// Open (creating) the database file and its directory, or a private in-memory one.
     pub fn open(path: &Path) -> Result<Sqlite, String> {
-        let conn = if path == Path::new(":memory:") {
+        let mut conn = if path == Path::new(":memory:") {
             Connection::open_in_memory()
         } else {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -25,11 +25,18 @@ impl Sqlite {
             Connection::open(path)
         }
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        // Survives a killed process (not a power cut) without a sync per transaction.
+        // The wait for another process's lock comes first, so that switching the file to
+        // WAL waits too. WAL with NORMAL sync survives a killed process (not a power cut)
+        // without a sync per transaction.
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000;",
+            "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
         )
         .map_err(|e| format!("cannot set up {}: {e}", path.display()))?;
+        // A transaction takes the write lock when it begins, waiting for it. Begun deferred,
+        // one that reads before it writes (the setup reads the schema, then registers this
+        // process) is refused at once, SQLITE_BUSY without a wait, when another connection
+        // writes meanwhile: `eval --parallel 64` lost runs to "database is locked".
+        conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
         Ok(Sqlite { conn })
     }
 }
@@ -80,5 +87,68 @@ impl Backend for Sqlite {
             .map_err(|e| e.to_string())?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sql;
+    use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("manus-sqlite-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Many stores opening one new file at once (`eval --parallel 64`): each creates the
+    /// tables and registers its process in one transaction, again and again. Begun
+    /// deferred, such a transaction reads the schema, then fails to take the write lock
+    /// another connection holds, with no wait (SQLITE_BUSY).
+    #[test]
+    fn many_stores_open_one_new_file_at_once() {
+        let dir = scratch("parallel");
+        let path = dir.join("runs.db");
+        let start = std::sync::Arc::new(std::sync::Barrier::new(48));
+        let threads: Vec<_> = (0..48)
+            .map(|i| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || -> Result<(), String> {
+                    start.wait();
+                    let mut db = Sqlite::open(&path)?;
+                    let owner = sql::Owner {
+                        id: format!("owner-{i}"),
+                        host: "here".into(),
+                        pid: i,
+                    };
+                    let mut setup: Vec<Stmt> = sql::SCHEMA
+                        .iter()
+                        .map(|s| Stmt {
+                            sql: s,
+                            params: vec![],
+                        })
+                        .collect();
+                    setup.push(sql::heartbeat(&owner, i64::from(i)));
+                    for _ in 0..20 {
+                        db.transaction(&setup)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let failed: Vec<String> = threads
+            .into_iter()
+            .filter_map(|t| t.join().unwrap().err())
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{} of 48 failed: {failed:?}",
+            failed.len()
+        );
+        let mut db = Sqlite::open(&path).unwrap();
+        let rows = db.query("SELECT count(*) FROM manus_owners", &[]).unwrap();
+        assert!(matches!(rows[0][0], Val::Int(48)), "{rows:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
