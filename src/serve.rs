@@ -548,14 +548,23 @@ async fn events(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .or(q.get("after").map(String::as_str));
+    // Event numbers are stored signed: one past i64::MAX names no event anywhere.
     let after = match given {
         None => 0,
-        Some(s) => s.trim().parse::<u64>().map_err(|_| {
-            ApiError(
-                StatusCode::BAD_REQUEST,
-                format!("Last-Event-ID must be an event number, got `{s}`"),
-            )
-        })?,
+        Some(s) => s
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| i64::try_from(*n).is_ok())
+            .ok_or_else(|| {
+                ApiError(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "Last-Event-ID must be an event number from 0 to {}, got `{s}`",
+                        i64::MAX
+                    ),
+                )
+            })?,
     };
     let ag_ui = match q.get("protocol").map(String::as_str) {
         None | Some("manus") => false,

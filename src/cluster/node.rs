@@ -117,7 +117,8 @@ impl Node {
     }
 
     /// Run `id`'s events from the store after event number `after` (event `n` is the
-    /// store's event `n - 1`), following new ones until the flow finishes.
+    /// store's event `n - 1`), following new ones until the flow finishes; at once when it
+    /// has ended and none is left after `after` (nor when it is not in the store).
     pub fn follow(
         &self,
         id: String,
@@ -142,6 +143,15 @@ impl Node {
                     }
                     match store.events_from(&id, next).await {
                         Ok(events) if !events.is_empty() => pending.extend(events),
+                        Ok(_) if ended(&store, &id).await => {
+                            // Nothing is left to send once it has ended (its last events
+                            // are written with its status, so one more look finds them):
+                            // a stream resumed at or past its end ends at once.
+                            match store.events_from(&id, next).await {
+                                Ok(events) if !events.is_empty() => pending.extend(events),
+                                _ => return None,
+                            }
+                        }
                         Ok(_) => {
                             // Until word that this run has new events, or a second passes.
                             let _ = tokio::time::timeout(FOLLOW_EVERY, async {
@@ -163,5 +173,18 @@ impl Node {
                 }
             },
         )
+    }
+}
+
+/// Whether run `id` has ended (or is not in the store, or cannot be read: there is nothing
+/// to wait for).
+async fn ended(store: &RunStore, id: &str) -> bool {
+    match store.get(id).await {
+        Ok(Some(run)) => run.status.ended(),
+        Ok(None) => true,
+        Err(e) => {
+            tracing::warn!(run = %id, "cannot read the run: {e}");
+            true
+        }
     }
 }

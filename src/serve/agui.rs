@@ -60,6 +60,9 @@ impl AgUi {
     pub fn translate(&mut self, e: &FlowEvent) -> Vec<Value> {
         let mut out = vec![];
         match e {
+            // A run taken over by another node starts again in its history: AG-UI has
+            // one run, started once.
+            FlowEvent::FlowStarted { .. } if !self.run.is_empty() => {}
             FlowEvent::FlowStarted { flow_id, task } => {
                 self.run = flow_id.clone();
                 out.push(json!({

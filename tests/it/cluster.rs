@@ -211,6 +211,92 @@ async fn a_killed_nodes_flows_finish_on_the_others() {
             history, elsewhere,
             "{id}: the nodes number its events apart"
         );
+        // Its history starts twice (once per node); as AG-UI it is one run, on both nodes.
+        for node in &nodes {
+            let agui = agui_events(&http, node, id).await;
+            let count = |kind: &str| agui.iter().filter(|e| e["type"] == kind).count();
+            assert_eq!(count("RUN_STARTED"), 1, "{id} on {}: {agui:?}", node.name);
+            assert_eq!(count("RUN_FINISHED"), 1, "{id} on {}: {agui:?}", node.name);
+            assert_eq!(agui[0]["type"], "RUN_STARTED", "{id}: {agui:?}");
+        }
+    }
+}
+
+/// A run's AG-UI events as `node` streams them, to its end.
+async fn agui_events(http: &reqwest::Client, node: &Node, id: &str) -> Vec<Value> {
+    let text = http
+        .get(format!("{}/v1/flows/{id}/events?protocol=ag-ui", node.url))
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+/// A stream of a finished run resumed with `Last-Event-ID` (as every EventSource does when
+/// a stream ends) ends at once, empty, when it is at or past the run's last event, on the
+/// node that ran it and on the one that did not; before the end it sends only what is
+/// left; a number no event can have is a 400, never a replay from the start.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_resumed_at_a_finished_runs_end_ends_at_once() {
+    let Some((_server, _dir, nodes, http)) = started("cluster-resume", 2, 5, 0.0).await else {
+        return;
+    };
+    let id = submit(&http, &nodes[0], "a short flow").await;
+    all_completed(
+        &http,
+        &nodes[0],
+        std::slice::from_ref(&id),
+        Duration::from_secs(60),
+    )
+    .await;
+    let history = events(&http, &nodes[0], &id).await;
+    let last = history.last().unwrap().0;
+    assert!(last > 3, "{history:?}");
+    let resumed = |node: &Node, from: String| {
+        let call = http
+            .get(format!("{}/v1/flows/{id}/events", node.url))
+            .header("Last-Event-ID", from)
+            .send();
+        async move {
+            // The test's own bound: a stream that never ends fails here, not by hanging.
+            let answer = tokio::time::timeout(Duration::from_secs(20), async {
+                let r = call.await.unwrap();
+                (r.status().as_u16(), r.text().await.unwrap())
+            })
+            .await;
+            answer.expect("the stream did not end")
+        }
+    };
+    for node in &nodes {
+        for from in [last, last + 5] {
+            let (status, text) = resumed(node, from.to_string()).await;
+            assert_eq!(status, 200, "{text}");
+            assert!(
+                !text.contains("data:"),
+                "from {from} on {}: {text}",
+                node.name
+            );
+        }
+        let (status, text) = resumed(node, (last - 2).to_string()).await;
+        assert_eq!(status, 200, "{text}");
+        let ids: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .collect();
+        let want = [(last - 1).to_string(), last.to_string()];
+        assert_eq!(ids, want, "on {}: {text}", node.name);
+        for from in [1u64 << 63, u64::MAX] {
+            let (status, text) = resumed(node, from.to_string()).await;
+            assert_eq!(status, 400, "from {from} on {}: {text}", node.name);
+            assert!(text.contains("9223372036854775807"), "{text}");
+        }
     }
 }
 
