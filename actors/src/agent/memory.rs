@@ -1,6 +1,12 @@
 //! An agent's working memory for one plan step: the pinned opening (system prompt and the
-//! step) and the rounds after it, capped by message count and by tokens. The oldest rounds
-//! go first, and a tool observation never outlives the assistant message that asked for it.
+//! step) and the rounds after it, capped by message count and by tokens. A round is an
+//! assistant message with the results of its calls (and what follows them before the next
+//! assistant message). The memory keeps one invariant: what it sends is well-formed, every
+//! tool result after the assistant message holding its call, and the latest round always
+//! there. So the oldest rounds go first, whole; when the opening and the latest round alone
+//! pass the token cap, that round's results are cut down (fairly: each to its share of what
+//! the rest leaves, never below `SHRUNK_AT_LEAST` bytes) and its assistant message stays;
+//! the latest round is kept whole even past the message cap.
 //! Exact token counts are made only once the byte bound (`tokens::bound_message`) exceeds
 //! the cap, so short steps never load a BPE table.
 //!
@@ -12,6 +18,7 @@
 
 use crate::llm::tokens::{bound_message, count_message, encoding_for};
 use crate::llm::{Message, Role};
+use crate::text::clip;
 
 /// A message with its token bound and, once needed, its exact token count.
 struct Entry {
@@ -51,6 +58,13 @@ const PRUNE_ABOVE: usize = 400;
 
 /// How a stub begins.
 const STUB_START: &str = "[output pruned to save context:";
+
+/// A result of the latest round cut down to fit the token cap keeps at least this many
+/// bytes, however little room the rest leaves.
+const SHRUNK_AT_LEAST: usize = 200;
+
+/// Tokens a cut-down result keeps free for its message's framing and the cut's note.
+const CUT_NOTE: usize = 48;
 
 impl Memory {
     pub fn new(model: &str, max_messages: usize, max_tokens: usize) -> Self {
@@ -200,28 +214,89 @@ impl Memory {
         });
     }
 
+    /// Drop the oldest rounds, whole, while the memory is over a cap and holds more than
+    /// the latest round; then, still over the token cap, cut down that round's results.
     fn trim(&mut self) {
-        while self.entries.len() > self.pinned + 1
-            && (self.entries.len() > self.max_messages || self.over_tokens())
+        let mut latest = self.latest_round();
+        while latest > self.pinned && (self.entries.len() > self.max_messages || self.over_tokens())
         {
-            self.drop_oldest();
-            // A tool observation whose request is gone would be rejected by the API.
-            while self.entries.len() > self.pinned + 1
-                && self.entries[self.pinned].message.role == Role::Tool
-            {
-                self.drop_oldest();
+            // The oldest round: a message and the tool results after it (results with no
+            // message before them, which no well-formed memory holds, go alone).
+            let mut end = self.pinned + 1;
+            while end < latest && self.entries[end].message.role == Role::Tool {
+                end += 1;
+            }
+            for e in self.entries.drain(self.pinned..end) {
+                self.bound -= e.bound;
+            }
+            self.dropped += end - self.pinned;
+            latest -= end - self.pinned;
+        }
+        // Cut by each result's bytes per token first, which keeps the most; if the text's
+        // start and end hold more tokens per byte than the middle cut away, by bytes, which
+        // are never fewer than tokens.
+        for by_tokens in [true, false] {
+            if self.over_tokens() {
+                self.shrink(latest, by_tokens);
+            }
+        }
+    }
+
+    /// Where the latest round begins: its assistant message (or, with none after the
+    /// opening, the last message that is no tool result).
+    fn latest_round(&self) -> usize {
+        let after = &self.entries[self.pinned..];
+        after
+            .iter()
+            .rposition(|e| e.message.role == Role::Assistant)
+            .or_else(|| after.iter().rposition(|e| e.message.role != Role::Tool))
+            .map_or(self.pinned, |i| self.pinned + i)
+    }
+
+    /// Cut down the tool results from `from` on so that the memory fits its token cap: the
+    /// room the other messages leave is shared out, smallest result first, each taking
+    /// what it needs up to an equal share of what is left (calls still waiting for their
+    /// results hold a share each). A result is cut to its share in bytes, or, `by_tokens`,
+    /// to as many bytes as its share's tokens take in it on average.
+    fn shrink(&mut self, from: usize, by_tokens: bool) {
+        self.tokens();
+        let size = |e: &Entry| match by_tokens {
+            true => e.exact.unwrap_or(e.bound),
+            false => e.bound,
+        };
+        let results: Vec<usize> = (from..self.entries.len())
+            .filter(|&i| self.entries[i].message.role == Role::Tool)
+            .collect();
+        let others: usize = (0..self.entries.len())
+            .filter(|i| !results.contains(i))
+            .map(|i| size(&self.entries[i]))
+            .sum();
+        let mut room = self.max_tokens.saturating_sub(others);
+        let calls = self.entries[from].message.tool_calls.len();
+        let mut slots = calls.max(results.len());
+        let mut by_size = results;
+        by_size.sort_by_key(|&i| size(&self.entries[i]));
+        for i in by_size {
+            let share = room / slots;
+            slots -= 1;
+            let needs = size(&self.entries[i]);
+            if needs <= share {
+                room -= needs;
+                continue;
+            }
+            room -= share;
+            let text = self.entries[i].message.text();
+            let keep = share.saturating_sub(CUT_NOTE) * text.len() / needs.max(1);
+            let keep = keep.max(SHRUNK_AT_LEAST);
+            if text.len() > keep {
+                let cut = self.entries[i].message.with_text(clip(text, keep));
+                self.replace(i, cut);
             }
         }
     }
 
     fn over_tokens(&mut self) -> bool {
         self.bound > self.max_tokens && self.tokens() > self.max_tokens
-    }
-
-    fn drop_oldest(&mut self) {
-        let e = self.entries.remove(self.pinned);
-        self.bound -= e.bound;
-        self.dropped += 1;
     }
 
     /// The exact tokens held (counted on first need, then cached per message).
@@ -250,6 +325,57 @@ impl Memory {
         out.extend(self.entries.iter().map(|e| &e.message));
         out.extend(closing);
         out
+    }
+
+    /// Whether the memory keeps its invariant: after the opening, every tool result comes
+    /// after the assistant message holding its call, with only results between them, once;
+    /// every call of a round before the latest has its result. The first breach when not.
+    #[cfg(test)]
+    pub(super) fn well_formed(&self) -> Result<(), String> {
+        let latest = self.latest_round();
+        // The calls of the round being read, and which of them have results.
+        let mut round: Option<(usize, Vec<(&str, bool)>)> = None;
+        let unanswered = |round: &Option<(usize, Vec<(&str, bool)>)>| match round {
+            Some((at, calls)) if *at < latest => calls
+                .iter()
+                .find(|(_, answered)| !answered)
+                .map(|(id, _)| format!("call {id} of message {at} has no result")),
+            _ => None,
+        };
+        let mut results_may_follow = false;
+        for (i, e) in self.entries.iter().enumerate().skip(self.pinned) {
+            let m = &e.message;
+            match m.role {
+                Role::Tool => {
+                    let id = m.tool_call_id.as_deref().unwrap_or("");
+                    let call = round
+                        .as_mut()
+                        .filter(|_| results_may_follow)
+                        .and_then(|(_, calls)| calls.iter_mut().find(|(c, _)| *c == id));
+                    match call {
+                        Some((_, answered)) if !*answered => *answered = true,
+                        Some(_) => return Err(format!("result {i} answers {id} again")),
+                        None => return Err(format!("result {i} ({id}) follows no call of its")),
+                    }
+                }
+                role => {
+                    if let Some(why) = unanswered(&round) {
+                        return Err(why);
+                    }
+                    results_may_follow = role == Role::Assistant;
+                    round = results_may_follow.then(|| {
+                        (
+                            i,
+                            m.tool_calls
+                                .iter()
+                                .map(|c| (c.id.as_str(), false))
+                                .collect(),
+                        )
+                    });
+                }
+            }
+        }
+        unanswered(&round).map_or(Ok(()), Err)
     }
 
     /// The last assistant messages, newest first.
@@ -313,6 +439,72 @@ mod tests {
                 .all(|x| x.role != Role::Tool || msgs[1].role != Role::Tool)
         );
         assert_eq!(msgs[1].role, Role::Assistant);
+    }
+
+    /// An assistant message calling bash `n` times (ids `{tag}-0`…), and its calls.
+    fn round(tag: &str, n: usize) -> (Message, Vec<ToolCall>) {
+        let calls: Vec<ToolCall> = (0..n).map(|i| bash_call(&format!("{tag}-{i}"))).collect();
+        let mut asked = Message::assistant(format!("round {tag}"));
+        asked.tool_calls = calls.clone();
+        (asked, calls)
+    }
+
+    /// 25 parallel calls whose outputs together pass the token cap: the older rounds go,
+    /// whole, and the results are cut down, each kept after its call; at every push the
+    /// memory is well-formed and holds the latest round. (Dropping message by message left
+    /// results with no call before them, which the server refuses with a 400.)
+    #[test]
+    fn parallel_calls_with_large_outputs_stay_with_their_call() {
+        let cap = 4_000;
+        let mut m = Memory::new("gpt-4", 1000, cap);
+        m.pin(Message::system("sys"));
+        m.pin(Message::user("step"));
+        for r in 0..3 {
+            let (asked, calls) = round(&format!("old{r}"), 1);
+            m.push(asked);
+            m.push(Message::tool(&calls[0], "word ".repeat(100)));
+        }
+        let (asked, calls) = round("wide", 25);
+        m.push(asked.clone());
+        for call in &calls {
+            m.push(Message::tool(
+                call,
+                format!("{} ", call.id) + &"word ".repeat(400),
+            ));
+            m.well_formed().unwrap();
+            assert_eq!(m.assistant_history().next(), Some(&asked));
+        }
+        let sent = m.request(None);
+        assert_eq!(sent.len(), 2 + 1 + 25, "the older rounds went, whole");
+        for (call, result) in calls.iter().zip(&sent[3..]) {
+            assert_eq!(result.tool_call_id.as_deref(), Some(call.id.as_str()));
+            assert!(result.text().starts_with(&call.id), "{}", result.text());
+            assert!(result.text().contains("cut"), "{}", result.text());
+        }
+        assert!(m.tokens() <= cap, "{} tokens", m.tokens());
+    }
+
+    /// An opening that alone passes the token cap: every round stays, as the latest, with
+    /// its assistant message and its results cut down to the least; never a result alone.
+    #[test]
+    fn an_opening_past_the_cap_keeps_the_latest_round_whole_but_cut_down() {
+        let mut m = Memory::new("gpt-4", 1000, 500);
+        m.pin(Message::system("word ".repeat(1_000)));
+        m.pin(Message::user("step"));
+        for r in 0..5 {
+            let (asked, calls) = round(&r.to_string(), 2);
+            m.push(asked.clone());
+            for call in &calls {
+                m.push(Message::tool(call, "word ".repeat(600)));
+                m.well_formed().unwrap();
+            }
+            let sent = m.request(None);
+            assert_eq!(sent.len(), 5, "the opening and the latest round");
+            assert_eq!(sent[2], &asked);
+            for result in &sent[3..] {
+                assert!(result.text().len() < 300, "{}", result.text().len());
+            }
+        }
     }
 
     #[test]

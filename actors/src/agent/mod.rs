@@ -11,6 +11,8 @@
 
 mod act;
 mod compaction;
+#[cfg(test)]
+mod fuzz;
 pub mod memory;
 mod nudges;
 pub mod profile;

@@ -31,8 +31,11 @@ fn never_confirmed(last_words: &str) -> String {
 }
 
 /// One step's nudges: the one the next round's prompt opens with, and which were given.
-#[derive(Default)]
 pub(super) struct Nudges {
+    /// The fingerprints of the last answers, oldest first, at most `REPEATS_FOR_STUCK - 1`:
+    /// kept here, not read from the memory, which may have had to drop them (an opening
+    /// past the token cap leaves room for the latest round only).
+    recent: Vec<u64>,
     next: Option<&'static str>,
     /// The model has been told it keeps repeating itself.
     for_stuck: bool,
@@ -41,6 +44,22 @@ pub(super) struct Nudges {
 }
 
 impl Nudges {
+    /// The nudges of a step whose memory is `memory` so far (a paused step's, going on).
+    pub(super) fn after(memory: &Memory) -> Nudges {
+        let mut recent: Vec<u64> = memory
+            .assistant_history()
+            .take(REPEATS_FOR_STUCK - 1)
+            .map(fingerprint)
+            .collect();
+        recent.reverse();
+        Nudges {
+            recent,
+            next: None,
+            for_stuck: false,
+            for_text: false,
+        }
+    }
+
     /// The round's prompt: the profile's `next_step_prompt`, after the nudge the last round
     /// earned, if it earned one.
     pub(super) fn prompt(&mut self, next_step_prompt: &str) -> String {
@@ -50,11 +69,18 @@ impl Nudges {
         }
     }
 
-    /// The model's answer `msg`, before it joins `memory`: when it repeats the answers
-    /// before it, the next round is told to change approach, or, if it was told already,
-    /// why the step is blocked.
-    pub(super) fn repeated(&mut self, memory: &Memory, msg: &Message) -> Option<String> {
-        if !is_repeating(memory, msg) {
+    /// The model's answer `msg`: when it repeats the `REPEATS_FOR_STUCK - 1` answers before
+    /// it, the next round is told to change approach, or, if it was told already, why the
+    /// step is blocked.
+    pub(super) fn repeated(&mut self, msg: &Message) -> Option<String> {
+        let print = fingerprint(msg);
+        let stuck =
+            self.recent.len() == REPEATS_FOR_STUCK - 1 && self.recent.iter().all(|p| *p == print);
+        self.recent.push(print);
+        if self.recent.len() >= REPEATS_FOR_STUCK {
+            self.recent.remove(0);
+        }
+        if !stuck {
             return None;
         }
         if self.for_stuck {
@@ -102,21 +128,72 @@ impl Nudges {
     }
 }
 
-/// Whether `msg` repeats the previous assistant messages in `memory` often enough to count
-/// as stuck.
-fn is_repeating(memory: &Memory, msg: &Message) -> bool {
-    let same = |m: &Message| {
-        m.text().trim() == msg.text().trim()
-            && m.tool_calls.len() == msg.tool_calls.len()
-            && m.tool_calls
-                .iter()
-                .zip(&msg.tool_calls)
-                .all(|(a, b)| a.function == b.function)
-    };
-    let earlier = memory
-        .assistant_history()
-        .take(REPEATS_FOR_STUCK - 1)
-        .filter(|m| same(m))
-        .count();
-    earlier == REPEATS_FOR_STUCK - 1
+/// What makes two answers the same: their text (trimmed) and their calls, names and
+/// arguments in order.
+fn fingerprint(m: &Message) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.text().trim().hash(&mut h);
+    m.tool_calls.len().hash(&mut h);
+    for call in &m.tool_calls {
+        call.function.name.hash(&mut h);
+        call.function.arguments.hash(&mut h);
+    }
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{FunctionCall, ToolCall};
+
+    /// The same call answered again and again is caught even when the memory can keep only
+    /// the latest round (an opening past the token cap): told once, then blocked.
+    #[test]
+    fn repeats_are_caught_when_the_memory_keeps_only_the_latest_round() {
+        let mut memory = Memory::new("gpt-4", 1000, 100);
+        memory.pin(Message::system("word ".repeat(1_000)));
+        memory.pin(Message::user("step"));
+        let mut nudges = Nudges::after(&memory);
+        let call = ToolCall {
+            id: "c".into(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: "bash".into(),
+                arguments: r#"{"command":"ls"}"#.into(),
+            },
+        };
+        let mut said = vec![];
+        for _ in 0..4 {
+            let mut answer = Message::assistant("");
+            answer.tool_calls = vec![call.clone()];
+            said.push(nudges.repeated(&answer));
+            memory.push(answer);
+            memory.push(Message::tool(&call, "a.txt"));
+            assert_eq!(memory.assistant_history().count(), 1);
+        }
+        assert_eq!(said[..3], [None, None, None]);
+        assert_eq!(nudges.prompt("go on"), format!("{STUCK_NUDGE}\n\ngo on"));
+        assert!(
+            said[3].as_ref().unwrap().contains("kept repeating"),
+            "{said:?}"
+        );
+    }
+
+    /// A paused step going on remembers the answers its memory holds.
+    #[test]
+    fn a_step_going_on_remembers_the_answers_in_its_memory() {
+        let mut memory = Memory::new("gpt-4", 1000, 100_000);
+        memory.pin(Message::system("sys"));
+        memory.pin(Message::user("step"));
+        memory.push(Message::assistant("same"));
+        memory.push(Message::assistant("same"));
+        let mut nudges = Nudges::after(&memory);
+        assert_eq!(nudges.repeated(&Message::assistant("same")), None);
+        assert!(nudges.prompt("").starts_with(STUCK_NUDGE));
+        assert_eq!(
+            Nudges::after(&memory).repeated(&Message::assistant("other")),
+            None
+        );
+    }
 }

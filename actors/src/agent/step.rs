@@ -125,11 +125,11 @@ impl<'a> StepRun<'a> {
             state,
             req,
             myself,
+            nudges: Nudges::after(&memory),
             memory,
             tools,
             mcp: McpToolset::default(),
             usage: Usage::default(),
-            nudges: Nudges::default(),
             browsed: false,
         }
     }
@@ -278,7 +278,7 @@ impl<'a> StepRun<'a> {
                     text: msg.text().to_string(),
                 });
             }
-            if let Some(why) = self.nudges.repeated(&self.memory, &msg) {
+            if let Some(why) = self.nudges.repeated(&msg) {
                 return self.outcome(StepStatus::Blocked, why, round);
             }
             let calls = msg.tool_calls.clone();

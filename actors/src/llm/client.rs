@@ -14,7 +14,7 @@ use super::calls::{self, CallMode};
 use super::cassette::{Answered, Recorder, ReplayCursor, ReplayFrom};
 use super::http::{Answer, Failure, LazyHttp, Route};
 use super::settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};
-use super::stream::Assembly;
+use super::stream::{Assembly, Untaken};
 use super::wire::{read_bytes, read_tree, request_body, server_message};
 use super::{ChatRequest, ChatResponse, Content, Message, Role, ToolChoice, ToolSet, tokens};
 
@@ -412,7 +412,13 @@ impl LlmClient {
             }
         };
         let exchanged = route
-            .exchange(body, s.timeout, s.total_timeout, &mut on_event)
+            .exchange(
+                body,
+                s.timeout,
+                s.total_timeout,
+                s.answer_limit(),
+                &mut on_event,
+            )
             .await;
         let Answer {
             status: code,
@@ -440,6 +446,18 @@ impl LlmClient {
                         s.total_timeout.as_secs()
                     ),
                 ),
+                // Retried: a model that rambled on may not the next time.
+                Failure::TooLarge => (
+                    LlmErrorKind::TooLarge,
+                    true,
+                    format!(
+                        "the answer from {url} passed {} bytes, the most [llm{suffix}] \
+                         max_tokens = {} allows; the server ignores max_tokens or sends \
+                         more than an answer",
+                        s.answer_limit(),
+                        s.max_tokens
+                    ),
+                ),
                 Failure::Connect => (
                     LlmErrorKind::Network,
                     true,
@@ -463,33 +481,25 @@ impl LlmClient {
             }
         })?;
         if let Some(done) = streamed {
-            if let Some(fault) = assembly.fault.take() {
-                // Retried: the server may send the answer whole next time.
-                return Err(Attempt {
-                    error: LlmError::new(
-                        LlmErrorKind::Network,
-                        format!("the answer from {url} cannot be trusted: {fault}"),
-                    ),
-                    retryable: true,
-                    retry_after: None,
-                });
-            }
-            let chunks = assembly.chunks;
-            let tree = assembly.finish();
-            let finished = !tree["choices"][0]["finish_reason"].is_null();
-            if !done && !finished {
-                return Err(Attempt {
-                    error: LlmError::new(
-                        LlmErrorKind::Network,
-                        format!("the answer from {url} broke off after {chunks} pieces"),
-                    ),
-                    retryable: true,
-                    retry_after: None,
-                });
-            }
-            return Ok(Got::Streamed {
-                completion: tree,
-                raw: answer,
+            let why = match assembly.complete(done) {
+                Ok(tree) => {
+                    return Ok(Got::Streamed {
+                        completion: tree,
+                        raw: answer,
+                    });
+                }
+                Err(Untaken::Fault(fault)) => {
+                    format!("the answer from {url} cannot be trusted: {fault}")
+                }
+                Err(Untaken::BrokeOff(chunks)) => {
+                    format!("the answer from {url} broke off after {chunks} pieces")
+                }
+            };
+            // Retried: the server may send the answer whole next time.
+            return Err(Attempt {
+                error: LlmError::new(LlmErrorKind::Network, why),
+                retryable: true,
+                retry_after: None,
             });
         }
         tracing::debug!(
@@ -806,6 +816,64 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    /// A server on 127.0.0.1 that answers every request with `head` and then `piece` over
+    /// and over, until the client lets go; its port.
+    async fn endless(head: &'static str, piece: String) -> (u16, tokio::task::JoinHandle<()>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let piece = piece.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = conn.read(&mut buf).await;
+                    conn.write_all(head.as_bytes()).await.unwrap();
+                    while conn.write_all(piece.as_bytes()).await.is_ok() {}
+                });
+            }
+        });
+        (port, server)
+    }
+
+    /// An answer that never ends, streamed or whole (with no length, or a length past the
+    /// limit), fails its attempt once it passes the profile's byte limit, is tried again, and
+    /// then fails saying so: it is never read into memory whole, and never waits for the
+    /// total limit.
+    #[tokio::test]
+    async fn an_answer_past_the_byte_limit_fails_and_is_retried() {
+        let sse = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let whole = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n\
+                     {\"choices\":[{\"message\":{\"content\":\"";
+        let said = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000000\r\n\r\n\
+                    {\"choices\":[{\"message\":{\"content\":\"";
+        let hi = Message::user("hi");
+        let req = ChatRequest {
+            messages: vec![&hi],
+            tools: ToolSet::default(),
+            tool_choice: ToolChoice::Auto,
+        };
+        for (head, piece) in [
+            (sse, format!("data: {}\n\n", text(&"x".repeat(10_000)))),
+            (whole, "word ".repeat(2_000)),
+            (said, "word ".repeat(2_000)),
+        ] {
+            let (port, server) = endless(head, piece).await;
+            let client = retrying(port, 1);
+            let limit = client.settings().answer_limit();
+            let e = client.chat(&req).await.unwrap_err();
+            server.abort();
+            assert_eq!(e.kind, LlmErrorKind::TooLarge, "{}", e.message);
+            assert!(
+                e.message.contains(&format!("passed {limit} bytes"))
+                    && e.message.contains("max_tokens = 100")
+                    && e.message.contains("gave up after 2 attempts"),
+                "{}",
+                e.message
+            );
+        }
     }
 
     #[tokio::test]

@@ -62,6 +62,8 @@ pub(super) enum Failure {
     Idle,
     /// The answer was not whole within the total limit.
     Timeout,
+    /// The answer passed the byte limit.
+    TooLarge,
     Connect,
     Other(String),
     /// The request cannot be made at all (a bad URL or key): trying again cannot help.
@@ -105,14 +107,16 @@ impl Route {
 
     /// Post `body` as JSON and read the answer: its head within `idle`, then a whole body
     /// within `idle`, or an event stream piece by piece (each event's data to `on_event`
-    /// as it comes) with no gap longer than `idle`; all of it within `total`. On a failure
-    /// the response is dropped unread, which closes the connection, so a server computing
-    /// an abandoned answer can stop.
+    /// as it comes) with no gap longer than `idle`; all of it within `total`, and no more
+    /// than `limit` bytes of it, whole or streamed (a body that says it is longer is not
+    /// read at all). On a failure the response is dropped unread, which closes the
+    /// connection, so a server computing an abandoned answer can stop.
     pub async fn exchange(
         &self,
         body: &Bytes,
         idle: Duration,
         total: Duration,
+        limit: usize,
         on_event: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Answer, Failure> {
         let began = std::time::Instant::now();
@@ -151,10 +155,10 @@ impl Route {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !events || !(200..300).contains(&status) {
-            let body = tokio::time::timeout(idle, resp.bytes())
+            let body = tokio::time::timeout(idle, read_whole(resp, limit))
                 .await
                 .map_err(|_| Failure::Idle)?
-                .map_err(failure)?;
+                .map_err(|e| e.map_or(Failure::TooLarge, failure))?;
             return Ok(Answer {
                 status,
                 retry_after,
@@ -164,12 +168,18 @@ impl Route {
         }
         let raw = Arc::new(std::sync::Mutex::new(Vec::new()));
         let kept = raw.clone();
-        let bytes = resp.bytes_stream().inspect(move |chunk| {
-            if let Ok(chunk) = chunk {
-                kept.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .extend_from_slice(chunk);
+        // Past the limit the bytes end in an error, which ends the events.
+        let over = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let said_over = over.clone();
+        let bytes = resp.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(std::io::Error::other)?;
+            let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.len() + chunk.len() > limit {
+                said_over.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(std::io::Error::other("the answer is too large"));
             }
+            kept.extend_from_slice(&chunk);
+            Ok(chunk)
         });
         let mut stream = crate::sse::Events::new(bytes);
         let mut done = false;
@@ -184,6 +194,9 @@ impl Route {
             on_event(&data);
         }
         drop(stream);
+        if over.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Failure::TooLarge);
+        }
         // The total limit ends the body as an error, which ends the events: say so, rather
         // than that the answer broke off.
         if !done && began.elapsed() >= total {
@@ -197,6 +210,26 @@ impl Route {
             streamed: Some(done),
         })
     }
+}
+
+/// A whole body, read piece by piece up to `limit` bytes; `Err(None)` past them, without
+/// reading the rest.
+async fn read_whole(
+    mut resp: reqwest::Response,
+    limit: usize,
+) -> Result<Bytes, Option<reqwest::Error>> {
+    let said = resp.content_length().unwrap_or(0);
+    if said > limit as u64 {
+        return Err(None);
+    }
+    let mut body = Vec::with_capacity(said as usize);
+    while let Some(chunk) = resp.chunk().await.map_err(Some)? {
+        if body.len() + chunk.len() > limit {
+            return Err(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.into())
 }
 
 /// `Retry-After` in seconds, when the server gives it so. A wait too long for a `Duration`
@@ -250,6 +283,9 @@ mod tests {
     }
 
     const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+
+    /// The byte limit of the exchanges here.
+    const LIMIT: usize = 1 << 20;
 
     /// Read one request (its head, then as many body bytes as its `content-length` says);
     /// its head, or `None` if the client closed first.
@@ -306,6 +342,7 @@ mod tests {
                 &body,
                 Duration::from_secs(5),
                 Duration::from_secs(5),
+                LIMIT,
                 &mut |_| {},
             )
             .await
@@ -313,6 +350,7 @@ mod tests {
             Ok(answer) if answer.status == 200 => answer.body,
             Ok(answer) => panic!("status {}", answer.status),
             Err(Failure::Timeout | Failure::Idle) => panic!("timed out"),
+            Err(Failure::TooLarge) => panic!("too large"),
             Err(Failure::Connect) => panic!("could not connect"),
             Err(Failure::Other(why) | Failure::Unsendable(why)) => panic!("{why}"),
         }
@@ -354,6 +392,7 @@ mod tests {
                 &body,
                 Duration::from_secs(5),
                 Duration::from_secs(5),
+                LIMIT,
                 &mut |_| {},
             )
             .await
@@ -369,6 +408,7 @@ mod tests {
                 &body,
                 Duration::from_secs(5),
                 Duration::from_secs(5),
+                LIMIT,
                 &mut |_| {},
             )
             .await
@@ -391,6 +431,7 @@ mod tests {
                         &body,
                         Duration::from_secs(5),
                         Duration::from_secs(5),
+                        LIMIT,
                         &mut |_| {}
                     )
                     .await,
@@ -478,6 +519,7 @@ mod tests {
                     &body,
                     Duration::from_secs(5),
                     Duration::from_secs(5),
+                    LIMIT,
                     &mut |_| {},
                 )
                 .await
@@ -510,6 +552,7 @@ mod tests {
                     &body,
                     Duration::from_millis(100),
                     Duration::from_secs(5),
+                    LIMIT,
                     &mut |_| {}
                 )
                 .await,

@@ -93,6 +93,25 @@ impl LlmSettings {
     }
 }
 
+/// Bytes an answer may take on the wire per token of `max_tokens`. A streamed token comes
+/// in an event of its own, some 250 bytes of framing on OpenAI and over 600 on Azure (each
+/// event carries its content-filter notes); a whole answer takes a few bytes a token. So
+/// this is three times the worst framing seen, and hundreds of times a whole answer's need.
+const ANSWER_BYTES_PER_TOKEN: usize = 2048;
+
+/// The answer limit of a profile with a small `max_tokens` is that of this many tokens.
+const ANSWER_TOKENS_AT_LEAST: usize = 1024;
+
+impl LlmSettings {
+    /// The most bytes one answer may take on the wire, whole or streamed (derived from
+    /// `max_tokens`: `ANSWER_BYTES_PER_TOKEN` a token, for at least
+    /// `ANSWER_TOKENS_AT_LEAST` tokens). An answer past it fails its attempt: a server that
+    /// ignores `max_tokens`, or sends something else, cannot fill the memory.
+    pub fn answer_limit(&self) -> usize {
+        (self.max_tokens as usize).max(ANSWER_TOKENS_AT_LEAST) * ANSWER_BYTES_PER_TOKEN
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LlmErrorKind {
     /// The request is larger than `max_input_tokens`.
@@ -109,6 +128,8 @@ pub enum LlmErrorKind {
     Network,
     /// The answer was not a chat completion.
     Decode,
+    /// The answer passed `LlmSettings::answer_limit` bytes, after every retry.
+    TooLarge,
     /// The cassette ran out or diverged from this run.
     Replay,
     /// The model or server takes no images (llama.cpp without a projector, text-only

@@ -16,14 +16,23 @@ pub(super) struct Assembly {
     calls: Vec<(String, String, String)>,
     finish_reason: Option<Value>,
     usage: Option<Value>,
-    pub chunks: usize,
+    chunks: usize,
     /// How much of `content` was passed on as the answer's text.
     passed: usize,
     /// Why the stream cannot be trusted, from the first event that was no chunk: one that
     /// is not JSON, or the server's `{"error": …}`. The pieces around a lost event must not
     /// be joined (a call's arguments would run without what it held), so the attempt fails
     /// and every later event is ignored.
-    pub fault: Option<String>,
+    fault: Option<String>,
+}
+
+/// Why a streamed answer is not taken.
+#[derive(Debug)]
+pub(super) enum Untaken {
+    /// An event was no chunk, or the server's error (`Assembly::fault`).
+    Fault(String),
+    /// It ended without `[DONE]` or a finish reason, after this many pieces.
+    BrokeOff(usize),
 }
 
 const THINK_OPEN: &str = "<think>";
@@ -126,6 +135,20 @@ impl Assembly {
         let new = &self.content[start..];
         self.passed = self.content.len();
         (!new.is_empty()).then(|| new.to_string())
+    }
+
+    /// The completion, if the stream can be taken: no event was lost (`fault`), and it
+    /// ended, with `[DONE]` (`done`) or at least after a finish reason.
+    pub fn complete(mut self, done: bool) -> Result<Value, Untaken> {
+        if let Some(fault) = self.fault.take() {
+            return Err(Untaken::Fault(fault));
+        }
+        let chunks = self.chunks;
+        let tree = self.finish();
+        if !done && tree["choices"][0]["finish_reason"].is_null() {
+            return Err(Untaken::BrokeOff(chunks));
+        }
+        Ok(tree)
     }
 
     /// The completion the pieces make.
