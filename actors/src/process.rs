@@ -1,12 +1,16 @@
-//! Running processes with bounded memory: the end-of-command marker protocol a persistent
-//! bash speaks wherever it runs (`ShellIo`), output capture that keeps both ends
-//! (`Capture`), and killing a process group. The bash tool, `python_execute`, the sandbox's
-//! shells and the chromedriver launcher share these.
+//! Running processes with bounded memory and a bounded life: the end-of-command marker
+//! protocol a persistent bash speaks wherever it runs (`ShellIo`), output capture that keeps
+//! both ends (`Capture`), killing a process group, and starting a host process so that
+//! everything it starts ends with it (`Contained`). The bash tool, `python_execute`, the
+//! sandbox's shells and the chromedriver launcher share these.
 
+use std::io;
 use std::pin::Pin;
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::process::{Child, Command};
 
 /// Most bytes of command output kept for the model.
 pub(crate) const MAX_OUTPUT: usize = 16_000;
@@ -107,6 +111,320 @@ pub(crate) fn kill_group(pid: u32) {
     };
     // SAFETY: killpg takes two integers and touches no memory of ours.
     let _ = unsafe { libc::killpg(group, libc::SIGKILL) };
+}
+
+/// A host process started for a tool call, and everything it starts in turn: when it ends
+/// (or this is dropped, or `kill` is called) whatever it left running is ended too.
+///
+/// It always runs in its own process group, recorded at spawn (`Child::id` is gone once the
+/// child is reaped, while what it left may still run). Where the host allows a PID
+/// namespace (see `pid_namespaces`), the command also runs in one of its own under a small
+/// init: when the command exits, or the init is killed, the kernel kills every process in
+/// the namespace, including those that left the group with `setsid` or a double fork.
+pub(crate) struct Contained {
+    child: Child,
+    group: u32,
+}
+
+impl Contained {
+    /// Start `cmd` contained (this sets its process group and `kill_on_drop`).
+    pub(crate) fn spawn(cmd: &mut Command) -> io::Result<Contained> {
+        cmd.process_group(0).kill_on_drop(true);
+        #[cfg(target_os = "linux")]
+        if let Some(mode) = pidns::mode() {
+            // SAFETY: the hook runs between fork and exec and makes only async-signal-safe
+            // system calls; it allocates nothing and takes no lock.
+            unsafe { cmd.pre_exec(move || pidns::enter(mode)) };
+        }
+        let child = cmd.spawn()?;
+        let group = child
+            .id()
+            .ok_or_else(|| io::Error::other("the process ended before it was seen"))?;
+        Ok(Contained { child, group })
+    }
+
+    /// The process itself (for its pipes).
+    pub(crate) fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Wait for the process to end, then end everything it left running.
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        let status = self.child.wait().await;
+        self.kill();
+        status
+    }
+
+    /// End the process and everything it started, now. Never blocks.
+    pub(crate) fn kill(&self) {
+        kill_group(self.group);
+    }
+}
+
+impl Drop for Contained {
+    fn drop(&mut self) {
+        // `kill_on_drop` ends the process itself (and so its namespace); this ends the rest
+        // of its group where there is no namespace.
+        self.kill();
+    }
+}
+
+/// Whether `Contained` processes run in a PID namespace of their own here, so that even
+/// processes that leave their group end with them (tests check those only then).
+#[cfg(test)]
+pub(crate) fn pid_namespaces() -> bool {
+    #[cfg(target_os = "linux")]
+    return pidns::mode().is_some();
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
+/// A PID namespace per contained command, set up between fork and exec:
+///
+/// ```text
+/// tool's child (outer namespace; what tokio waits for)      -- waits, then exits as the command did
+/// └── init (PID 1 of the new namespace; dies with its parent) -- reaps; exits when the command does
+///     └── the command (PID 2), and all it starts
+/// ```
+///
+/// When init exits or is killed, the kernel kills every process left in the namespace.
+/// Without privileges this needs a user namespace too, which maps only our own uid and gid
+/// onto themselves, so files and permissions look the same inside.
+#[cfg(target_os = "linux")]
+mod pidns {
+    use std::io;
+    use std::sync::OnceLock;
+
+    use libc::{c_int, c_void, pid_t};
+
+    /// How a namespace is made on this host, found once by trying.
+    #[derive(Clone, Copy)]
+    pub(super) struct Mode {
+        flags: c_int,
+        ids: Option<&'static IdMaps>,
+    }
+
+    /// The lines written to map our uid and gid onto themselves in a new user namespace.
+    pub(super) struct IdMaps {
+        uid: String,
+        gid: String,
+    }
+
+    /// The namespace mode, or `None` where this host allows none (logged once).
+    pub(super) fn mode() -> Option<Mode> {
+        static MODE: OnceLock<Option<Mode>> = OnceLock::new();
+        *MODE.get_or_init(|| {
+            // With CAP_SYS_ADMIN a PID namespace alone keeps the process's identity and
+            // capabilities exactly; without it, a user namespace makes one possible.
+            // SAFETY: getuid and getgid cannot fail.
+            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            let ids: &'static IdMaps = Box::leak(Box::new(IdMaps {
+                uid: format!("{uid} {uid} 1\n"),
+                gid: format!("{gid} {gid} 1\n"),
+            }));
+            let tries = [
+                Mode {
+                    flags: libc::CLONE_NEWPID,
+                    ids: None,
+                },
+                Mode {
+                    flags: libc::CLONE_NEWPID | libc::CLONE_NEWUSER,
+                    ids: Some(ids),
+                },
+            ];
+            let found = tries.into_iter().find(|&mode| probe(mode));
+            if found.is_none() {
+                tracing::warn!(
+                    "this host allows no PID namespace (user namespaces are off, or a seccomp \
+                     filter forbids unshare): tool processes are ended by process group only, \
+                     so one that calls setsid or double-forks can outlive its call"
+                );
+            }
+            found
+        })
+    }
+
+    /// Whether a child can make a namespace this way and start a process in it.
+    fn probe(mode: Mode) -> bool {
+        // SAFETY: the child makes only async-signal-safe system calls, then `_exit`s.
+        unsafe {
+            match libc::fork() {
+                -1 => false,
+                0 => {
+                    let ok = unshare(mode).is_ok()
+                        && match libc::fork() {
+                            0 => libc::_exit(0),
+                            -1 => false,
+                            pid => exited_zero(pid),
+                        };
+                    libc::_exit(if ok { 0 } else { 1 })
+                }
+                pid => exited_zero(pid),
+            }
+        }
+    }
+
+    fn exited_zero(pid: pid_t) -> bool {
+        let mut status = 0;
+        // SAFETY: waitpid writes only to `status`.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } == -1 {
+            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return false;
+            }
+        }
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+
+    /// Unshare the namespaces; with a user namespace, map our ids onto themselves.
+    unsafe fn unshare(mode: Mode) -> io::Result<()> {
+        // SAFETY: plain system calls on our own process.
+        unsafe {
+            if libc::unshare(mode.flags) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(ids) = mode.ids {
+                // setgroups must be denied before an unprivileged process may map its gid.
+                write_file(c"/proc/self/setgroups", b"deny")?;
+                write_file(c"/proc/self/uid_map", ids.uid.as_bytes())?;
+                write_file(c"/proc/self/gid_map", ids.gid.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+        // SAFETY: open, write and close on a descriptor we own.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+            let err = io::Error::last_os_error();
+            libc::close(fd);
+            if written != bytes.len() as isize {
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    /// The `pre_exec` hook, in the tool's child after fork: make the namespace, fork its
+    /// init, which forks the command (the only one to return, and so to exec), and stay
+    /// behind to wait for the init and exit as the command did.
+    pub(super) fn enter(mode: Mode) -> io::Result<()> {
+        // SAFETY: between fork and exec; only async-signal-safe system calls below.
+        unsafe {
+            unshare(mode)?;
+            let mut status_pipe = [0; 2];
+            if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let [status_r, status_w] = status_pipe;
+            match libc::fork() {
+                -1 => Err(io::Error::last_os_error()),
+                0 => {
+                    // The init: killed with the process tokio waits for.
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    match libc::fork() {
+                        0 => Ok(()),
+                        command => init(command, status_w),
+                    }
+                }
+                init => watch(init, status_r),
+            }
+        }
+    }
+
+    /// The namespace's init: reap whatever ends, and when the command ends, pass its raw
+    /// status on and exit, which ends everything else in the namespace.
+    unsafe fn init(command: pid_t, status_w: c_int) -> ! {
+        // SAFETY: descriptors and system calls of this process alone.
+        unsafe {
+            close_all_but(status_w);
+            if command == -1 {
+                libc::_exit(127);
+            }
+            loop {
+                let mut status = 0;
+                let pid = libc::waitpid(-1, &mut status, 0);
+                if pid == command {
+                    libc::write(status_w, (&raw const status).cast::<c_void>(), 4);
+                    libc::_exit(0);
+                }
+                if pid == -1 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    libc::_exit(127);
+                }
+            }
+        }
+    }
+
+    /// The process tokio waits for: wait for the init, then end as the command ended (or as
+    /// the init did, if it was killed first).
+    unsafe fn watch(init: pid_t, status_r: c_int) -> ! {
+        // SAFETY: descriptors and system calls of this process alone.
+        unsafe {
+            close_all_but(status_r);
+            let mut status = 0;
+            while libc::waitpid(init, &mut status, 0) == -1 {
+                if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    libc::_exit(127);
+                }
+            }
+            let mut command = 0;
+            if libc::read(status_r, (&raw mut command).cast::<c_void>(), 4) == 4 {
+                status = command;
+            }
+            if libc::WIFSIGNALED(status) {
+                let signal = libc::WTERMSIG(status);
+                // Die of the same signal, without a second core dump.
+                let no_core = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                libc::signal(signal, libc::SIG_DFL);
+                libc::kill(libc::getpid(), signal);
+                libc::_exit(128 + signal);
+            }
+            libc::_exit(libc::WEXITSTATUS(status))
+        }
+    }
+
+    /// Close every descriptor but `keep`: the pipes of the command and the one the spawner
+    /// reads to learn that exec happened must be held by the command alone.
+    unsafe fn close_all_but(keep: c_int) {
+        let keep = keep as libc::c_uint;
+        // SAFETY: closing descriptors of this process, which uses none of them.
+        unsafe {
+            if keep > 0 {
+                close_range(0, keep - 1);
+            }
+            close_range(keep + 1, libc::c_uint::MAX);
+        }
+    }
+
+    unsafe fn close_range(first: libc::c_uint, last: libc::c_uint) {
+        // SAFETY: as above.
+        unsafe {
+            if libc::syscall(libc::SYS_close_range, first, last, 0) == 0 {
+                return;
+            }
+            // Kernels before 5.9: close one by one up to the descriptor limit.
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                limit.rlim_cur.min(1 << 20) as libc::c_uint
+            } else {
+                1024
+            };
+            for fd in first..=last.min(top) {
+                libc::close(fd as c_int);
+            }
+        }
+    }
 }
 
 /// Process output with bounded memory: the start and the end are kept, the middle is only

@@ -10,11 +10,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::BufReader;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
 use crate::llm::ToolSpec;
-use crate::process::{Capture, MAX_OUTPUT, ShellIo, ShellIoError, kill_group};
+use crate::process::{Capture, Contained, MAX_OUTPUT, ShellIo, ShellIoError};
 use crate::protocol::ShellEnd;
 
 const NAME: &str = "bash";
@@ -156,7 +156,8 @@ impl Tool for Bash {
                  stderr is merged into stdout, and commands get no stdin (interactive programs see \
                  end of input). A non-zero exit status is reported as a failure. A command that \
                  runs longer than {} s is killed together with the shell, and a fresh shell is \
-                 started. Long output is shortened in the middle; redirect it to a file and \
+                 started. Background jobs keep running between calls and end with the shell. \
+                 Long output is shortened in the middle; redirect it to a file and \
                  inspect parts of it instead.",
                 self.timeout.as_secs_f64()
             ),
@@ -169,35 +170,34 @@ impl Tool for Bash {
     }
 }
 
-/// One running `bash` on the host, in its own process group so everything it started can
-/// be killed.
+/// One running `bash` on the host, contained (`process::Contained`): what it starts, even in
+/// the background, lives as long as the shell and ends with it (on a timeout, a restart,
+/// `exit`, or when the tool is dropped with its worker).
 struct Shell {
-    child: Child,
+    bash: Contained,
     io: ShellIo,
 }
 
 impl Shell {
     fn start(ctx: &ToolCtx) -> Result<Shell, ToolError> {
-        let mut child = Command::new("bash")
-            .args(["--noprofile", "--norc"])
+        let mut cmd = Command::new("bash");
+        cmd.args(["--noprofile", "--norc"])
             .current_dir(&ctx.workspace)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                ToolError::new(format!(
-                    "bash: could not start a shell in `{}`: {e}",
-                    ctx.workspace.display()
-                ))
-            })?;
+            .stderr(Stdio::null());
+        let mut bash = Contained::spawn(&mut cmd).map_err(|e| {
+            ToolError::new(format!(
+                "bash: could not start a shell in `{}`: {e}",
+                ctx.workspace.display()
+            ))
+        })?;
+        let child = bash.child();
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(ToolError::new("bash: the shell started without its pipes"));
         };
         Ok(Shell {
-            child,
+            bash,
             io: ShellIo::new(Box::pin(stdin), Box::pin(BufReader::new(stdout))),
         })
     }
@@ -213,7 +213,7 @@ impl Shell {
 
     /// Describe how the shell ended, after its output stopped.
     async fn ended(&mut self) -> String {
-        match tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await {
+        match tokio::time::timeout(Duration::from_secs(1), self.bash.wait()).await {
             Ok(Ok(status)) => match status.code() {
                 Some(code) => format!("exited with status {code}"),
                 None => format!("was killed ({status})"),
@@ -223,21 +223,12 @@ impl Shell {
     }
 }
 
-impl Drop for Shell {
-    fn drop(&mut self) {
-        // `kill_on_drop` ends bash itself; this also ends what it left running.
-        if let Some(pid) = self.child.id() {
-            kill_group(pid);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tools::tests::{TempDir, host_ctx as ctx};
+    use crate::tools::tests::{TempDir, assert_ended, host_ctx as ctx, unique_sleep};
 
     fn bash(timeout_secs: u64) -> Bash {
         Bash::new(&ToolSettings {
@@ -417,7 +408,13 @@ mod tests {
         let mut tool = bash(1);
         ok(&mut tool, &ctx, "mkdir d && cd d").await;
         let started = std::time::Instant::now();
-        let err = fail(&mut tool, &ctx, "echo begun; sleep 31.7 | cat").await;
+        let in_session = unique_sleep(11);
+        let err = fail(
+            &mut tool,
+            &ctx,
+            &format!("echo begun; setsid sleep {in_session} & sleep 31.7 | cat"),
+        )
+        .await;
         assert!(started.elapsed() < Duration::from_secs(10));
         assert!(
             err.contains("timed out after 1 s") && err.contains("begun"),
@@ -429,16 +426,32 @@ mod tests {
             ok(&mut tool, &ctx, "pwd -P").await,
             canon.display().to_string()
         );
-        // Nothing from the killed command is left running.
-        let left = std::process::Command::new("pgrep")
-            .args(["-f", "^sleep 31.7$"])
-            .output();
-        if let Ok(left) = left {
-            assert!(
-                left.stdout.is_empty(),
-                "leftover: {}",
-                String::from_utf8_lossy(&left.stdout)
-            );
-        }
+        // Nothing from the killed command is left running, even what left its group.
+        assert_ended("31.7", false);
+        assert_ended(&in_session, true);
+    }
+
+    #[tokio::test]
+    async fn background_jobs_live_with_the_shell_and_end_with_it() {
+        let ws = TempDir::new("jobs");
+        let ctx = ctx(&ws.0);
+        let mut tool = bash(30);
+        let (job, restarted, dropped) = (unique_sleep(12), unique_sleep(13), unique_sleep(14));
+        ok(
+            &mut tool,
+            &ctx,
+            &format!("setsid sleep {job} > /dev/null 2>&1 &"),
+        )
+        .await;
+        // A background job outlives the call that started it, as the tool promises...
+        ok(&mut tool, &ctx, &format!("pgrep -f -x 'sleep {job}'")).await;
+        // ...and ends with the shell, even having left its process group.
+        ok(&mut tool, &ctx, &format!("setsid sleep {restarted} &")).await;
+        fail(&mut tool, &ctx, "exit 0").await;
+        assert_ended(&job, true);
+        assert_ended(&restarted, true);
+        ok(&mut tool, &ctx, &format!("setsid sleep {dropped} &")).await;
+        drop(tool);
+        assert_ended(&dropped, true);
     }
 }

@@ -247,6 +247,43 @@ pub(crate) mod tests {
         }
     }
 
+    /// A `sleep` that no other test (or process) runs: seconds `300 + n`, and this test
+    /// process's id as the fraction, so `leftovers` can find it by its exact command line.
+    pub fn unique_sleep(n: u32) -> String {
+        format!("{}.{}", 300 + n, std::process::id())
+    }
+
+    /// Assert that no process runs `sleep <seconds>` (waiting up to 5 s for it to go). One
+    /// that `left_group` (setsid) is ended only where PID namespaces are available
+    /// (`process::pid_namespaces`); elsewhere it is only cleaned up. Any found are killed by
+    /// PID, so a failing test leaves nothing behind.
+    pub fn assert_ended(seconds: &str, left_group: bool) {
+        let wanted = format!("sleep\0{seconds}\0");
+        let find = || -> Vec<i32> {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|line| line == wanted.as_bytes())
+                })
+                .collect()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut left = find();
+        while !left.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            left = find();
+        }
+        for &pid in &left {
+            // SAFETY: kill takes two integers.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        if !left_group || crate::process::pid_namespaces() {
+            assert!(left.is_empty(), "`sleep {seconds}` still ran: {left:?}");
+        }
+    }
+
     /// A call context on the host with `ws` as the workspace.
     pub fn host_ctx(ws: &Path) -> ToolCtx {
         ToolCtx {

@@ -12,7 +12,7 @@ use tokio::process::Command;
 
 use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
 use crate::llm::ToolSpec;
-use crate::process::{Capture, kill_group};
+use crate::process::{Capture, Contained};
 use crate::sandbox::SandboxHandle;
 
 const NAME: &str = "python_execute";
@@ -59,24 +59,22 @@ impl PythonExecute {
         if let Some(sandbox) = &ctx.sandbox {
             return self.run_in_sandbox(sandbox, ctx, code).await;
         }
-        let mut child = Command::new(&self.python)
-            .arg("-c")
+        let mut cmd = Command::new(&self.python);
+        cmd.arg("-c")
             .arg(code)
             .current_dir(&ctx.workspace)
             // Unbuffered, so output printed before a timeout is not lost with the process.
             .env("PYTHONUNBUFFERED", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                ToolError::new(format!(
-                    "python_execute: could not start the interpreter `{}`: {e}",
-                    self.python
-                ))
-            })?;
+            .stderr(Stdio::piped());
+        let mut python = Contained::spawn(&mut cmd).map_err(|e| {
+            ToolError::new(format!(
+                "python_execute: could not start the interpreter `{}`: {e}",
+                self.python
+            ))
+        })?;
+        let child = python.child();
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(ToolError::new(
                 "python_execute: the interpreter started without its pipes",
@@ -85,9 +83,14 @@ impl PythonExecute {
 
         let mut out = Capture::new(MAX_STDOUT);
         let mut err = Capture::new(MAX_STDERR);
+        // The call ends when the interpreter does: `wait` then ends whatever it left running,
+        // which also closes the pipes such processes held.
         let finished = tokio::time::timeout(self.timeout, async {
-            let (_, _, status) =
-                tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err), child.wait());
+            let (_, _, status) = tokio::join!(
+                pump(stdout, &mut out),
+                pump(stderr, &mut err),
+                python.wait()
+            );
             status
         })
         .await;
@@ -108,12 +111,8 @@ impl PythonExecute {
                 "python_execute: lost track of the interpreter: {e}"
             ))),
             Err(_) => {
-                // The script, or processes it started and that still hold its output open,
-                // ran too long: end them all.
-                if let Some(pid) = child.id() {
-                    kill_group(pid);
-                }
-                let _ = child.kill().await;
+                // The script, or processes it started, ran too long: end them all.
+                python.kill();
                 Err(ToolError::new(format!(
                     "python_execute: timed out after {} s and was killed. Make the code faster, \
                      or do less per call.\nOutput before the timeout:\n{}",
@@ -179,7 +178,8 @@ impl Tool for PythonExecute {
                  workspace. Only what the code prints is returned (stdout, and stderr under its \
                  own label), so use print() for any value you want to see; nothing is kept between \
                  calls. The code gets no stdin. An exception or non-zero exit is reported as a \
-                 failure with its traceback. Runs longer than {} s are killed.",
+                 failure with its traceback. Processes the code starts end when it exits. Runs \
+                 longer than {} s are killed.",
                 self.python,
                 self.timeout.as_secs_f64()
             ),
@@ -222,7 +222,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tools::tests::{TempDir, host_ctx as ctx};
+    use crate::tools::tests::{TempDir, assert_ended, host_ctx as ctx, unique_sleep};
 
     fn tool(timeout_secs: u64) -> PythonExecute {
         PythonExecute::new(&ToolSettings {
@@ -244,6 +244,11 @@ mod tests {
         let ctx = ctx(&ws.0);
         let mut py = tool(30);
         assert_eq!(run(&mut py, &ctx, "print(6 * 7)").await.unwrap(), "42");
+        // Under our own ids, also inside a user namespace.
+        // SAFETY: getuid and getgid cannot fail.
+        let ids = unsafe { format!("{} {}", libc::getuid(), libc::getgid()) };
+        let seen = run(&mut py, &ctx, "import os\nprint(os.getuid(), os.getgid())").await;
+        assert_eq!(seen.unwrap(), ids);
         assert_eq!(run(&mut py, &ctx, "x = 1").await.unwrap(), "(no output)");
         run(&mut py, &ctx, "open('made.txt', 'w').write('hi')")
             .await
@@ -284,6 +289,11 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.contains("exit code 4"), "{err}");
+        // Killed by a signal, reported as such (through the namespace's init, where there is one).
+        let err = run(&mut py, &ctx, "import os\nos.kill(os.getpid(), 9)")
+            .await
+            .unwrap_err();
+        assert!(err.contains("[python failed: signal: 9"), "{err}");
         let err = run(&mut py, &ctx, "def broken(:").await.unwrap_err();
         assert!(err.contains("SyntaxError"), "{err}");
         let err = py.call(json!({ "code": 5 }), &ctx).await.unwrap_err().0;
@@ -323,29 +333,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn processes_the_script_leaves_end_with_it() {
+        let ws = TempDir::new("leaves");
+        let ctx = ctx(&ws.0);
+        let (in_group, in_session) = (unique_sleep(1), unique_sleep(2));
+        // One child stays in python's group with no pipes; one leaves the group in a
+        // session of its own and keeps python's stdout open.
+        let code = format!(
+            "import subprocess\n\
+             subprocess.Popen(['sleep', '{in_group}'], stdout=subprocess.DEVNULL)\n\
+             subprocess.Popen(['sleep', '{in_session}'], start_new_session=True)\n\
+             print('started')"
+        );
+        let out = run(&mut tool(60), &ctx, &code).await;
+        assert_ended(&in_group, false);
+        assert_ended(&in_session, true);
+        // The call ended with python, not at its time limit.
+        assert_eq!(out.unwrap(), "started");
+    }
+
+    #[tokio::test]
     async fn timeout_kills_the_script_and_its_children() {
         let ws = TempDir::new("timeout");
         let ctx = ctx(&ws.0);
+        let (in_group, in_session) = (unique_sleep(3), unique_sleep(4));
         let started = Instant::now();
-        let code = "import subprocess, time\n\
-                    subprocess.Popen(['sleep', '41.3'])\n\
-                    print('waiting')\n\
-                    time.sleep(30)";
-        let err = run(&mut tool(1), &ctx, code).await.unwrap_err();
+        let code = format!(
+            "import subprocess, time\n\
+             subprocess.Popen(['sleep', '{in_group}'])\n\
+             subprocess.Popen(['setsid', 'sleep', '{in_session}'], stdout=subprocess.DEVNULL)\n\
+             print('waiting')\n\
+             time.sleep(30)"
+        );
+        let err = run(&mut tool(1), &ctx, &code).await.unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(10));
         assert!(
             err.contains("timed out after 1 s") && err.contains("waiting"),
             "{err}"
         );
-        let left = std::process::Command::new("pgrep")
-            .args(["-f", "^sleep 41.3$"])
-            .output();
-        if let Ok(left) = left {
-            assert!(
-                left.stdout.is_empty(),
-                "leftover: {}",
-                String::from_utf8_lossy(&left.stdout)
-            );
-        }
+        assert_ended(&in_group, false);
+        assert_ended(&in_session, true);
     }
 }
