@@ -823,12 +823,17 @@ async fn flows_converge_after_a_store_outage_and_a_frozen_store_bounds_requests(
     assert!(asked.elapsed() < Duration::from_secs(10));
     let (status, _) = svc.get("/healthz").await;
     assert_eq!(status, 200, "liveness is not readiness");
-    // A run not held here is looked for in the store.
-    let elsewhere = svc.get("/v1/flows/01a21b85-0000-7000-8000-000000000000");
-    let (status, body) = tokio::time::timeout(Duration::from_secs(40), elsewhere)
+    // A submission is acknowledged only once its run is committed: refused, in bounded time.
+    let submitted = svc
+        .http
+        .post(svc.url("/v1/flows"))
+        .json(&serde_json::json!({"task": "while frozen"}))
+        .send();
+    let r = tokio::time::timeout(Duration::from_secs(40), submitted)
         .await
-        .expect("a request on a frozen store is answered, not left hanging");
-    assert_eq!(status, 503, "{body}");
+        .expect("a request on a frozen store is answered, not left hanging")
+        .unwrap();
+    assert_eq!(r.status(), 503, "{}", r.text().await.unwrap());
     pg.signal_all("-CONT");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while svc.get("/readyz").await.0 != 200 {

@@ -40,7 +40,7 @@ fn fuzz_memory_trimming() {
                     id: format!("call_{round}_{i}"),
                     kind: "function".into(),
                     function: FunctionCall {
-                        name: "bash".into(),
+                        name: "run_command".into(),
                         arguments: text(g, 60),
                     },
                 })
