@@ -129,8 +129,9 @@ pub(super) async fn file(
         let mut busy = ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "{MAX_DOWNLOADS} workspace files are being sent already; ask again in a few \
-                 seconds"
+                "{MAX_DOWNLOADS} workspace files are being sent already (the most at once) and \
+                 none finished within {} s; ask again after Retry-After seconds",
+                DOWNLOAD_WAIT.as_secs()
             ),
         )
         .into_response();
@@ -150,8 +151,10 @@ pub(super) async fn file(
                 )
             })?;
     let (file, size) = opened.map_err(|e| not_served(&path, e))?;
-    // The size when opened: a file that grows meanwhile is sent as it was then. The permit
-    // goes with the stream, so it is held until the body is sent or the client leaves.
+    // At most the size it had when opened is sent, so a file that grows meanwhile cannot
+    // pass the limit (one that shrinks ends the body short of its Content-Length, which the
+    // client sees). The permit goes with the stream: it is held until the body is sent or
+    // the client leaves.
     let stream = ReaderStream::with_capacity(tokio::fs::File::from_std(file).take(size), 64 << 10)
         .map(move |piece| {
             let _sending = &permit;

@@ -306,3 +306,45 @@ async fn a_huge_file_is_read_in_pieces_or_refused() {
     // Only a file this tool left alone: nothing above wrote to it.
     assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
 }
+
+/// `scan_lines` numbers and splits lines as `str::lines` does, even when every read gives
+/// one byte (lines cut across pieces), and keeps only the range asked for.
+#[test]
+fn lines_read_in_pieces_match_str_lines() {
+    /// A reader that gives one byte per read.
+    struct Trickle<'a>(&'a [u8]);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some((&first, rest)) = self.0.split_first() else {
+                return Ok(0);
+            };
+            buf[0] = first;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+    for text in [
+        "",
+        "\n",
+        "one",
+        "one\n",
+        "one\r\ntwo\r\n",
+        "a\n\nb\r\nc\r",
+        "x\n\n\n",
+    ] {
+        let expected: Vec<&str> = text.lines().collect();
+        for (first, last) in [(1, usize::MAX), (2, 3), (3, 3), (5, 9)] {
+            let found = scan_lines(Trickle(text.as_bytes()), first, last)
+                .unwrap()
+                .unwrap();
+            assert_eq!(found.total, expected.len(), "{text:?}");
+            let wanted: Vec<&[u8]> = expected
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| (first..=last).contains(&(i + 1)))
+                .map(|(_, l)| l.as_bytes())
+                .collect();
+            assert_eq!(found.lines, wanted, "{text:?} lines {first}-{last}");
+        }
+    }
+}
