@@ -7,17 +7,24 @@
 //!
 //! Also here, behind the token: `GET /v1/flows/{id}/files/{*path}`, a file of the workspace
 //! this node's flows work in, opened by the file tools' own confinement rule
-//! (`manus_actors::tools::read_workspace_file`) and typed so that nothing in it runs with
+//! (`manus_actors::tools::open_workspace_file`) and typed so that nothing in it runs with
 //! the console's origin: images and text inline, everything else as a download, and all of
-//! it under a policy that sandboxes it when opened by itself.
+//! it under a policy that sandboxes it when opened by itself. The file is streamed from
+//! the descriptor that rule opened, at most `MAX_DOWNLOADS` at a time.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use manus_actors::tools::{WorkspaceFileError, image_type, read_workspace_file};
+use futures_util::StreamExt;
+use manus_actors::tools::{WorkspaceFileError, image_type, open_workspace_file};
+use tokio::io::AsyncReadExt;
+use tokio::sync::Semaphore;
+use tokio_util::io::ReaderStream;
 
 use super::{ApiError, App};
 
@@ -53,6 +60,13 @@ const FILE_POLICY: &str = "sandbox; default-src 'none'; style-src 'unsafe-inline
 /// The largest workspace file served: the console shows charts, reports and notes, not
 /// data sets.
 const MAX_FILE_BYTES: u64 = 20 * 1024 * 1024;
+
+/// Workspace files sent at once. Each holds an open file and a 64 KiB buffer until its
+/// client has read it all, however slowly; a request past the bound waits up to
+/// `DOWNLOAD_WAIT` for one to finish, then gets a 503 with `Retry-After`.
+const MAX_DOWNLOADS: usize = 16;
+const DOWNLOAD_WAIT: Duration = Duration::from_secs(5);
+static DOWNLOADS: Semaphore = Semaphore::const_new(MAX_DOWNLOADS);
 
 /// `GET /`: the console's page.
 pub(super) async fn page() -> Result<Response, ApiError> {
@@ -111,24 +125,51 @@ pub(super) async fn file(
     Path((id, path)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let workspace = workspace_of(&app, &id).await?;
+    let Ok(Ok(permit)) = tokio::time::timeout(DOWNLOAD_WAIT, DOWNLOADS.acquire()).await else {
+        let mut busy = ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{MAX_DOWNLOADS} workspace files are being sent already (the most at once) and \
+                 none finished within {} s; ask again after Retry-After seconds",
+                DOWNLOAD_WAIT.as_secs()
+            ),
+        )
+        .into_response();
+        let retry = HeaderValue::from(DOWNLOAD_WAIT.as_secs());
+        busy.headers_mut().insert(header::RETRY_AFTER, retry);
+        return Ok(busy);
+    };
     let rel = PathBuf::from(&path);
-    // Opening name by name and reading are blocking calls.
-    let read =
-        tokio::task::spawn_blocking(move || read_workspace_file(&workspace, &rel, MAX_FILE_BYTES))
+    // Opening name by name is blocking.
+    let opened =
+        tokio::task::spawn_blocking(move || open_workspace_file(&workspace, &rel, MAX_FILE_BYTES))
             .await
             .map_err(|e| {
                 ApiError(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("reading `{path}` failed: {e}"),
+                    format!("opening `{path}` failed: {e}"),
                 )
             })?;
-    let bytes = read.map_err(|e| not_served(&path, e))?;
+    let (file, size) = opened.map_err(|e| not_served(&path, e))?;
+    // At most the size it had when opened is sent, so a file that grows meanwhile cannot
+    // pass the limit (one that shrinks ends the body short of its Content-Length, which the
+    // client sees). The permit goes with the stream: it is held until the body is sent or
+    // the client leaves.
+    let stream = ReaderStream::with_capacity(tokio::fs::File::from_std(file).take(size), 64 << 10)
+        .map(move |piece| {
+            let _sending = &permit;
+            piece
+        });
     let mut extra = vec![(header::CONTENT_SECURITY_POLICY, FILE_POLICY)];
     let (kind, inline) = file_type(&path);
     if !inline {
         extra.push((header::CONTENT_DISPOSITION, "attachment"));
     }
-    Ok(typed(kind, &extra, bytes))
+    let mut response = typed(kind, &extra, Body::from_stream(stream));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    Ok(response)
 }
 
 /// The host directory holding flow `id`'s files, or the 404 that says why not: the flow

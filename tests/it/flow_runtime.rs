@@ -1048,9 +1048,13 @@ async fn sequential_flows_share_no_memory() {
 async fn concurrent_flows_each_get_their_own_agents() {
     let server = ScriptedLlm::start().await;
     // One reply per flow, interchangeable: each agent writes a file named after its own
-    // shell's pid, then terminates.
+    // shell's pid and PID namespace (each host shell has its own, where it runs as PID 2),
+    // then terminates.
     let reply = Reply::tools(vec![
-        ("bash", json!({"command": "echo $$ > \"shell-$$.txt\""})),
+        (
+            "bash",
+            json!({"command": "echo $$ > \"shell-$$-$(readlink /proc/self/ns/pid | tr -dc 0-9).txt\""}),
+        ),
         ("terminate", json!({"status": "success"})),
     ])
     .with_text("Wrote my file.")

@@ -1405,3 +1405,100 @@ async fn workspace_files_are_served_confined_and_typed() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("no flow with id `nope`"), "{message}");
 }
+
+/// A value from /proc/{pid}/status in MiB (`VmRSS`, `VmHWM`).
+fn memory_mib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024
+}
+
+/// The files route streams a file from the descriptor the confinement rule opened (a
+/// 20 MiB file arrives byte for byte) and sends at most 16 at once: of 60 clients that read
+/// only the head, 16 are being sent the file and 44 wait, then get 503 with Retry-After;
+/// the service's memory stays far from 60 copies of the file; once a client leaves, the
+/// next request is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspace_files_stream_and_downloads_are_bounded() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let server = ScriptedLlm::start().await;
+    server.push_all([done("nothing to do")]);
+    let dir = Scratch::new("serve-streams");
+    let svc = Service::start(&dir, &config(&server, &dir, &[])).await;
+    let id = svc.submit_single("do nothing").await;
+    svc.events(&id, None, |_, _| false).await;
+    // 20 MiB (the most served) of bytes that differ along the file.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let big: Vec<u8> = (0..20 << 20)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        })
+        .collect();
+    std::fs::write(dir.workspace().join("big.bin"), &big).unwrap();
+    let path = format!("/v1/flows/{id}/files/big.bin");
+    let r = svc.http.get(svc.url(&path)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-length"], "20971520");
+    assert!(r.bytes().await.unwrap() == big, "the streamed bytes differ");
+
+    let rss_before = memory_mib(svc.pid(), "VmRSS");
+    let host = svc.base.trim_start_matches("http://").to_string();
+    // A client that sends the request and reads the head only: its status and headers,
+    // and the open connection.
+    let slow = |host: String, path: String| async move {
+        let mut conn = tokio::net::TcpStream::connect(&host).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        conn.write_all(request.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            assert_eq!(conn.read(&mut byte).await.unwrap(), 1, "closed in the head");
+            head.push(byte[0]);
+        }
+        (String::from_utf8(head).unwrap().to_ascii_lowercase(), conn)
+    };
+    let clients: Vec<_> = (0..60)
+        .map(|_| tokio::spawn(slow(host.clone(), path.clone())))
+        .collect();
+    let mut sending = Vec::new();
+    let mut refused = 0;
+    for client in clients {
+        let (head, conn) = tokio::time::timeout(Duration::from_secs(60), client)
+            .await
+            .expect("every client had an answer within 60 s")
+            .unwrap();
+        if head.starts_with("http/1.1 200") {
+            sending.push(conn);
+        } else {
+            assert!(head.starts_with("http/1.1 503"), "{head}");
+            assert!(head.contains("\r\nretry-after: 5\r\n"), "{head}");
+            refused += 1;
+        }
+    }
+    let (rss, peak) = (
+        memory_mib(svc.pid(), "VmRSS"),
+        memory_mib(svc.pid(), "VmHWM"),
+    );
+    println!(
+        "service memory with 60 slow downloads of a 20 MiB file: {rss} MiB resident \
+         ({rss_before} MiB before, peak {peak} MiB)"
+    );
+    assert_eq!((sending.len(), refused), (16, 44));
+    assert!(
+        peak < 400,
+        "the service peaked at {peak} MiB with 16 files being sent"
+    );
+    // One client leaves; the next request gets its place and the whole file.
+    drop(sending.pop());
+    let r = svc.http.get(svc.url(&path)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.bytes().await.unwrap() == big, "the streamed bytes differ");
+}

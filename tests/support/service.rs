@@ -90,6 +90,11 @@ impl Service {
         let _ = self.child.wait().await;
     }
 
+    /// The service's process id (for reading its /proc entries).
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the service is running")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

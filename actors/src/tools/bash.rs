@@ -444,7 +444,9 @@ mod tests {
         )
         .await;
         // A background job outlives the call that started it, as the tool promises...
-        ok(&mut tool, &ctx, &format!("pgrep -f -x 'sleep {job}'")).await;
+        let running =
+            format!("timeout 10 sh -c 'until pgrep -f -x \"sleep {job}\"; do sleep 0.05; done'");
+        ok(&mut tool, &ctx, &running).await;
         // ...and ends with the shell, even having left its process group.
         ok(&mut tool, &ctx, &format!("setsid sleep {restarted} &")).await;
         fail(&mut tool, &ctx, "exit 0").await;

@@ -20,8 +20,6 @@ use crate::llm::ToolSpec;
 const NAME: &str = "data_report";
 
 pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(DataReport));
-/// Largest chart or image embedded, in bytes.
-const MAX_EMBED_BYTES: u64 = 20 * 1024 * 1024;
 /// Marks the SVG charts `data_visualization` writes; those are inlined (with their hover
 /// values), other SVG files are embedded as images so their ids cannot clash.
 pub const CHART_MARK: &str = "class=\"manus-chart\"";
@@ -164,7 +162,7 @@ async fn read_embed(
     place: &str,
 ) -> Result<(Target, Vec<u8>), ToolError> {
     let target = files.resolve(raw).await?;
-    let size = match target.kind {
+    match target.kind {
         Kind::Missing => {
             return Err(fail(format!(
                 "{place}: `{}` does not exist; draw it first (data_visualization) or fix the \
@@ -173,16 +171,11 @@ async fn read_embed(
             )));
         }
         Kind::Dir => return Err(fail(format!("{place}: `{}` is not a file", target.shown))),
-        Kind::File(size) => size,
-    };
-    if size > MAX_EMBED_BYTES {
-        return Err(fail(format!(
-            "{place}: `{}` is larger than {} MB; draw it smaller",
-            target.shown,
-            MAX_EMBED_BYTES / (1024 * 1024)
-        )));
+        Kind::File(_) => {}
     }
-    let bytes = files.read(&target).await?;
+    let bytes = files
+        .read(&target, &format!("draw it smaller ({place})"))
+        .await?;
     Ok((target, bytes))
 }
 

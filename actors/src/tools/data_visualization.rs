@@ -18,8 +18,6 @@ use crate::llm::ToolSpec;
 const NAME: &str = "data_visualization";
 
 pub const TOOL: Builtin = Builtin::new(NAME, |_| Box::new(DataVisualization));
-/// Largest data file read, in bytes.
-const MAX_DATA_BYTES: u64 = 200 * 1024 * 1024;
 const WIDTH_RANGE: (u64, u64) = (320, 4000);
 const HEIGHT_RANGE: (u64, u64) = (240, 3000);
 
@@ -232,7 +230,7 @@ impl DataVisualization {
 }
 
 async fn read_data(files: &Files<'_>, data: &Target) -> Result<String, ToolError> {
-    let size = match data.kind {
+    match data.kind {
         Kind::Missing => {
             return Err(fail(format!(
                 "`{}` does not exist; paths are relative to the workspace (write the data file \
@@ -246,18 +244,14 @@ async fn read_data(files: &Files<'_>, data: &Target) -> Result<String, ToolError
                 data.shown
             )));
         }
-        Kind::File(size) => size,
-    };
-    if size > MAX_DATA_BYTES {
-        return Err(fail(format!(
-            "`{}` is {} MB, more than the {} MB this tool reads; aggregate it with Python first \
-             and chart the result",
-            data.shown,
-            size / (1024 * 1024),
-            MAX_DATA_BYTES / (1024 * 1024)
-        )));
+        Kind::File(_) => {}
     }
-    let bytes = files.read(data).await?;
+    let bytes = files
+        .read(
+            data,
+            "aggregate or sample it with python_execute first and chart the smaller file",
+        )
+        .await?;
     // Not UTF-8: read it as Latin-1 (Windows exports), where every byte is a character.
     Ok(String::from_utf8(bytes)
         .unwrap_or_else(|e| e.into_bytes().iter().map(|&b| char::from(b)).collect()))

@@ -123,7 +123,7 @@ impl StrReplaceEditor {
         if old.is_empty() {
             return Err(fail("`old_str` is empty; give the exact text to replace"));
         }
-        let text = read_text(files, target).await?;
+        let text = read_text(files, target, TOO_LARGE_TO_EDIT).await?;
         let found = occurrences(&text, old);
         let at = match found.as_slice() {
             [] => {
@@ -174,7 +174,7 @@ impl StrReplaceEditor {
                 "argument `insert_line` must be a whole number of 0 or more, got {after}"
             ))
         })?;
-        let text = read_text(files, target).await?;
+        let text = read_text(files, target, TOO_LARGE_TO_EDIT).await?;
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         let after = usize::try_from(after).unwrap_or(usize::MAX);
         if after > lines.len() {
@@ -263,29 +263,43 @@ impl Tool for StrReplaceEditor {
     }
 }
 
-/// The file's content as text, with errors that say what to do instead.
-async fn read_text(files: &Files<'_>, target: &Target) -> Result<String, ToolError> {
+/// What to do with a file too large to edit here.
+const TOO_LARGE_TO_EDIT: &str = "edit it with bash (sed) or python_execute instead";
+/// What to do with a file too large to view whole.
+const TOO_LARGE_TO_VIEW: &str = "view a part with `view_range` (for example [1, 200]), which \
+                                 reads the file in pieces, or search it with bash (grep)";
+
+/// Refuse a directory or a missing file with what to do instead.
+fn need_file(target: &Target) -> Result<(), ToolError> {
     match target.kind {
-        Kind::Dir => {
-            return Err(fail(format!(
-                "`{}` is a directory; this command needs a file",
-                target.shown
-            )));
-        }
-        Kind::Missing => {
-            return Err(fail(format!(
-                "`{}` does not exist; `create` makes a new file",
-                target.shown
-            )));
-        }
-        Kind::File(_) => {}
-    }
-    String::from_utf8(files.read(target).await?).map_err(|_| {
-        fail(format!(
-            "`{}` is not UTF-8 text; this editor only handles text files",
+        Kind::Dir => Err(fail(format!(
+            "`{}` is a directory; this command needs a file",
             target.shown
-        ))
-    })
+        ))),
+        Kind::Missing => Err(fail(format!(
+            "`{}` does not exist; `create` makes a new file",
+            target.shown
+        ))),
+        Kind::File(_) => Ok(()),
+    }
+}
+
+fn not_text(target: &Target) -> ToolError {
+    fail(format!(
+        "`{}` is not UTF-8 text; this editor only handles text files",
+        target.shown
+    ))
+}
+
+/// The file's content as text, with errors that say what to do instead (`too_large`, for
+/// a file over `files::MAX_READ`).
+async fn read_text(
+    files: &Files<'_>,
+    target: &Target,
+    too_large: &str,
+) -> Result<String, ToolError> {
+    need_file(target)?;
+    String::from_utf8(files.read(target, too_large).await?).map_err(|_| not_text(target))
 }
 
 async fn view(
@@ -302,25 +316,37 @@ async fn view(
         }
         return list_dir(files, target).await;
     }
-    let text = read_text(files, target).await?;
-    let lines: Vec<&str> = text.lines().collect();
-    if lines.is_empty() && range.is_none() {
-        return Ok(format!("`{}` is empty.", target.shown));
-    }
-    let (first, last) = match range {
-        Some(pair) => line_range(pair, lines.len())?,
-        None => (1, lines.len()),
+    let (body, first, last, total) = match range {
+        None => {
+            let text = read_text(files, target, TOO_LARGE_TO_VIEW).await?;
+            let lines: Vec<&str> = text.lines().collect();
+            if lines.is_empty() {
+                return Ok(format!("`{}` is empty.", target.shown));
+            }
+            (numbered(&lines, 1), 1, lines.len(), lines.len())
+        }
+        Some((start, end)) => {
+            need_file(target)?;
+            // Only the lines asked for are kept; the count comes from reading to the end.
+            let wanted = |n: i64| usize::try_from(n).unwrap_or(0);
+            let last = if end == -1 { usize::MAX } else { wanted(end) };
+            let found = files
+                .lines(target, (wanted(start), last), TOO_LARGE_TO_VIEW)
+                .await?;
+            let (first, last) = line_range((start, end), found.total)?;
+            let lines = found
+                .lines
+                .iter()
+                .map(|line| std::str::from_utf8(line).map_err(|_| not_text(target)))
+                .collect::<Result<Vec<&str>, _>>()?;
+            (numbered(&lines, first), first, last, found.total)
+        }
     };
-    let header = if (first, last) == (1, lines.len()) {
-        format!("`{}` ({} lines):\n", target.shown, lines.len())
+    let header = if (first, last) == (1, total) {
+        format!("`{}` ({total} lines):\n", target.shown)
     } else {
-        format!(
-            "`{}`, lines {first}-{last} of {}:\n",
-            target.shown,
-            lines.len()
-        )
+        format!("`{}`, lines {first}-{last} of {total}:\n", target.shown)
     };
-    let body = numbered(&lines[first - 1..last], first);
     let hint = if header.len() + body.len() > MAX_VIEW {
         "\n(Shortened: use `view_range` to see the middle.)"
     } else {

@@ -25,7 +25,7 @@ pub mod web_search;
 pub mod worker;
 
 /// Reading the workspace from outside the engine, by the file tools' confinement rule.
-pub use files::{WorkspaceFileError, image_type, read_workspace_file};
+pub use files::{WorkspaceFileError, image_type, open_workspace_file};
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -13,7 +13,7 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
@@ -164,19 +164,10 @@ impl Root {
         })
     }
 
-    /// The bytes of the regular file `rel`.
-    pub(crate) fn read(&self, rel: &Path) -> Result<Vec<u8>, Refusal> {
-        self.read_at_most(rel, u64::MAX)
-    }
-
-    /// The first `limit` bytes of the regular file `rel`: a file that grows while it is
-    /// read costs no more memory than `limit`.
-    pub(crate) fn read_at_most(&self, rel: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {
+    /// The regular file `rel`, open for reading (in pieces: callers bound what they read).
+    pub(crate) fn open_read(&self, rel: &Path) -> Result<File, Refusal> {
         let (dir, name) = self.parent_of(rel, false)?;
-        let file = open_file(&dir, &name, libc::O_RDONLY)?;
-        let mut bytes = Vec::new();
-        file.take(limit).read_to_end(&mut bytes)?;
-        Ok(bytes)
+        open_file(&dir, &name, libc::O_RDONLY)
     }
 
     /// Write `bytes` as the regular file `rel`, making its folders; `Ok(false)` when

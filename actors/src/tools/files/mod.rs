@@ -8,8 +8,14 @@
 //! which opens it name by name under the workspace's handle without following links, so
 //! nothing a tool reads or writes can be outside the workspace, whatever changes between
 //! the check and the use; named pipes, sockets, devices and hard-linked files are refused.
-//! `read_workspace_file` is that rule for readers outside the engine (the service).
+//! `open_workspace_file` is that rule for readers outside the engine (the service).
+//!
+//! Reading is bounded: a tool reads a whole file only up to `MAX_READ`, and a range of
+//! lines (`lines`) is found by reading the file in pieces, so a file's size never becomes
+//! the engine's memory.
 
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -71,38 +77,96 @@ impl From<Refusal> for WorkspaceFileError {
     }
 }
 
-/// The bytes of the regular file `rel` (relative) under the directory `workspace`, at most
-/// `max_bytes` of them, opened by the file tools' own rule: name by name under the
-/// workspace's handle, no symbolic link followed, no `..`, no special or hard-linked file.
-/// For readers outside the engine (the service shows the agents' files). Blocking: call it
-/// off the async threads.
-pub fn read_workspace_file(
+/// The regular file `rel` (relative) under the directory `workspace`, open for reading,
+/// and its size when opened (at most `max_bytes`), by the file tools' own rule: name by name
+/// under the workspace's handle, no symbolic link followed, no `..`, no special or
+/// hard-linked file. For readers outside the engine (the service streams the agents'
+/// files): read no more than the size given, as the file may grow. Blocking: call it off the
+/// async threads.
+pub fn open_workspace_file(
     workspace: &Path,
     rel: &Path,
     max_bytes: u64,
-) -> Result<Vec<u8>, WorkspaceFileError> {
+) -> Result<(File, u64), WorkspaceFileError> {
     let root = Root::open(workspace).map_err(WorkspaceFileError::Io)?;
     match root.find(rel)? {
         Found::Missing => return Err(WorkspaceFileError::Missing),
         Found::Dir => return Err(WorkspaceFileError::Folder),
-        Found::File(size) if size > max_bytes => {
-            return Err(WorkspaceFileError::TooLarge {
-                size,
-                max: max_bytes,
-            });
-        }
-        // A link or a special file: the read says which, and refuses it.
+        // A link or a special file: the open says which, and refuses it.
         Found::File(_) | Found::Other => {}
     }
-    // One byte past the limit tells a file that grew since it was looked at.
-    let bytes = root.read_at_most(rel, max_bytes.saturating_add(1))?;
-    match bytes.len() as u64 {
+    let file = root.open_read(rel)?;
+    // The size of what was opened, not of what was looked at.
+    match file.metadata().map_err(WorkspaceFileError::Io)?.len() {
         size if size > max_bytes => Err(WorkspaceFileError::TooLarge {
             size,
             max: max_bytes,
         }),
-        _ => Ok(bytes),
+        size => Ok((file, size)),
     }
+}
+
+/// The most bytes a tool reads of a file at once (to edit it, chart it, embed it or view
+/// it whole); larger files are refused with what to do instead.
+pub(crate) const MAX_READ: u64 = 20 * 1024 * 1024;
+
+/// The most bytes of lines `lines` gathers for one range.
+pub(crate) const MAX_LINES_BYTES: usize = 1024 * 1024;
+
+/// Lines of a file found by reading it in pieces.
+pub(crate) struct Lines {
+    /// The lines asked for that the file has, without their line ends (`\n`, `\r\n`).
+    pub(crate) lines: Vec<Vec<u8>>,
+    /// How many lines the file has (a last line without `\n` counts).
+    pub(crate) total: usize,
+}
+
+/// Lines `first..=last` (numbered from 1) of what `reader` gives, and how many lines it
+/// has. Memory holds a piece of the input and the lines asked for; `None` when those pass
+/// `MAX_LINES_BYTES`.
+fn scan_lines(reader: impl Read, first: usize, last: usize) -> std::io::Result<Option<Lines>> {
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let (mut lines, mut total, mut kept) = (Vec::new(), 0, 0);
+    // The line being read (`open`), and its bytes when it is one asked for.
+    let mut current: Option<Vec<u8>> = None;
+    let mut open = false;
+    loop {
+        let piece = reader.fill_buf()?;
+        if piece.is_empty() {
+            break;
+        }
+        let (part, ends) = match piece.iter().position(|&b| b == b'\n') {
+            Some(at) => (&piece[..at], true),
+            None => (piece, false),
+        };
+        if !open {
+            open = true;
+            total += 1;
+            current = (first..=last).contains(&total).then(Vec::new);
+        }
+        if let Some(line) = &mut current {
+            kept += part.len();
+            if kept > MAX_LINES_BYTES {
+                return Ok(None);
+            }
+            line.extend_from_slice(part);
+        }
+        let used = part.len() + usize::from(ends);
+        reader.consume(used);
+        if ends {
+            open = false;
+            if let Some(mut line) = current.take() {
+                if line.ends_with(b"\r") {
+                    line.pop();
+                }
+                lines.push(line);
+            }
+        }
+    }
+    if let Some(line) = current {
+        lines.push(line);
+    }
+    Ok(Some(Lines { lines, total }))
 }
 
 /// The media type of an image file by its (lower-case) extension; `None` for anything
@@ -139,6 +203,16 @@ pub(crate) struct Target {
     /// is opened (name by name, links not followed).
     pub(crate) root: PathBuf,
     pub(crate) rel: PathBuf,
+}
+
+impl Target {
+    /// Its size in bytes when it was resolved (0 if not a file).
+    pub(crate) fn size(&self) -> u64 {
+        match self.kind {
+            Kind::File(size) => size,
+            Kind::Dir | Kind::Missing => 0,
+        }
+    }
 }
 
 /// The file side of one tool call: which tool is asking (errors name it) and where.
@@ -341,8 +415,10 @@ impl<'a> Files<'a> {
         }
     }
 
-    /// The target's bytes. Callers check `kind` first, so errors here are unexpected ones.
-    pub(crate) async fn read(&self, target: &Target) -> Result<Vec<u8>, ToolError> {
+    /// The target's bytes, at most `MAX_READ` of them; a larger file is refused, the
+    /// message ending with `instead` (what to do with it). Callers check `kind` first.
+    pub(crate) async fn read(&self, target: &Target, instead: &str) -> Result<Vec<u8>, ToolError> {
+        self.too_large(target, target.size(), instead)?;
         let read = match &self.ctx.sandbox {
             Some(sandbox) => {
                 sandbox
@@ -351,12 +427,68 @@ impl<'a> Files<'a> {
             }
             None => {
                 let rel = target.rel.clone();
-                self.beneath(&target.root, move |r| r.read(&rel))
-                    .await
-                    .map_err(|e| e.to_string())
+                self.beneath(&target.root, move |r| {
+                    let mut bytes = Vec::new();
+                    // One byte past the limit tells a file that grew since it was looked at.
+                    r.open_read(&rel)?
+                        .take(MAX_READ + 1)
+                        .read_to_end(&mut bytes)?;
+                    Ok(bytes)
+                })
+                .await
+                .map_err(|e| e.to_string())
             }
         };
-        read.map_err(|e| self.fail(format!("cannot read `{}`: {e}", target.shown)))
+        let bytes = read.map_err(|e| self.fail(format!("cannot read `{}`: {e}", target.shown)))?;
+        self.too_large(target, bytes.len() as u64, instead)?;
+        Ok(bytes)
+    }
+
+    /// Lines `first..=last` (from 1; `usize::MAX` for the end) of the target and how many
+    /// it has. On the host the file is read in pieces, whatever its size; in the sandbox it
+    /// is read whole, so up to `MAX_READ`. `instead` is for a file or range too large.
+    pub(crate) async fn lines(
+        &self,
+        target: &Target,
+        (first, last): (usize, usize),
+        instead: &str,
+    ) -> Result<Lines, ToolError> {
+        let scanned = match &self.ctx.sandbox {
+            Some(_) => {
+                let bytes = self.read(target, instead).await?;
+                scan_lines(&bytes[..], first, last).map_err(|e| e.to_string())
+            }
+            None => {
+                let rel = target.rel.clone();
+                self.beneath(&target.root, move |r| {
+                    Ok(scan_lines(r.open_read(&rel)?, first, last)?)
+                })
+                .await
+                .map_err(|e| e.to_string())
+            }
+        };
+        match scanned {
+            Ok(Some(lines)) => Ok(lines),
+            Ok(None) => Err(self.fail(format!(
+                "the lines asked for in `{}` hold more than {} MB; {instead}",
+                target.shown,
+                MAX_LINES_BYTES >> 20
+            ))),
+            Err(e) => Err(self.fail(format!("cannot read `{}`: {e}", target.shown))),
+        }
+    }
+
+    fn too_large(&self, target: &Target, size: u64, instead: &str) -> Result<(), ToolError> {
+        if size <= MAX_READ {
+            return Ok(());
+        }
+        Err(self.fail(format!(
+            "`{}` is {:.1} MB ({size} bytes), more than the {} MB this tool reads at once; \
+             {instead}",
+            target.shown,
+            size as f64 / (1024.0 * 1024.0),
+            MAX_READ >> 20
+        )))
     }
 
     /// Create or replace the target's contents, making its folders first.

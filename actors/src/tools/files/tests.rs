@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::tools::Tool;
 use crate::tools::data_report::DataReport;
+use crate::tools::data_visualization::DataVisualization;
 use crate::tools::editor::StrReplaceEditor;
 use crate::tools::tests::{TempDir, host_ctx};
 
@@ -174,7 +175,7 @@ async fn a_folder_swapped_for_a_link_while_tools_work_never_lets_a_write_out() {
     println!("race: {done} calls done inside, {refused} refused, {swaps} swaps, 0 outside");
 }
 
-/// `read_workspace_file`, the rule as the service uses it: a file inside is read; links
+/// `open_workspace_file`, the rule as the service uses it: a file inside is read; links
 /// (at the end or on the way), `..`, absolute paths, pipes and hard links are refused with
 /// why, and what they point to is never read; folders, missing names and files over the
 /// limit say so.
@@ -192,7 +193,12 @@ fn the_workspace_reader_keeps_the_tools_rule() {
     let pipe = std::ffi::CString::new(ws.0.join("p").as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o644) }, 0);
-    let read = |rel: &str, max: u64| read_workspace_file(&ws.0, Path::new(rel), max);
+    let read = |rel: &str, max: u64| {
+        let (file, size) = open_workspace_file(&ws.0, Path::new(rel), max)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, size), &mut bytes).unwrap();
+        Ok::<_, WorkspaceFileError>(bytes)
+    };
 
     assert_eq!(read("out/notes.md", 100).unwrap(), b"# notes\n");
     assert_eq!(read("./out/notes.md", 100).unwrap(), b"# notes\n");
@@ -223,4 +229,122 @@ fn the_workspace_reader_keeps_the_tools_rule() {
         read("ten.bin", 9),
         Err(WorkspaceFileError::TooLarge { size: 10, max: 9 })
     ));
+}
+
+/// The peak resident memory of this process, in MiB (`VmHWM`).
+fn peak_rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024
+}
+
+/// A 200 MB file (five lines, a sparse hole of NULs, a last line) is viewed by line range
+/// in pieces; viewing or editing it whole, charting it, or a range holding its 200 MB line
+/// are refused with what to do instead, and nothing reads it whole.
+#[tokio::test]
+async fn a_huge_file_is_read_in_pieces_or_refused() {
+    let ws = TempDir::new("huge");
+    let ctx = host_ctx(&ws.0);
+    let path = ws.0.join("big.log");
+    let head: String = (1..=5).map(|n| format!("line {n}\n")).collect();
+    let tail = "\nthe end\n";
+    let size = 200 * 1024 * 1024;
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(head.as_bytes()).unwrap();
+        file.seek(SeekFrom::Start(size - tail.len() as u64))
+            .unwrap();
+        file.write_all(tail.as_bytes()).unwrap();
+    }
+    let mut ed = StrReplaceEditor::default();
+    let view = |range: Value| json!({"command": "view", "path": "big.log", "view_range": range});
+    let out = call(&mut ed, &ctx, view(json!([2, 5]))).await.unwrap();
+    println!(
+        "peak RSS after viewing 4 lines of a 200 MB file: {} MiB",
+        peak_rss_mib()
+    );
+    assert_eq!(
+        out,
+        "`big.log`, lines 2-5 of 7:\n     2\tline 2\n     3\tline 3\n     4\tline 4\n     5\tline 5\n"
+    );
+    let out = call(&mut ed, &ctx, view(json!([7, -1]))).await.unwrap();
+    assert_eq!(out, "`big.log`, lines 7-7 of 7:\n     7\tthe end\n");
+    let err = call(&mut ed, &ctx, view(json!([8, 9]))).await.unwrap_err();
+    assert!(err.contains("the file has 7 lines"), "{err}");
+
+    let err = call(&mut ed, &ctx, json!({"command": "view", "path": "big.log"}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("`big.log` is 200.0 MB (209715200 bytes), more than the 20 MB")
+            && err.contains("`view_range` (for example [1, 200])"),
+        "{err}"
+    );
+    let err = call(&mut ed, &ctx, view(json!([6, 6]))).await.unwrap_err();
+    assert!(
+        err.contains("lines asked for in `big.log` hold more than 1 MB; view a part"),
+        "{err}"
+    );
+    let edit =
+        json!({"command": "str_replace", "path": "big.log", "old_str": "line 1", "new_str": "x"});
+    let err = call(&mut ed, &ctx, edit).await.unwrap_err();
+    assert!(
+        err.contains("more than the 20 MB") && err.contains("sed"),
+        "{err}"
+    );
+    let chart = json!({"data_path": "big.log", "chart_type": "bar", "x": "a", "y": "b"});
+    let err = call(&mut DataVisualization, &ctx, chart).await.unwrap_err();
+    assert!(
+        err.contains("more than the 20 MB") && err.contains("python_execute"),
+        "{err}"
+    );
+    // Only a file this tool left alone: nothing above wrote to it.
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
+}
+
+/// `scan_lines` numbers and splits lines as `str::lines` does, even when every read gives
+/// one byte (lines cut across pieces), and keeps only the range asked for.
+#[test]
+fn lines_read_in_pieces_match_str_lines() {
+    /// A reader that gives one byte per read.
+    struct Trickle<'a>(&'a [u8]);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some((&first, rest)) = self.0.split_first() else {
+                return Ok(0);
+            };
+            buf[0] = first;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+    for text in [
+        "",
+        "\n",
+        "one",
+        "one\n",
+        "one\r\ntwo\r\n",
+        "a\n\nb\r\nc\r",
+        "x\n\n\n",
+    ] {
+        let expected: Vec<&str> = text.lines().collect();
+        for (first, last) in [(1, usize::MAX), (2, 3), (3, 3), (5, 9)] {
+            let found = scan_lines(Trickle(text.as_bytes()), first, last)
+                .unwrap()
+                .unwrap();
+            assert_eq!(found.total, expected.len(), "{text:?}");
+            let wanted: Vec<&[u8]> = expected
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| (first..=last).contains(&(i + 1)))
+                .map(|(_, l)| l.as_bytes())
+                .collect();
+            assert_eq!(found.lines, wanted, "{text:?} lines {first}-{last}");
+        }
+    }
 }
