@@ -903,6 +903,17 @@ const INVALID: &[(Written, &str, &str)] = {
             "[browser.proxy] username",
             "http:// proxies only, not socks5://",
         ),
+        // Agents' names, which plan steps write as [NAME] tags, case aside.
+        (
+            Config("[agents.\"data analysis\"]"),
+            "[agents.data analysis]",
+            "cannot name an agent: plan steps name their agent as [NAME]",
+        ),
+        (
+            Config("[agents.Manus]"),
+            "[agents.Manus]",
+            "[agents.manus] is the same agent (names are not case-sensitive)",
+        ),
         // The MCP servers file.
         (
             Servers("{\"mcpServers\": {\"s\": {\"command\": \"x\", \"timeout_secs\": 0}}}"),
