@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use manus_actors::agent::profile;
+use manus_actors::plan::split_tag;
 use toml::Spanned;
 
 use super::AgentTemplate;
@@ -42,6 +43,37 @@ pub(super) fn pool(
         return Err(Problem::whole(
             "the agent pool is empty: add at least one [agents.NAME] table".into(),
         ));
+    }
+    for (name, spanned) in agents {
+        // Plan steps name their agent as a tag (`[DATA_ANALYSIS] chart it`), case aside.
+        let lower = name.to_ascii_lowercase();
+        let at = lines
+            .of(spanned)
+            .or_else(|| lines.header(&format!("[agents.{name}]")));
+        let key = format!("[agents.{name}]");
+        if split_tag(&format!("[{name}] step")).0.as_deref() != Some(lower.as_str()) {
+            return Err(Problem::at(
+                at,
+                &key,
+                format!(
+                    "{key}: `{name}` cannot name an agent: plan steps name their agent as [NAME], \
+                     so use a letter, then letters, digits, _ or -"
+                ),
+            ));
+        }
+        if let Some(other) = agents
+            .keys()
+            .find(|o| *o != name && o.to_ascii_lowercase() == lower)
+        {
+            return Err(Problem::at(
+                at,
+                &key,
+                format!(
+                    "{key}: [agents.{other}] is the same agent (names are not case-sensitive); \
+                     keep one of them"
+                ),
+            ));
+        }
     }
     agents
         .iter()

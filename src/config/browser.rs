@@ -6,7 +6,7 @@ use manus_actors::browser::{BrowserSettings, ProxySettings, WebDriverSource};
 
 use super::error::{Lines, Problem};
 use super::file::{BrowserToml, ViewportToml};
-use super::values::{Bounds, Table, web_url};
+use super::values::{Bounds, Table, not_web_url, web_url};
 
 /// The browser's settings, with the password written in the file, and the variable whose
 /// value (when set) wins over it.
@@ -36,15 +36,13 @@ pub(super) fn build(
         _ if b.webdriver_urls.is_some() => {
             let urls = b.webdriver_urls.as_ref().expect("matched");
             let list = urls.get_ref();
-            let bad = list
-                .iter()
-                .find(|u| !(u.starts_with("http://") || u.starts_with("https://")));
+            let bad = list.iter().find_map(|u| not_web_url(u).map(|why| (u, why)));
             if list.is_empty() || bad.is_some() {
                 return Err(Problem::at(
                     lines.of(urls),
                     "[browser] webdriver_urls",
                     match bad {
-                        Some(u) => format!("[browser] webdriver_urls: \"{u}\" must start with http:// or https://"),
+                        Some((u, why)) => format!("[browser] webdriver_urls: \"{u}\" {why}"),
                         None => "[browser] webdriver_urls is empty: name at least one WebDriver endpoint".into(),
                     },
                 ));
@@ -96,9 +94,30 @@ pub(super) fn build(
         Some(p) => {
             let t = p.get_ref();
             let table = Table::new("[browser.proxy]", lines);
+            let server = table.filled(&t.server, "server", "the proxy's address")?;
+            if let Some(why) = not_a_proxy(&server) {
+                return Err(Problem::at(
+                    lines.of(&t.server),
+                    "[browser.proxy] server",
+                    format!("[browser.proxy] server = \"{server}\" {why}"),
+                ));
+            }
+            let username = table.text(&t.username, "username", "a user name")?;
+            if let (Some(user), Some((scheme, _))) = (&t.username, server.split_once("://"))
+                && scheme != "http"
+            {
+                return Err(Problem::at(
+                    lines.of(user),
+                    "[browser.proxy] username",
+                    format!(
+                        "[browser.proxy] username: a user name and password work with http:// \
+                         proxies only, not {scheme}://"
+                    ),
+                ));
+            }
             let proxy = ProxySettings {
-                server: table.filled(&t.server, "server", "the proxy's address")?,
-                username: table.text(&t.username, "username", "a user name")?,
+                server,
+                username,
                 password: table.text(&t.password, "password", "the password")?,
             };
             let password_env = table.text(&t.password_env, "password_env", "a variable's name")?;
@@ -124,3 +143,19 @@ pub(super) fn build(
 
 /// Characters of page text `extract_content` gives the model.
 const CONTENT: Bounds<i64> = Bounds::new(1, 10_000_000, " characters");
+
+/// Why `server` is not a proxy Chromium can use (`HOST:PORT`, or with a scheme of http,
+/// https, socks4 or socks5), if it is not.
+fn not_a_proxy(server: &str) -> Option<&'static str> {
+    let (scheme, rest) = server.split_once("://").unwrap_or(("http", server));
+    if !["http", "https", "socks4", "socks5"].contains(&scheme) {
+        return Some(
+            "has a scheme Chromium's proxies do not take: use http, https, socks4 or socks5",
+        );
+    }
+    let host_port = rest.strip_suffix('/').unwrap_or(rest);
+    match host_port.parse::<axum::http::uri::Authority>() {
+        Ok(a) if !a.host().is_empty() && !host_port.contains('@') => None,
+        _ => Some("is not a proxy's address: write HOST:PORT or SCHEME://HOST:PORT"),
+    }
+}

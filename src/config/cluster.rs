@@ -16,18 +16,12 @@ const LEASE: Bounds<i64> = Bounds::new(3, 300, " (seconds)");
 const FLOWS: Bounds<i64> = Bounds::new(1, 100_000, " (flows at once)");
 
 /// The cluster settings, `None` unless `[cluster] enabled = true`; the line of `enabled`,
-/// for the store check `resolve` makes.
+/// for the store check `resolve` makes. Every key is checked either way.
 pub(super) fn build(
     c: &ClusterToml,
     planner_replicas: u32,
     lines: Lines,
 ) -> Result<Option<(ClusterSettings, Option<usize>)>, Problem> {
-    let Some(enabled) = &c.enabled else {
-        return Ok(None);
-    };
-    if !*enabled.get_ref() {
-        return Ok(None);
-    }
     let table = Table::new("[cluster]", lines);
     let defaults = ClusterSettings::default();
     let settings = ClusterSettings {
@@ -43,5 +37,8 @@ pub(super) fn build(
             }),
         drain: table.seconds(&c.drain_secs, "drain_secs", defaults.drain)?,
     };
-    Ok(Some((settings, lines.of(enabled))))
+    Ok(c.enabled
+        .as_ref()
+        .filter(|e| *e.get_ref())
+        .map(|e| (settings, lines.of(e))))
 }

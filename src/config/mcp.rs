@@ -57,9 +57,7 @@ pub(super) fn http(m: &McpToml, lines: Lines) -> Result<HttpSettings, Problem> {
     let defaults = HttpSettings::default();
     let table = Table::new("[mcp]", lines);
     let allowed_origins = m.allowed_origins.as_ref().map_or(Ok(vec![]), |list| {
-        let bad = list.get_ref().iter().find(|o| {
-            !(o.starts_with("http://") || o.starts_with("https://") || o.as_str() == "null")
-        });
+        let bad = list.get_ref().iter().find(|o| !origin(o));
         match bad {
             None => Ok(list.get_ref().clone()),
             Some(o) => Err(Problem::at(
@@ -67,7 +65,7 @@ pub(super) fn http(m: &McpToml, lines: Lines) -> Result<HttpSettings, Problem> {
                 "[mcp] allowed_origins",
                 format!(
                     "[mcp] allowed_origins: \"{o}\" is not an origin: write scheme://host[:port] \
-                     (http or https; :* for any port), or \"null\""
+                     (http or https; :* for any port; no path, not even /), or \"null\""
                 ),
             )),
         }
@@ -83,4 +81,20 @@ pub(super) fn http(m: &McpToml, lines: Lines) -> Result<HttpSettings, Problem> {
         )?,
         allowed_origins,
     })
+}
+
+/// An origin as a browser sends it: `http(s)://host[:port]` (`:*` for any port) and nothing
+/// after it, or `null`.
+fn origin(o: &str) -> bool {
+    if o == "null" {
+        return true;
+    }
+    let Some(("http" | "https", rest)) = o.split_once("://") else {
+        return false;
+    };
+    let authority = rest.strip_suffix(":*").unwrap_or(rest);
+    !rest.contains(['/', '?', '#', '@'])
+        && authority
+            .parse::<axum::http::uri::Authority>()
+            .is_ok_and(|a| !a.host().is_empty())
 }

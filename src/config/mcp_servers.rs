@@ -11,6 +11,7 @@ use manus_actors::mcp::{McpServerSpec, McpTransport};
 use serde::Deserialize;
 
 use super::ConfigError;
+use super::values::{WEEK, not_web_url};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -80,6 +81,11 @@ pub fn parse(
                 ));
             }
             (Some(command), None) => {
+                if command.trim().is_empty() {
+                    return Err(fail(
+                        "`command` is blank: give the program that starts the server".into(),
+                    ));
+                }
                 if s.kind.as_deref().is_some_and(|k| k != "stdio") {
                     return Err(fail(format!(
                         "`type` = \"{}\" does not go with `command`; use \"stdio\" or leave it out",
@@ -93,10 +99,8 @@ pub fn parse(
                 }
             }
             (None, Some(url)) => {
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(fail(format!(
-                        "`url` = \"{url}\" must start with http:// or https://"
-                    )));
+                if let Some(why) = not_web_url(url) {
+                    return Err(fail(format!("`url` = \"{url}\" {why}")));
                 }
                 let (url, headers) = (url.clone(), s.headers.clone());
                 match s.kind.as_deref() {
@@ -112,6 +116,13 @@ pub fn parse(
                 }
             }
         };
+        if let Some(secs) = s.timeout_secs
+            && !(1..=WEEK as u64).contains(&secs)
+        {
+            return Err(fail(format!(
+                "`timeout_secs` = {secs} is out of range: use 1 to {WEEK} seconds (a week)"
+            )));
+        }
         servers.push(McpServerSpec {
             id,
             transport,

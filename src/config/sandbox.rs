@@ -50,6 +50,18 @@ pub(super) fn build(
         None => 512 * 1024 * 1024,
     };
     let docker_host = table.text(&sb.docker_host, "docker_host", "the engine's socket")?;
+    if let (Some(url), Some(v)) = (&docker_host, &sb.docker_host)
+        && !unix_socket(url)
+    {
+        return Err(Problem::at(
+            lines.of(v),
+            "[sandbox] docker_host",
+            format!(
+                "[sandbox] docker_host = \"{url}\" is not a socket: use unix:///path/docker.sock \
+                 (an engine over TCP goes in hosts, with its TLS files)"
+            ),
+        ));
+    }
     let work_dir = table
         .text(&sb.work_dir, "work_dir", "an absolute path")?
         .unwrap_or_else(|| "/workspace".into());
@@ -119,7 +131,7 @@ fn hosts(
     list.get_ref()
         .iter()
         .map(|h| match h {
-            HostToml::Socket(url) if url.starts_with("unix://") => Ok(DockerHost {
+            HostToml::Socket(url) if unix_socket(url) => Ok(DockerHost {
                 url: url.clone(),
                 tls: None,
             }),
@@ -127,20 +139,48 @@ fn hosts(
                 "\"{url}\": a socket is unix:///path/docker.sock; an engine over TCP is \
                  {{ url = \"tcp://host:2376\", ca = \"ca.pem\", cert = \"cert.pem\", key = \"key.pem\" }}"
             ))),
-            HostToml::Tls(t) if t.url.starts_with("tcp://") || t.url.starts_with("https://") => Ok(DockerHost {
-                url: t.url.clone(),
-                tls: Some(TlsFiles {
-                    ca: t.ca.clone().into(),
-                    cert: t.cert.clone().into(),
-                    key: t.key.clone().into(),
-                }),
-            }),
-            HostToml::Tls(t) => Err(problem(format!(
+            HostToml::Tls(t) if !tcp_engine(&t.url) => Err(problem(format!(
                 "\"{}\": an engine with TLS files is reached over tcp://host:port",
                 t.url
             ))),
+            HostToml::Tls(t) => {
+                let files = [("ca", &t.ca), ("cert", &t.cert), ("key", &t.key)];
+                if let Some((name, _)) = files.iter().find(|(_, f)| f.trim().is_empty()) {
+                    return Err(problem(format!(
+                        "\"{}\": {name} is blank: give the path of its PEM file",
+                        t.url
+                    )));
+                }
+                Ok(DockerHost {
+                    url: t.url.clone(),
+                    tls: Some(TlsFiles {
+                        ca: t.ca.clone().into(),
+                        cert: t.cert.clone().into(),
+                        key: t.key.clone().into(),
+                    }),
+                })
+            }
         })
         .collect()
+}
+
+/// `unix:///absolute/path`.
+fn unix_socket(url: &str) -> bool {
+    url.strip_prefix("unix://")
+        .is_some_and(|path| path.len() > 1 && path.starts_with('/'))
+}
+
+/// `tcp://host:port` (or `https://`), with a host.
+fn tcp_engine(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("tcp://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    rest.trim_end_matches('/')
+        .parse::<axum::http::uri::Authority>()
+        .is_ok_and(|a| !a.host().is_empty() && !rest.contains('@'))
 }
 
 /// `512m`, `2g`, `1048576` → bytes.

@@ -524,6 +524,10 @@ const KEYS: &[(&str, &str, Accepts)] = {
         ("telemetry", "content_max_chars", Int(1, 1_000_000)),
         ("telemetry", "service_name", Text),
         ("telemetry", "otlp_endpoint", Url),
+        ("cluster", "node_id", Text),
+        ("cluster", "lease_secs", Int(3, 300)),
+        ("cluster", "max_flows", Int(1, 100_000)),
+        ("cluster", "drain_secs", WEEK),
     ]
 };
 
@@ -744,4 +748,227 @@ fn sandbox_hosts_are_sockets_or_tls_engines() {
         .unwrap_err();
         assert!(e.message.contains(says) && e.line.is_some(), "{extra}: {e}");
     }
+}
+
+/// Where an invalid value of issue 37 is written: config.toml, or the MCP servers file.
+enum Written {
+    Config(&'static str),
+    Servers(&'static str),
+}
+
+/// Invalid values the config once took (issue 37, item 16), each with the key the error
+/// must name and what it must say: the line is the value's own line.
+const INVALID: &[(Written, &str, &str)] = {
+    use Written::*;
+    &[
+        // [cluster] is checked whether or not it is enabled.
+        (
+            Config("[cluster]\nnode_id = \"\""),
+            "[cluster] node_id",
+            "is blank: give the node's name",
+        ),
+        (
+            Config("[cluster]\nlease_secs = 0"),
+            "[cluster] lease_secs",
+            "= 0 is out of range: use 3 to 300",
+        ),
+        (
+            Config("[cluster]\nenabled = false\nmax_flows = 0"),
+            "[cluster] max_flows",
+            "= 0 is out of range: use 1 to 100000",
+        ),
+        (
+            Config("[cluster]\ndrain_secs = 9223372036854775807"),
+            "[cluster] drain_secs",
+            "is out of range: use 1 to 604800",
+        ),
+        // Approval rules that would never apply, or apply to everything.
+        (
+            Config("[approvals.tools]\nbash = { matches = \"rm\", argument = \"\" }"),
+            "[approvals.tools] bash",
+            "`argument` is blank",
+        ),
+        (
+            Config("[approvals.tools]\nbash = { matches = \"rm\", argument = \"cmd\" }"),
+            "[approvals.tools] bash",
+            "`argument` = \"cmd\" is not an argument of this tool, so the rule would never apply; its arguments: command",
+        ),
+        (
+            Config(
+                "[agents.manus.approvals]\npython_execute = { matches = \"os\", argument = \"command\" }",
+            ),
+            "[agents.manus.approvals] python_execute",
+            "its arguments: code",
+        ),
+        (
+            Config("[approvals.tools]\nbash = { matches = \" \" }"),
+            "[approvals.tools] bash",
+            "`matches` is blank",
+        ),
+        (
+            Config("[approvals.tools]\nstr_replace_editor = { outside = \"\" }"),
+            "[approvals.tools] str_replace_editor",
+            "`outside` is blank",
+        ),
+        (
+            Config("[approvals.tools]\nbrowser_use = { domains = [\"https://docs.rs/\"] }"),
+            "[approvals.tools] browser_use",
+            "no scheme, port or path",
+        ),
+        (
+            Config("[approvals.tools]\nbsh = \"always\""),
+            "[approvals.tools] bsh",
+            "no tool is called `bsh`",
+        ),
+        // The sandbox's engines.
+        (
+            Config("[sandbox]\nhosts = [\"unix://\"]"),
+            "[sandbox] hosts",
+            "\"unix://\": a socket is unix:///path/docker.sock",
+        ),
+        (
+            Config("[sandbox]\nhosts = [\"unix://run/docker.sock\"]"),
+            "[sandbox] hosts",
+            "a socket is unix:///path/docker.sock",
+        ),
+        (
+            Config(
+                "[sandbox]\nhosts = [{ url = \"tcp://h:2376\", ca = \"\", cert = \"c.pem\", key = \"k.pem\" }]",
+            ),
+            "[sandbox] hosts",
+            "ca is blank: give the path of its PEM file",
+        ),
+        (
+            Config(
+                "[sandbox]\nhosts = [{ url = \"tcp://h:2376\", ca = \"a.pem\", cert = \"c.pem\", key = \" \" }]",
+            ),
+            "[sandbox] hosts",
+            "key is blank",
+        ),
+        (
+            Config(
+                "[sandbox]\nhosts = [{ url = \"tcp://:2376\", ca = \"a.pem\", cert = \"c.pem\", key = \"k.pem\" }]",
+            ),
+            "[sandbox] hosts",
+            "reached over tcp://host:port",
+        ),
+        (
+            Config("[sandbox]\ndocker_host = \"ftp://x\""),
+            "[sandbox] docker_host",
+            "\"ftp://x\" is not a socket: use unix:///path/docker.sock",
+        ),
+        (
+            Config("[sandbox]\ndocker_host = \"unix://\""),
+            "[sandbox] docker_host",
+            "is not a socket",
+        ),
+        // Origins and URLs.
+        (
+            Config("[mcp]\nallowed_origins = [\"https://app.example.com/console\"]"),
+            "[mcp] allowed_origins",
+            "is not an origin: write scheme://host[:port]",
+        ),
+        (
+            Config("[mcp]\nallowed_origins = [\"http://\"]"),
+            "[mcp] allowed_origins",
+            "is not an origin",
+        ),
+        (
+            Config("[llm.x]\nbase_url = \"http://\""),
+            "[llm.x] base_url",
+            "\"http://\" is not a URL with a host",
+        ),
+        (
+            Config("[telemetry]\notlp_endpoint = \"https:///v1/traces\""),
+            "[telemetry] otlp_endpoint",
+            "is not a URL with a host",
+        ),
+        (
+            Config("[browser]\nwebdriver_urls = [\"http://127.0.0.1:4444\", \"http://\"]"),
+            "[browser] webdriver_urls",
+            "\"http://\" is not a URL with a host",
+        ),
+        (
+            Config("[browser.proxy]\nserver = \"ftp://p:21\""),
+            "[browser.proxy] server",
+            "use http, https, socks4 or socks5",
+        ),
+        (
+            Config("[browser.proxy]\nserver = \"http://\""),
+            "[browser.proxy] server",
+            "write HOST:PORT or SCHEME://HOST:PORT",
+        ),
+        (
+            Config("[browser.proxy]\nserver = \"socks5://p:1080\"\nusername = \"u\""),
+            "[browser.proxy] username",
+            "http:// proxies only, not socks5://",
+        ),
+        // Agents' names, which plan steps write as [NAME] tags, case aside.
+        (
+            Config("[agents.\"data analysis\"]"),
+            "[agents.data analysis]",
+            "cannot name an agent: plan steps name their agent as [NAME]",
+        ),
+        (
+            Config("[agents.Manus]"),
+            "[agents.Manus]",
+            "[agents.manus] is the same agent (names are not case-sensitive)",
+        ),
+        // The MCP servers file.
+        (
+            Servers("{\"mcpServers\": {\"s\": {\"command\": \"x\", \"timeout_secs\": 0}}}"),
+            "mcpServers.s",
+            "`timeout_secs` = 0 is out of range: use 1 to 604800",
+        ),
+        (
+            Servers(
+                "{\"mcpServers\": {\"s\": {\"command\": \"x\", \"timeout_secs\": 18446744073709551615}}}",
+            ),
+            "mcpServers.s",
+            "is out of range: use 1 to 604800",
+        ),
+        (
+            Servers("{\"mcpServers\": {\"s\": {\"command\": \" \"}}}"),
+            "mcpServers.s",
+            "`command` is blank",
+        ),
+        (
+            Servers("{\"mcpServers\": {\"s\": {\"url\": \"http://\"}}}"),
+            "mcpServers.s",
+            "is not a URL with a host",
+        ),
+    ]
+};
+
+/// Each invalid value of `INVALID` is refused by loading the config (what `config check`
+/// does), and the error names the file, the value's line, the key and what it accepts.
+#[test]
+fn the_invalid_values_of_issue_37_are_refused_naming_file_line_key_and_range() {
+    let dir = std::env::temp_dir().join(format!("manus-config-37-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (written, key, says) in INVALID {
+        let (text, file, last) = match written {
+            Written::Config(extra) => {
+                let text = format!("{MINIMAL}\n{extra}\n");
+                let last = text.lines().count();
+                (text, dir.join("config.toml"), last)
+            }
+            Written::Servers(json) => {
+                std::fs::write(dir.join("mcp.json"), json).unwrap();
+                (MINIMAL.to_string(), dir.join("mcp.json"), 1)
+            }
+        };
+        std::fs::write(dir.join("config.toml"), &text).unwrap();
+        let e = Config::load(&dir.join("config.toml")).expect_err(&text);
+        let _ = std::fs::remove_file(dir.join("mcp.json"));
+        let shown = e.to_string();
+        assert_eq!(e.source, file.display().to_string(), "{shown}");
+        assert_eq!(e.line, Some(last), "{shown}\n{text}");
+        assert_eq!(e.key.as_deref(), Some(*key), "{shown}");
+        assert!(
+            shown.contains(key) && shown.contains(says),
+            "expected `{says}` in {shown}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

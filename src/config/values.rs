@@ -1,5 +1,5 @@
 //! Value checks the sections share: the range a number key accepts (`Bounds`, `SECONDS` for
-//! every timeout), text that must not be blank, a web URL, a list of tool names. `Table`
+//! every timeout), text that must not be blank, a web URL with a host, a list of tool names. `Table`
 //! names a table's keys; every problem names the key, its line and what the key accepts.
 
 use std::fmt::Display;
@@ -27,7 +27,7 @@ impl<T> Bounds<T> {
 
 /// A week, in seconds: the longest any timeout may be. Far longer ones overflow the clock
 /// when added to the present moment.
-const WEEK: i64 = 7 * 24 * 3600;
+pub(super) const WEEK: i64 = 7 * 24 * 3600;
 
 /// Every `…_timeout_secs` key: a second to a week.
 const SECONDS: Bounds<i64> = Bounds::new(1, WEEK, " seconds (a week)");
@@ -147,18 +147,30 @@ impl<'t> Table<'t> {
     }
 }
 
-/// `http://` or `https://` (without a trailing slash), or a problem naming the key and its
-/// line.
+/// An `http://` or `https://` URL with a host (without a trailing slash), or a problem
+/// naming the key and its line.
 pub(super) fn web_url(v: &Spanned<String>, key: &str, lines: Lines) -> Result<String, Problem> {
     let u = v.get_ref();
-    if u.starts_with("http://") || u.starts_with("https://") {
-        Ok(u.trim_end_matches('/').to_string())
-    } else {
-        Err(Problem::at(
+    match not_web_url(u) {
+        None => Ok(u.trim_end_matches('/').to_string()),
+        Some(why) => Err(Problem::at(
             lines.of(v),
             key,
-            format!("{key} = \"{u}\" must start with http:// or https://"),
-        ))
+            format!("{key} = \"{u}\" {why}"),
+        )),
+    }
+}
+
+/// Why `u` is not an `http(s)://` URL with a host, if it is not.
+pub(super) fn not_web_url(u: &str) -> Option<&'static str> {
+    if !(u.starts_with("http://") || u.starts_with("https://")) {
+        return Some("must start with http:// or https://");
+    }
+    // WHATWG parsing reads `https:///path` as the host `path`: a host is what follows `//`.
+    let after = u.split_once("://").map_or("", |(_, rest)| rest);
+    match reqwest::Url::parse(u) {
+        Ok(url) if !after.starts_with('/') && url.host_str().is_some_and(|h| !h.is_empty()) => None,
+        _ => Some("is not a URL with a host: write http(s)://HOST[:PORT][/PATH]"),
     }
 }
 

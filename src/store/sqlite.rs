@@ -1,5 +1,9 @@
 //! The SQLite backend (rusqlite, SQLite compiled in): a file next to the workspace by
-//! default, in WAL mode so that `manus-rt runs` can read while a flow writes.
+//! default, in WAL mode so that `manus-rt runs` can read while a flow writes. WAL's index
+//! (`-shm`) is a file every process maps, which is what lets other processes read; truncated
+//! under a live process it ends that process with SIGBUS. Keeping the index in heap memory
+//! (`locking_mode = EXCLUSIVE`, the `unix-excl` VFS) would lock every other process out
+//! of the file, so it stays shared, and README.md says not to touch the file (issue 37).
 
 use std::path::Path;
 
