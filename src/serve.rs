@@ -54,6 +54,9 @@ pub struct App {
     /// Where the flows' files are on this host (`Runtime::workspace`), for GET
     /// /v1/flows/{id}/files; kept here so reading one needs no lock on the runtime.
     workspace: Option<std::path::PathBuf>,
+    /// One permit per connection an answer that takes long (an event stream, a blocking
+    /// A2A wait) may hold (`conns::long_held`).
+    long_held: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Default)]
@@ -147,6 +150,9 @@ impl App {
             workspace: runtime.workspace().map(|w| w.to_path_buf()),
             runtime: Arc::new(tokio::sync::RwLock::new(Some(runtime))),
             held: Arc::new(Held::new(settings.keep_finished)),
+            long_held: Arc::new(tokio::sync::Semaphore::new(conns::long_held(
+                settings.max_connections,
+            ))),
             settings,
             metrics: Arc::new(Metrics::default()),
         })
@@ -183,6 +189,27 @@ impl App {
         if let Some(node) = &self.node {
             node.drain(&self.runtime, grace).await;
         }
+    }
+
+    /// A connection's place for an answer that takes long (an event stream, a blocking
+    /// wait), held until dropped; `None` when every place is taken.
+    fn hold_long(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.long_held.clone().try_acquire_owned().ok()
+    }
+
+    /// The 503 for a stream that finds every place for long answers taken.
+    fn no_room_to_stream(&self) -> ApiError {
+        let max = self.settings.max_connections;
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "every place for an event stream or a blocking wait is taken ({} of the \
+                 [server] max_connections = {max} connections; the rest are kept for short \
+                 requests such as /healthz and cancels): try again later, or raise \
+                 max_connections",
+                conns::long_held(max)
+            ),
+        )
     }
 
     /// Shut the runtime down; flows still running stop where they are, and later requests
@@ -584,7 +611,9 @@ async fn events(
             ));
         }
     };
-    let numbered: Numbered = app.flow(&id).await?.follow(after);
+    let flow = app.flow(&id).await?;
+    let place = app.hold_long().ok_or_else(|| app.no_room_to_stream())?;
+    let numbered: Numbered = flow.follow(after);
     let stream: EventStream = if ag_ui {
         let mut run = agui::AgUi::default();
         Box::pin(numbered.flat_map(move |(_, e)| {
@@ -605,6 +634,10 @@ async fn events(
                 .data(data.to_string()))
         }))
     };
+    // The place is given back when the stream ends or its client leaves.
+    let stream: EventStream = Box::pin(stream.inspect(move |_| {
+        let _place = &place;
+    }));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 

@@ -25,6 +25,9 @@ pub struct ServerSettings {
     /// Connections open at once (`[server] max_connections`); past it the oldest idle one
     /// is closed to make room.
     pub max_connections: usize,
+    /// How long a blocking A2A `SendMessage` waits for its task to end or to need input
+    /// (`[server] blocking_wait_secs`); past it the task is answered as it stands.
+    pub blocking_wait: Duration,
 }
 
 impl Default for ServerSettings {
@@ -36,6 +39,7 @@ impl Default for ServerSettings {
             keep_finished: 10_000,
             allowed_hosts: vec![],
             max_connections: 512,
+            blocking_wait: Duration::from_secs(60),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `config check`: load and validate the config (done before any command runs), then print
 //! what it sets up: the model profiles, the agent pool, telemetry, the sandbox, the browser,
-//! the MCP servers, budgets, the run store and the workspace.
+//! the MCP servers, budgets, the run store, the service's connections and the workspace.
 
 use std::process::ExitCode;
 
@@ -161,6 +161,13 @@ fn describe(c: &Config) -> String {
         )),
         None => s.push_str("Run store: off ([store] enabled = false): runs cannot be resumed\n"),
     }
+    s.push_str(&format!(
+        "Service: at most {} connections open, {} of them for event streams and blocking \
+         waits; a blocking A2A SendMessage answers after {}s at most\n",
+        manus_rt::serve::conns::cap(c.server.max_connections),
+        manus_rt::serve::conns::long_held(c.server.max_connections),
+        c.server.blocking_wait.as_secs()
+    ));
     s.push_str(&format!(
         "\nWorkspace: {}\nFlow: step timeout {}s, flow timeout {}s, {} retr(ies) per step, on failure: {:?}\n\n{CODE_ON_HOST}\n",
         c.workspace.display(),

@@ -76,6 +76,7 @@ pub(super) struct ServerToml {
     pub(super) keep_finished_flows: Option<Spanned<i64>>,
     pub(super) allowed_hosts: Option<Spanned<Vec<String>>>,
     pub(super) max_connections: Option<Spanned<i64>>,
+    pub(super) blocking_wait_secs: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -1,6 +1,6 @@
 //! `[store]` and `[server]`: where runs are recorded and how long ended ones are kept, and
-//! the HTTP service's tokens, hosts, connections, body limit, resumption and memory,
-//! checked. `resolve` adds the tokens of `MANUS_API_TOKENS`.
+//! the HTTP service's tokens, hosts, connections, body limit, resumption, memory and how
+//! long a blocking A2A request waits, checked. `resolve` adds the tokens of `MANUS_API_TOKENS`.
 
 use std::path::PathBuf;
 
@@ -91,6 +91,11 @@ pub(super) fn server(s: &ServerToml, lines: Lines) -> Result<ServerSettings, Pro
         max_connections: table
             .number(&s.max_connections, "max_connections", CONNECTIONS)?
             .map_or(defaults.max_connections, |n| n as usize),
+        blocking_wait: table.seconds(
+            &s.blocking_wait_secs,
+            "blocking_wait_secs",
+            defaults.blocking_wait,
+        )?,
         api_tokens,
         max_body_bytes: table
             .number(&s.max_body_kb, "max_body_kb", BODY_KB)?

@@ -108,6 +108,9 @@ fn store_and_server_settings() {
     }
     let c = load(&format!("{MINIMAL}\n[server]\nkeep_finished_flows = 3\n")).unwrap();
     assert_eq!(c.server.keep_finished, 3);
+    assert_eq!(c.server.blocking_wait, std::time::Duration::from_secs(60));
+    let c = load(&format!("{MINIMAL}\n[server]\nblocking_wait_secs = 5\n")).unwrap();
+    assert_eq!(c.server.blocking_wait, std::time::Duration::from_secs(5));
     let c = load(&format!(
         "{MINIMAL}\n[server]\nallowed_hosts = [\"Manus.internal\", \"[fd00::5]\"]\nmax_connections = 64\n"
     ))
@@ -518,6 +521,7 @@ const KEYS: &[(&str, &str, Accepts)] = {
         ("server", "max_body_kb", Int(1, 1 << 20)),
         ("server", "keep_finished_flows", Int(1, 10_000_000)),
         ("server", "max_connections", Int(1, 1_000_000)),
+        ("server", "blocking_wait_secs", WEEK),
         ("server", "api_tokens", List),
         ("server", "allowed_hosts", Named("without a port")),
         ("telemetry", "sample_ratio", Float(0.0, 1.0)),

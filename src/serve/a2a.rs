@@ -9,6 +9,10 @@
 //! a flow that runs is `WORKING`, one that waits for a person `INPUT_REQUIRED` (the status
 //! message says what it asks), and its end `COMPLETED` (the summary as the `result`
 //! artifact), `CANCELED` or `FAILED`. A stream closes when the task ends or waits for input.
+//! A `SendMessage` without `returnImmediately` waits for that too, but at most `[server]
+//! blocking_wait_secs`: then it answers with the task as it stands, as A2A allows (the
+//! caller polls `GetTask`). Streams and blocking waits hold their connection, so each
+//! takes one of the service's places for long answers (`App::hold_long`).
 //! The route sits behind the service's bearer tokens; the card says so.
 
 use std::sync::Arc;
@@ -111,15 +115,26 @@ pub async fn rpc(
     let answered = match method {
         "SendMessage" | "SendStreamingMessage" => {
             let streaming = method == "SendStreamingMessage";
+            let quick = !streaming
+                && params["configuration"]["returnImmediately"]
+                    .as_bool()
+                    .unwrap_or(false);
+            // A stream or a blocking wait holds its connection: it needs a place for that
+            // (a stream is refused without one; a blocking send answers at once).
+            let place = if quick { None } else { app.hold_long() };
+            if streaming && place.is_none() {
+                return app.no_room_to_stream().into_response();
+            }
             match accept(&app, params, &headers).await {
-                Ok(task) if streaming => return stream(task, id).into_response(),
+                Ok(task) if streaming => return stream(task, id, place).into_response(),
                 Ok(mut task) => {
-                    let quick = params["configuration"]["returnImmediately"]
-                        .as_bool()
-                        .unwrap_or(false);
-                    if !quick {
+                    if place.is_some() {
+                        // Until the task ends or needs input, or `blocking_wait` has
+                        // passed: then it is answered as it stands.
                         let mut events = follow(&task);
-                        task.advance(&mut events, |v| ended(v) || waits(v)).await;
+                        let until = |v: &FlowView| ended(v) || waits(v);
+                        let waited = task.advance(&mut events, until);
+                        let _ = tokio::time::timeout(app.settings.blocking_wait, waited).await;
                     }
                     Ok(json!({"task": task.json()}))
                 }
@@ -408,8 +423,13 @@ fn agent_message(task: &str, text: &str) -> Value {
 }
 
 /// `SendStreamingMessage`: the task, then a status update with each finished thought of an
-/// agent while it works, until it ends (its artifacts and last status) or waits for input.
-fn stream(task: Task, id: Value) -> impl IntoResponse + use<> {
+/// agent while it works, until it ends (its artifacts and last status) or waits for input;
+/// `place` (its connection's, see `App::hold_long`) is held until the stream ends.
+fn stream(
+    task: Task,
+    id: Value,
+    place: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> impl IntoResponse + use<> {
     let frame =
         |id: &Value, result: Value| -> Result<Event, std::convert::Infallible> {
             Ok(Event::default()
@@ -450,8 +470,11 @@ fn stream(task: Task, id: Value) -> impl IntoResponse + use<> {
             Some((out, (task, events, id, false)))
         },
     );
-    let all =
-        futures_util::stream::iter([first]).chain(updates.flat_map(futures_util::stream::iter));
+    let all = futures_util::stream::iter([first])
+        .chain(updates.flat_map(futures_util::stream::iter))
+        .inspect(move |_| {
+            let _place = &place;
+        });
     (
         StatusCode::OK,
         [(header::CACHE_CONTROL, "no-cache")],

@@ -4,8 +4,9 @@
 //! runtime's: the store, model connections, tools): when that many are, the oldest idle one (waiting for a request's head, whether a
 //! half-sent request or a kept-alive connection between requests) is closed to make room,
 //! so half-sent requests cannot lock out a client that sends whole ones. A connection whose
-//! response is still being sent (an event stream) is never closed for room. Knows nothing
-//! of the routes.
+//! response is still being sent (an event stream) is never closed for room, so the router
+//! lets long answers (streams, waits) hold at most `long_held` of them: the rest are left
+//! for short requests (health checks, cancels). Knows nothing of the routes.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -33,7 +34,7 @@ pub async fn serve(
     max_connections: usize,
     shutdown: impl Future<Output = ()>,
 ) {
-    let max_connections = max_connections.min(descriptor_room());
+    let max_connections = cap(max_connections);
     let open = Arc::new(Open::default());
     let (stop, stopping) = watch::channel(false);
     // Each connection holds a sender; when all are dropped, every connection has ended.
@@ -75,6 +76,21 @@ pub async fn serve(
     let _ = stop.send(true);
     drop(alive);
     let _ = ended.recv().await;
+}
+
+/// How many connections `serve` keeps open at most: `max_connections`, and never more than
+/// half the descriptor limit.
+pub fn cap(max_connections: usize) -> usize {
+    max_connections.min(descriptor_room())
+}
+
+/// Of the connections `serve` keeps open for `max_connections`, how many answers that take
+/// long (event streams, blocking waits) may hold at once: all but an eighth (at least one
+/// is kept back, unless there is only one). The loop makes room only by closing a connection
+/// that is not answering, so what is kept back is what health checks and cancels get in by.
+pub fn long_held(max_connections: usize) -> usize {
+    let cap = cap(max_connections);
+    cap.saturating_sub((cap / 8).max(1)).max(1)
 }
 
 /// Half the process's soft descriptor limit (unbounded if it cannot be read).

@@ -1501,4 +1501,162 @@ async fn workspace_files_stream_and_downloads_are_bounded() {
     let r = svc.http.get(svc.url(&path)).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.bytes().await.unwrap() == big, "the streamed bytes differ");
+
+/// An A2A `SendMessage` starting a task with `text`, blocking (no `returnImmediately`).
+fn a2a_blocking_send(text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]},
+    }})
+}
+
+/// Issue 37, item 14: a blocking A2A `SendMessage` waits at most `[server]
+/// blocking_wait_secs` for its task to end or need input; then it answers with the task as
+/// it stands (working), and the task goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_a2a_send_answers_after_blocking_wait_secs() {
+    let server = ScriptedLlm::start().await;
+    // The planner's answer takes ten minutes: the task stays working.
+    server.push_all([plan_reply(&["[MANUS] Wait"]).delay(600_000)]);
+    let dir = Scratch::new("serve-a2a-wait");
+    let config = config(
+        &server,
+        &dir,
+        &[
+            ("server.blocking_wait_secs", "2"),
+            ("llm.timeout_secs", "900"),
+            ("flow.flow_timeout_secs", "900"),
+        ],
+    );
+    let svc = Service::start(&dir, &config).await;
+    let sent = std::time::Instant::now();
+    let answer: Value = svc
+        .http
+        .post(svc.url("/a2a"))
+        .json(&a2a_blocking_send("wait for the model"))
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .expect("the blocking SendMessage was answered within a minute")
+        .json()
+        .await
+        .unwrap();
+    let waited = sent.elapsed();
+    let task = &answer["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING", "{answer}");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "answered after {waited:?}"
+    );
+    let shown: Value = svc
+        .http
+        .post(svc.url("/a2a"))
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        shown["result"]["status"]["state"], "TASK_STATE_WORKING",
+        "{shown}"
+    );
+}
+
+/// Issue 37, item 14: with `max_connections = 8`, blocking A2A sends and event streams take
+/// at most 7 connections (a stream past that is a 503 that says why), so a health check
+/// and a cancel still get in on a fresh connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_and_blocking_waits_leave_room_for_health_and_cancels() {
+    let server = ScriptedLlm::start().await;
+    server.push_all((0..8).map(|_| plan_reply(&["[MANUS] Wait"]).delay(600_000)));
+    let dir = Scratch::new("serve-long-held");
+    let config = config(
+        &server,
+        &dir,
+        &[
+            ("server.max_connections", "8"),
+            ("server.blocking_wait_secs", "600"),
+            ("llm.timeout_secs", "900"),
+            ("flow.flow_timeout_secs", "900"),
+        ],
+    );
+    let svc = Service::start(&dir, &config).await;
+    let target = svc.submit("the flow to cancel").await;
+    // Each request on a connection of its own.
+    let client = || {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap()
+    };
+    let long = client();
+    let mut waits = vec![];
+    for i in 0..4 {
+        let send = long
+            .post(svc.url("/a2a"))
+            .json(&a2a_blocking_send(&format!("blocking send {i}")));
+        waits.push(tokio::spawn(send.send()));
+    }
+    // Each has its place once its flow is started: the service lists five.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, list) = svc.get("/v1/flows").await;
+        if list["flows"].as_array().unwrap().len() == 5 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (mut streams, mut refused) = (vec![], vec![]);
+    for _ in 0..5 {
+        let events = long.get(svc.url(&format!("/v1/flows/{target}/events")));
+        match events.timeout(Duration::from_secs(30)).send().await {
+            Ok(r) if r.status() == 200 => streams.push(r),
+            Ok(r) => refused.push((r.status().as_u16(), r.text().await.unwrap())),
+            Err(e) => refused.push((0, e.to_string())),
+        }
+    }
+    // Every place for long answers is taken; a fresh connection still gets in.
+    let fresh = client();
+    let answered = tokio::time::timeout(Duration::from_secs(30), async {
+        let health = fresh.get(svc.url("/healthz")).send().await;
+        let cancel = fresh
+            .delete(svc.url(&format!("/v1/flows/{target}")))
+            .send()
+            .await;
+        (
+            health
+                .map(|r| r.status().as_u16())
+                .map_err(|e| e.to_string()),
+            cancel
+                .map(|r| r.status().as_u16())
+                .map_err(|e| e.to_string()),
+        )
+    })
+    .await
+    .expect("the health check and the cancel were answered");
+    assert_eq!(answered, (Ok(200), Ok(202)));
+    // Seven of the eight connections took long answers: four waits, three streams.
+    assert_eq!(streams.len(), 3, "{refused:?}");
+    for (status, text) in &refused {
+        assert_eq!(*status, 503, "{text}");
+        assert!(text.contains("max_connections = 8"), "{text}");
+    }
+    // The cancelled flow's streams end.
+    for stream in streams {
+        let text = tokio::time::timeout(Duration::from_secs(30), stream.text())
+            .await
+            .expect("the stream of the cancelled flow ended")
+            .unwrap();
+        assert!(text.contains("flow_finished"), "{text}");
+    }
+    for wait in &waits {
+        assert!(
+            !wait.is_finished(),
+            "a blocking send answered before its wait"
+        );
+    }
 }
