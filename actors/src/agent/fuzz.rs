@@ -25,27 +25,27 @@ fn text(g: &mut Gen, max: usize) -> String {
 fn fuzz_memory_trimming() {
     run("memory_trimming", |g| {
         let max_messages = 3 + g.below(30);
-        let max_tokens = 20 + g.below(1500);
+        let max_tokens = 20 + g.below(800);
         let mut m = Memory::new("gpt-4", max_messages, max_tokens);
         if g.one_in(3) {
             m.compact_at(g.below(max_tokens + 1));
         }
         let long = g.one_in(4);
-        let opening = text(g, if long { 8_000 } else { 400 });
+        let opening = text(g, if long { 3_000 } else { 300 });
         m.pin(Message::system(opening));
         m.pin(Message::user(text(g, 100)));
-        for round in 0..1 + g.below(8) {
+        for round in 0..1 + g.below(6) {
             let calls: Vec<ToolCall> = (0..g.below(7))
                 .map(|i| ToolCall {
                     id: format!("call_{round}_{i}"),
                     kind: "function".into(),
                     function: FunctionCall {
-                        name: "run_command".into(),
-                        arguments: text(g, 60),
+                        name: "some_tool".into(),
+                        arguments: text(g, 40),
                     },
                 })
                 .collect();
-            let mut asked = Message::assistant(text(g, 200));
+            let mut asked = Message::assistant(text(g, 100));
             asked.tool_calls = calls.clone();
             let mut in_round = 1;
             let mut add = |m: &mut Memory, message: Message| {
@@ -59,11 +59,11 @@ fn fuzz_memory_trimming() {
             m.push(asked.clone());
             for call in &calls {
                 let big = g.one_in(4);
-                let size = if big { 6_000 } else { 800 };
+                let size = if big { 2_000 } else { 300 };
                 add(&mut m, Message::tool(call, text(g, size)));
             }
             if !calls.is_empty() && g.one_in(4) {
-                add(&mut m, Message::user("The image(s) returned by bash:"));
+                add(&mut m, Message::user("The image(s) returned by some_tool:"));
             }
             let only_latest = m.len() == 2 + in_round;
             assert!(

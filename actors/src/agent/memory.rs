@@ -269,7 +269,7 @@ impl Memory {
             .collect();
         let others: usize = (0..self.entries.len())
             .filter(|i| !results.contains(i))
-            .map(|i| size(&self.entries[i]))
+            .map(|i| self.entries[i].exact.unwrap_or(self.entries[i].bound))
             .sum();
         let mut room = self.max_tokens.saturating_sub(others);
         let calls = self.entries[from].message.tool_calls.len();
