@@ -157,6 +157,11 @@ impl Folds {
         }
     }
 
+    /// Whether `tap` is run `id`'s current tap here (its writes are folded).
+    pub(crate) fn is_current(&self, id: &str, tap: u64) -> bool {
+        self.runs.get(id).is_some_and(|f| f.tap == tap)
+    }
+
     /// Forget run `id`, whose opening was not written.
     pub(crate) fn forget(&mut self, id: &str) {
         self.runs.remove(id);

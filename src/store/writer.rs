@@ -862,7 +862,9 @@ fn apply(
             continue;
         }
         match &w {
-            Write::Closed(id, _) => closed.push(id.to_string()),
+            // Only the current tap's end lets the run go: a stopped flow's tap may close
+            // after the run was taken up again here.
+            Write::Closed(id, tap) if folds.is_current(id, *tap) => closed.push(id.to_string()),
             Write::Open { row, .. } if committed.is_some() => opened.push(row.id.clone()),
             _ => {}
         }

@@ -393,6 +393,74 @@ async fn an_orphaned_running_run_is_claimed() {
     all_completed(&http, &nodes[1 - holder], &[id], Duration::from_secs(60)).await;
 }
 
+/// Issue 37, item 3 on a cluster: PostgreSQL stopped for 20 s, four times the lease,
+/// while two nodes run six flows. The nodes' own clocks stop their flows once their leases
+/// lapse; what they wrote before waits and lands when the store is back; then every run is
+/// taken up from its last completed step and ends `completed`, by itself, each completed
+/// step run once. Prints how long that took after the store came back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_converges_after_a_twenty_second_store_outage() {
+    use crate::support::cluster::PrivatePostgres;
+    if postgres_database().is_none() {
+        return;
+    }
+    // The PostgreSQL client blocks: off the runtime's own threads.
+    let mut pg = tokio::task::block_in_place(PrivatePostgres::start);
+    let server = ScriptedLlm::start().await;
+    server.set_recording(false);
+    server.set_responder(Some(any_flow(1.0)));
+    let dir = Scratch::new("cluster-outage");
+    let nodes = cluster(&dir, &server, &pg.url, 2, 5).await;
+    let http = reqwest::Client::new();
+    let mut ids = vec![];
+    for i in 0..6 {
+        ids.push(submit(&http, &nodes[i % 2], &format!("outage flow {i}")).await);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::task::block_in_place(|| pg.stop());
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    tokio::task::block_in_place(|| pg.restart());
+    let back = Instant::now();
+    let deadline = back + Duration::from_secs(120);
+    loop {
+        let mut left = vec![];
+        for id in &ids {
+            let read = http
+                .get(format!("{}/v1/flows/{id}", nodes[0].url))
+                .send()
+                .await;
+            let run = match read {
+                Ok(r) => r.json::<Value>().await.unwrap_or_default(),
+                Err(_) => Value::Null,
+            };
+            match run["status"].as_str() {
+                Some("completed") => {}
+                Some("failed" | "cancelled") => panic!("{id} ended otherwise: {run}"),
+                _ => left.push(format!("{id}: {}", run["status"])),
+            }
+        }
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not converged: {left:?}\n{}\n{}",
+            nodes[0].log(),
+            nodes[1].log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!(
+        "every run completed {:?} after the store came back",
+        back.elapsed()
+    );
+    for id in &ids {
+        one_history(id, &events(&http, &nodes[0], id).await);
+    }
+    let logs = nodes[0].log() + &nodes[1].log();
+    assert!(logs.contains("this node's leases lapsed"), "{logs}");
+}
+
 /// The node (by index) that runs flow `id`, once one does.
 async fn running_on(http: &reqwest::Client, nodes: &[Node], id: &str) -> usize {
     let deadline = Instant::now() + Duration::from_secs(30);
