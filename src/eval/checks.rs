@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::{FlowOutcome, FlowStatus};
-use manus_actors::tools::{WorkspaceFileError, read_workspace_file};
+use manus_actors::tools::{WorkspaceFileError, open_workspace_file};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -267,7 +267,14 @@ fn beneath(root: &Path, path: &str, what: &str) -> Result<(PathBuf, PathBuf), St
 /// check), at most `MAX_FILE_BYTES`.
 pub fn read_beneath(root: &Path, path: &str, what: &str) -> Result<String, String> {
     let (rel, root) = beneath(root, path, what)?;
-    match read_workspace_file(&root, &rel, MAX_FILE_BYTES) {
+    let read = open_workspace_file(&root, &rel, MAX_FILE_BYTES).and_then(|(file, size)| {
+        // No more than the size it had when opened: it may grow.
+        let mut bytes = Vec::with_capacity(size as usize);
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, size), &mut bytes)
+            .map(|_| bytes)
+            .map_err(WorkspaceFileError::Io)
+    });
+    match read {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Err(e @ WorkspaceFileError::TooLarge { .. }) => {
             Err(format!("{path} is too large to check: {e}"))

@@ -156,12 +156,44 @@ async fn rpc_reply(resp: reqwest::Response) -> Value {
 }
 
 /// The `bash` processes whose parent is `pid`.
+/// The processes under `pid` (its children, theirs, …), by PID with their command lines:
+/// a command may run under a small init of its own PID namespace, not as a direct child.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut parents = std::collections::HashMap::<u32, Vec<u32>>::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok());
+        if let Some(ppid) = ppid {
+            parents.entry(ppid).or_default().push(p);
+        }
+    }
+    let (mut found, mut todo) = (vec![], vec![pid]);
+    while let Some(p) = todo.pop() {
+        for &child in parents.get(&p).into_iter().flatten() {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            found.push((child, cmdline.trim().to_string()));
+            todo.push(child);
+        }
+    }
+    found
+}
+
+/// How many `bash` processes run under `pid`.
 fn bash_children(pid: u32) -> usize {
-    let out = std::process::Command::new("pgrep")
-        .args(["-P", &pid.to_string(), "-x", "bash"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().count()
+    descendants(pid)
+        .iter()
+        .filter(|(p, _)| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "bash")
+        })
+        .count()
 }
 
 /// Whether process `pid` has ended (gone, or a zombie waiting for its reaper).
@@ -292,11 +324,13 @@ async fn an_idle_session_is_closed_with_its_shell() {
     let slow = server.bash(&id, "sleep 3; echo still-here").await;
     assert!(slow.contains("still-here"), "{slow}");
     // The shell leaves a command running in the background.
-    let out = server.bash(&id, "sleep 300 & echo $!").await;
-    let sleeper: u32 = out
-        .lines()
-        .find_map(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {out}"));
+    // Found by its command line: `$!` may be a PID of the shell's own namespace.
+    server.bash(&id, "sleep 299.5 & echo started").await;
+    let sleeper = descendants(server.pid())
+        .into_iter()
+        .find(|(_, cmd)| cmd == "sleep 299.5")
+        .map(|(p, _)| p)
+        .expect("the background command runs under the server");
     assert_eq!(bash_children(server.pid()), 1, "the session's shell runs");
     assert!(!ended(sleeper));
 

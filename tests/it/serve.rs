@@ -1501,6 +1501,7 @@ async fn workspace_files_stream_and_downloads_are_bounded() {
     let r = svc.http.get(svc.url(&path)).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.bytes().await.unwrap() == big, "the streamed bytes differ");
+}
 
 /// An A2A `SendMessage` starting a task with `text`, blocking (no `returnImmediately`).
 fn a2a_blocking_send(text: &str) -> Value {
