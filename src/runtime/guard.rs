@@ -37,6 +37,7 @@ pub(super) fn guard(
         stopping.len()
     };
     AbortOnDrop(tokio::spawn(async move {
+        let mut epoch = clock.epoch();
         loop {
             let deadline = tokio::time::Instant::from_std(clock.deadline());
             tokio::select! {
@@ -44,7 +45,9 @@ pub(super) fn guard(
                     cancel(Some(&run));
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    if clock.valid() {
+                    // Still held, and no lapse seen meanwhile (a renewal after one ends
+                    // the epoch too).
+                    if clock.holds() && clock.epoch() == epoch {
                         continue;
                     }
                     // First the store (what the flows write from now on is dropped), then
@@ -55,9 +58,10 @@ pub(super) fn guard(
                         "this node's leases lapsed: not renewed for {:?} (paused, or cut off from the store); {n} flow(s) stopped here, for other nodes to take over",
                         clock.lease()
                     );
-                    while !clock.valid() {
+                    while !clock.holds() {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
+                    epoch = clock.epoch();
                     tracing::warn!("this node's leases are renewed again; it takes runs again");
                 }
             }

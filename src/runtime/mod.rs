@@ -330,6 +330,16 @@ impl Runtime {
         };
         llm::rewind(clients, from);
         let (tx, events) = unbounded_channel();
+        // Cluster: the flow acts, and is recorded, only while the node's leases hold
+        // without a lapse from now on (`store::lease`).
+        let licence = self
+            .store
+            .as_ref()
+            .and_then(RunStore::lease_clock)
+            .map(|clock| {
+                let epoch = clock.epoch();
+                (clock, epoch)
+            });
         // The run's row is committed before the flow starts: once `submit` returns, the
         // run is in the store even if this process is killed the next moment.
         let tap = match &self.store {
@@ -350,7 +360,7 @@ impl Runtime {
                     elapsed_ms: before.elapsed.as_millis() as u64,
                 };
                 let tap: Box<dyn EventObserver> =
-                    Box::new(Tap::open(store.clone(), row, run.seq).await?);
+                    Box::new(Tap::open(store.clone(), row, run.seq, licence.clone()).await?);
                 Some(match &self.waiting {
                     Some(waiting) => Box::new(Awaits::new(tap, waiting.clone())),
                     None => tap,
@@ -368,7 +378,14 @@ impl Runtime {
             planner_llm,
             planner_slots: self.planner_slots.clone(),
             planning: self.planning.clone(),
-            events: self.licensed(EventSink::new(tx, tap, run.deltas)),
+            events: match &licence {
+                Some((clock, epoch)) => {
+                    let (clock, epoch) = (clock.clone(), *epoch);
+                    let licence = Arc::new(move || clock.licenses(epoch));
+                    EventSink::new(tx, tap, run.deltas).licensed(licence)
+                }
+                None => EventSink::new(tx, tap, run.deltas),
+            },
             sandbox: self.sandbox.clone(),
             browser: self.browser.clone(),
             resume: run.resume,
@@ -391,15 +408,6 @@ impl Runtime {
             events,
             self.store.clone(),
         ))
-    }
-
-    /// A flow's sink, which on a cluster node lets the flow act only while the node's
-    /// leases hold (`store::lease`).
-    fn licensed(&self, sink: EventSink) -> EventSink {
-        match self.store.as_ref().and_then(RunStore::lease_clock) {
-            Some(clock) => sink.licensed(Arc::new(move || clock.valid())),
-            None => sink,
-        }
     }
 
     /// Stop every flow and the actor tree.

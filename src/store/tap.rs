@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use manus_actors::protocol::{EventObserver, FlowEvent};
 
+use super::lease::LeaseClock;
 use super::writer::{RunStore, Write};
 use super::{Stmt, StoreError, StoredMemory, StoredRun, now_ms, sql};
 use crate::view::FlowView;
@@ -26,6 +27,10 @@ pub(crate) struct Tap {
     /// This tap among all the taps a run has had in this process: a run stopped here and
     /// taken up again has a new one, and what the old one still sends is not written.
     tap: u64,
+    /// Cluster: the node's lease clock and the epoch the flow was licensed in. Past a
+    /// lapse the flow's events are not written: they are its stopping, and its run is
+    /// another node's to take up from what was written before.
+    licence: Option<(Arc<LeaseClock>, u64)>,
 }
 
 /// The number the next tap gets.
@@ -35,7 +40,12 @@ impl Tap {
     /// Record a flow whose state so far is `row`, numbering its events from `seq`. Returns
     /// once the row is committed: a flow that was acknowledged is in the store even if the
     /// process is killed right after.
-    pub(crate) async fn open(store: RunStore, row: StoredRun, seq: u64) -> Result<Tap, StoreError> {
+    pub(crate) async fn open(
+        store: RunStore,
+        row: StoredRun,
+        seq: u64,
+        licence: Option<(Arc<LeaseClock>, u64)>,
+    ) -> Result<Tap, StoreError> {
         let run_id: Arc<str> = row.id.as_str().into();
         let tap = TAPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let row = Box::new(row);
@@ -46,11 +56,19 @@ impl Tap {
             seq,
             opened: Instant::now(),
             tap,
+            licence,
         })
     }
 }
 
 impl Tap {
+    /// Whether the flow's events may still be written (always, off a cluster).
+    fn licensed(&self) -> bool {
+        self.licence
+            .as_ref()
+            .is_none_or(|(clock, epoch)| clock.licenses(*epoch))
+    }
+
     /// The write of `event`, which takes the next number (memories take none).
     fn numbered(&mut self, event: &FlowEvent) -> Write {
         let write = Write::Event {
@@ -71,7 +89,7 @@ impl Tap {
 impl EventObserver for Tap {
     fn observe(&mut self, event: &FlowEvent) {
         // Live text is for watchers; the finished text is stored as its `Thought`.
-        if matches!(event, FlowEvent::TextDelta { .. }) {
+        if matches!(event, FlowEvent::TextDelta { .. }) || !self.licensed() {
             return;
         }
         let write = self.numbered(event);
@@ -79,6 +97,11 @@ impl EventObserver for Tap {
     }
 
     fn observe_durably(&mut self, event: &FlowEvent) -> Option<manus_actors::protocol::Durable> {
+        if !self.licensed() {
+            let (told, heard) = tokio::sync::oneshot::channel();
+            let _ = told.send(Err("this node's leases lapsed".into()));
+            return Some(heard);
+        }
         let write = self.numbered(event);
         Some(self.store.write_awaited(write))
     }
