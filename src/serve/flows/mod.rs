@@ -48,9 +48,16 @@ enum At {
 }
 
 impl App {
-    /// Flow `id`: held here, or (on a cluster) read from the store; 404 when neither.
+    /// Flow `id`: held here, or (on a cluster) read from the store; 404 when neither. On
+    /// a cluster the store is the truth about a run once its flow here has ended: a flow
+    /// stopped here because this node lost the run (another node took it over, or the
+    /// node's lease lapsed) ended here, but its run goes on elsewhere.
     pub(super) async fn flow(&self, id: &str) -> Result<Flow, ApiError> {
-        if let Some(entry) = self.held.get(id) {
+        if let Some(entry) = self
+            .held
+            .get(id)
+            .filter(|e| self.node.is_none() || e.running())
+        {
             let node = self.node.clone();
             return Ok(Flow {
                 id: id.to_string(),
