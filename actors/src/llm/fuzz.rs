@@ -221,10 +221,12 @@ fn fuzz_streamed_answers() {
                     }
                     data[..cut.max(1)].to_string()
                 }
-                // Junk in its place, on its line (a blank event would be no event at all,
-                // as a keep-alive).
+                // Junk in its place, on its line: no chunk (a blank event would be no event
+                // at all, as a keep-alive, and `{}` a chunk that says nothing; either in
+                // place of a call's only piece is another answer, which no reader can tell).
                 1 => Some(g.text(24).replace(['\n', '\r'], " "))
                     .filter(|t| !t.trim().is_empty())
+                    .filter(|t| !serde_json::from_str::<Value>(t).is_ok_and(|v| v.is_object()))
                     .unwrap_or("?".into()),
                 _ => json!({"error": {"message": g.text(12)}}).to_string(),
             };

@@ -137,11 +137,18 @@ impl Assembly {
         (!new.is_empty()).then(|| new.to_string())
     }
 
-    /// The completion, if the stream can be taken: no event was lost (`fault`), and it
-    /// ended, with `[DONE]` (`done`) or at least after a finish reason.
+    /// The completion, if the stream can be taken: no event was lost (`fault`, or a call
+    /// with no name, whose first piece never came, or a number skipped before a later
+    /// call's), and it ended, with `[DONE]` (`done`) or at least after a finish reason.
     pub fn complete(mut self, done: bool) -> Result<Value, Untaken> {
         if let Some(fault) = self.fault.take() {
             return Err(Untaken::Fault(fault));
+        }
+        if let Some(i) = self.calls.iter().position(|(_, name, _)| name.is_empty()) {
+            return Err(Untaken::Fault(format!(
+                "tool call {i} of {} came without its name: a piece of the answer was lost",
+                self.calls.len()
+            )));
         }
         let chunks = self.chunks;
         let tree = self.finish();
@@ -260,6 +267,37 @@ mod tests {
         assert!(a.fault.is_none());
         let done = a.finish();
         assert_eq!(done["choices"][0]["message"]["content"], "");
+    }
+
+    /// A call whose first piece (its name) never came, or whose number was skipped before
+    /// a later call's, refuses the answer rather than leaving the call out.
+    #[test]
+    fn a_call_without_its_name_refuses_the_answer() {
+        let piece = |i: usize, f: Value| {
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"function":f}]}}]})
+                .to_string()
+        };
+        let named = piece(0, json!({"name": "bash", "arguments": "{}"}));
+        for (events, lost) in [
+            (
+                vec![piece(1, json!({"name": "bash", "arguments": "{}"}))],
+                "call 0 of 2",
+            ),
+            (
+                vec![named.clone(), piece(1, json!({"arguments": "{}"}))],
+                "call 1 of 2",
+            ),
+        ] {
+            let mut a = Assembly::default();
+            events.iter().for_each(|e| _ = a.add(e));
+            match a.complete(true) {
+                Err(Untaken::Fault(why)) => assert!(why.contains(lost), "{why}"),
+                other => panic!("taken: {other:?}"),
+            }
+        }
+        let mut a = Assembly::default();
+        a.add(&named);
+        assert!(a.complete(true).is_ok());
     }
 
     /// An event that is no chunk is a fault, never skipped: the pieces around it are not
