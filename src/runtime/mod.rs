@@ -340,6 +340,15 @@ impl Runtime {
                 let epoch = clock.epoch();
                 (clock, epoch)
             });
+        // A flow licensed while the leases do not hold would be licensed in an epoch that
+        // a lapse already ended, and come alive once they are renewed.
+        if let Some((clock, _)) = &licence
+            && !clock.holds()
+        {
+            return Err(RuntimeError::Submit(
+                "this node's leases lapsed; it starts flows again once they are renewed".into(),
+            ));
+        }
         // The run's row is committed before the flow starts: once `submit` returns, the
         // run is in the store even if this process is killed the next moment.
         let tap = match &self.store {

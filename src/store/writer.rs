@@ -726,6 +726,11 @@ fn claim(
     node: Option<&Node>,
 ) -> Result<Option<(String, i64)>, String> {
     let node = node.ok_or("only a cluster node claims runs")?;
+    // A node whose leases lapsed takes nothing on until a heartbeat renews them: the flow
+    // would start licensed in an epoch already ended (see `LeaseClock`).
+    if !node.clock.holds() {
+        return Err("this node's leases lapsed; it claims runs again once they are renewed".into());
+    }
     let now = now_ms();
     let until = now + node.lease.as_millis() as i64;
     let rows = db.query(

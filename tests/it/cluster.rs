@@ -435,7 +435,12 @@ async fn a_cluster_converges_after_a_twenty_second_store_outage() {
             };
             match run["status"].as_str() {
                 Some("completed") => {}
-                Some("failed" | "cancelled") => panic!("{id} ended otherwise: {run}"),
+                Some("failed" | "cancelled") => panic!(
+                    "{id} ended otherwise: {run}\nits events: {:?}\n{}\n{}",
+                    events(&http, &nodes[0], id).await,
+                    nodes[0].log(),
+                    nodes[1].log()
+                ),
                 _ => left.push(format!("{id}: {}", run["status"])),
             }
         }
