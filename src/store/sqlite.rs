@@ -32,10 +32,24 @@ impl Sqlite {
         // The wait for another process's lock comes first, so that switching the file to
         // WAL waits too. WAL with NORMAL sync survives a killed process (not a power cut)
         // without a sync per transaction.
-        conn.execute_batch(
-            "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
-        )
-        .map_err(|e| format!("cannot set up {}: {e}", path.display()))?;
+        // Switching a new file to WAL upgrades a lock, which SQLite refuses at once, without
+        // the busy wait, when another opener holds one (waiting could deadlock): try again,
+        // for as long as the busy wait would have waited.
+        let set_up =
+            "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;";
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match conn.execute_batch(set_up) {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && std::time::Instant::now() < until =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(format!("cannot set up {}: {e}", path.display())),
+            }
+        }
         // A transaction takes the write lock when it begins, waiting for it. Begun deferred,
         // one that reads before it writes (the setup reads the schema, then registers this
         // process) is refused at once, SQLITE_BUSY without a wait, when another connection
