@@ -126,7 +126,7 @@ async fn decide(
         )));
     }
     let decision = Decision::now(approve, arguments, reason, local_user());
-    if !store.decide(run, id, decision).await? {
+    if !store.decide(run, id, decision, false).await? {
         return Ok(exit::not_started_because(format!(
             "request {id} of run {run} was decided already"
         )));

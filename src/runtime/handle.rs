@@ -58,7 +58,7 @@ impl FlowControl {
     ) -> Result<bool, StoreError> {
         if let Some(store) = &self.store
             && !store
-                .decide_here(&self.id, approval_id, decision.clone())
+                .decide(&self.id, approval_id, decision.clone(), true)
                 .await?
         {
             return Ok(false);

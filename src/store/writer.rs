@@ -350,30 +350,19 @@ impl RunStore {
         self.read(move |db, _| sql::next_seq(db, &id)).await
     }
 
-    /// Record a decision on approval request `approval_id` of run `id`, made outside the
-    /// run's process: true if it is the first one recorded. The process running the run
-    /// hands it to the flow within a second; a resumed run reads it.
+    /// Record a decision on approval request `approval_id` of run `id`: true if it is the
+    /// first one recorded (the first stands). With `handed`, the process running the run
+    /// hands it to the flow itself; without, that process finds it within a second, and a
+    /// resumed run reads it.
     pub async fn decide(
         &self,
         id: &str,
         approval_id: u64,
         decision: manus_actors::protocol::Decision,
+        handed: bool,
     ) -> Result<bool, StoreError> {
         let id = id.to_string();
-        self.read(move |db, _| sql::decide(db, &id, approval_id, &decision, false))
-            .await
-    }
-
-    /// As `decide`, for a decision the process running the run hands to it itself (so
-    /// it is recorded as handed): true if it is the first one recorded.
-    pub(crate) async fn decide_here(
-        &self,
-        id: &str,
-        approval_id: u64,
-        decision: manus_actors::protocol::Decision,
-    ) -> Result<bool, StoreError> {
-        let id = id.to_string();
-        self.read(move |db, _| sql::decide(db, &id, approval_id, &decision, true))
+        self.read(move |db, _| sql::decide(db, &id, approval_id, &decision, handed))
             .await
     }
 

@@ -486,14 +486,7 @@ async fn running_on(http: &reqwest::Client, nodes: &[Node], id: &str) -> usize {
 fn steering() -> Responder {
     Arc::new(|r: &Request| {
         let body = r.json();
-        let tools: Vec<&str> = body["tools"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .filter_map(|t| t["function"]["name"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let tools = r.tool_names();
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let task = messages
             .iter()

@@ -774,14 +774,7 @@ async fn an_approved_call_runs_at_most_once_however_soon_the_service_is_killed()
     let responder: support::llm_server::Responder =
         std::sync::Arc::new(|r: &support::llm_server::Request| {
             let body = r.json();
-            let tools: Vec<&str> = body["tools"]
-                .as_array()
-                .map(|t| {
-                    t.iter()
-                        .filter_map(|t| t["function"]["name"].as_str())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let tools = r.tool_names();
             if tools.contains(&"planning") {
                 return Some(plan_reply(&["[MANUS] Count into tally.txt"]));
             }

@@ -29,14 +29,7 @@ pub fn logged_flow(secs: f64, log: Option<PathBuf>) -> Responder {
     };
     Arc::new(move |r: &Request| {
         let body = r.json();
-        let tools: Vec<&str> = body["tools"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .filter_map(|t| t["function"]["name"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let tools = r.tool_names();
         if tools.contains(&"planning") {
             return Some(Reply::tool(
                 "planning",

@@ -54,6 +54,18 @@ impl<'a> Request<'a> {
         self.tree
             .get_or_init(|| serde_json::from_slice(self.raw).unwrap_or(Value::Null))
     }
+
+    /// The names of the tools the request offers (none for a summary).
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.json()["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["function"]["name"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// What the server itself must know of every request; reading it also checks the JSON.

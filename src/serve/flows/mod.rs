@@ -232,7 +232,11 @@ impl Flow {
                     Reply::Decide {
                         approval_id,
                         decision,
-                    } => node.store.decide(&self.id, approval_id, decision).await,
+                    } => {
+                        node.store
+                            .decide(&self.id, approval_id, decision, false)
+                            .await
+                    }
                 };
                 if !recorded.map_err(unavailable)? {
                     return Err(taken);
