@@ -98,9 +98,10 @@ pub fn plan_signoff(
     }
 }
 
-/// The steps of `plan` that wait for approval, each with the memory it stopped with and
-/// the decision made since, if any: what a resumed flow goes on from. A waiting step whose
-/// memory was not kept is left out (it starts over).
+/// The steps of `plan` that wait for approval, or that went on from an approval and were
+/// interrupted before they ended, each with the memory it stopped with and the decision
+/// made since, if any: what a resumed flow goes on from. A step whose memory was not kept
+/// is left out (it starts over).
 pub fn paused_steps(
     plan: &Plan,
     events: &[StoredEvent],
@@ -109,10 +110,23 @@ pub fn paused_steps(
 ) -> Vec<PausedStep> {
     let all = requests(events, outside);
     plan.live()
-        .filter(|(_, s)| s.status == StepStatus::AwaitingApproval)
+        .filter(|(_, s)| {
+            matches!(
+                s.status,
+                StepStatus::AwaitingApproval | StepStatus::InProgress
+            )
+        })
         .filter_map(|(i, s)| {
             let (pending, decision) = all.iter().rev().find(|(r, _)| r.request.step == Some(i))?;
             let request = &pending.request;
+            // A step in progress stopped at a call it had been let to run: it goes on from
+            // there too (knowing the call may have run), not from its start, where it would
+            // ask for the same call again.
+            if s.status == StepStatus::InProgress
+                && handed_on(events, pending.id, &request.call_id).is_none()
+            {
+                return None;
+            }
             let memory = memories
                 .iter()
                 .find(|m| m.step == i && m.attempt == s.attempts)?

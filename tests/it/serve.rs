@@ -789,7 +789,7 @@ async fn an_approved_call_runs_at_most_once_however_soon_the_service_is_killed()
                 false => Reply::tool("bash", json!({"command": "echo once >> tally.txt"})),
             })
         });
-    for delay_ms in [0u64, 2, 5, 10, 20] {
+    for delay_ms in [0u64, 1, 2, 3, 5, 8, 12, 20] {
         let server = ScriptedLlm::start().await;
         server.set_responder(Some(responder.clone()));
         let dir = Scratch::new(&format!("approve-kill-{delay_ms}"));

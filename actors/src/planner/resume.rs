@@ -14,6 +14,12 @@ use crate::protocol::{FlowEvent, FlowMsg};
 /// steps that were running (or were to be retried) start over, and the flow moves on.
 pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mut plan: Plan) {
     let (paused, signoff) = std::mem::take(&mut st.resume_paused);
+    // A step that went on from an approval and was interrupted goes on from there again.
+    for p in &paused {
+        if let Some(s) = plan.steps.get_mut(p.step) {
+            s.status = StepStatus::AwaitingApproval;
+        }
+    }
     let mut rerun = reopen(&mut plan, st.settings.max_step_retries);
     // A step that waited for approval waits on, unless where it stood was not kept.
     for (i, s) in plan.steps.iter_mut().enumerate() {
