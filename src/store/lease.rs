@@ -12,7 +12,6 @@
 //! renewed (another node may have taken its run meanwhile). Flows claimed afterwards get
 //! the new epoch.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -83,12 +82,6 @@ impl LeaseClock {
         self.holds() && self.epoch() == epoch
     }
 
-    /// A licence for a flow starting now: true while the leases hold without a lapse.
-    pub fn licence(self: &Arc<Self>) -> impl Fn() -> bool + Send + Sync + 'static {
-        let (clock, epoch) = (self.clone(), self.epoch());
-        move || clock.licenses(epoch)
-    }
-
     pub fn lease(&self) -> Duration {
         self.lease
     }
@@ -113,14 +106,16 @@ mod tests {
     #[test]
     fn a_lapse_ends_the_licences_of_its_time_even_once_renewed() {
         let start = Instant::now() - Duration::from_secs(5);
-        let clock = Arc::new(LeaseClock::new(Duration::from_secs(6), start));
-        let before = clock.licence();
-        assert!(before());
+        let clock = LeaseClock::new(Duration::from_secs(6), start);
+        let before = clock.epoch();
+        assert!(clock.licenses(before));
         // Paused past the lease, then renewed before anyone looked: still a lapse.
         clock.renewed(start + Duration::from_secs(7));
         assert!(clock.holds());
-        assert!(!before(), "a flow of the old epoch never acts again");
-        let after = clock.licence();
-        assert!(after(), "a flow claimed since may");
+        assert!(
+            !clock.licenses(before),
+            "a flow of the old epoch never acts again"
+        );
+        assert!(clock.licenses(clock.epoch()), "a flow claimed since may");
     }
 }
