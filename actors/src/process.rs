@@ -105,12 +105,17 @@ impl ShellIo {
 /// `process_group(0)`). Best effort: a group that is already gone is fine.
 /// One system call, so it never blocks and is safe from async code and `Drop`.
 pub(crate) fn kill_group(pid: u32) {
+    signal_group(pid, libc::SIGKILL);
+}
+
+/// Send `signal` to the process group led by `pid`, as `kill_group` does.
+fn signal_group(pid: u32, signal: libc::c_int) {
     // Group 0 would be our own.
     let Ok(group @ 1..) = libc::pid_t::try_from(pid) else {
         return;
     };
     // SAFETY: killpg takes two integers and touches no memory of ours.
-    let _ = unsafe { libc::killpg(group, libc::SIGKILL) };
+    let _ = unsafe { libc::killpg(group, signal) };
 }
 
 /// A host process started for a tool call, and everything it starts in turn: when it ends
@@ -158,6 +163,13 @@ impl Contained {
     /// End the process and everything it started, now. Never blocks.
     pub(crate) fn kill(&self) {
         kill_group(self.group);
+    }
+
+    /// Send `signal` to the command and everything it started that stayed in its group, as
+    /// a terminal sends Ctrl-C to its foreground job. The namespace's init and the process
+    /// tokio waits for ignore SIGINT, so an interrupt reaches only the command.
+    pub(crate) fn signal(&self, signal: libc::c_int) {
+        signal_group(self.group, signal);
     }
 }
 
@@ -365,6 +377,8 @@ mod pidns {
         // SAFETY: descriptors and system calls of this process alone.
         unsafe {
             close_all_but(status_r);
+            // An interrupt sent to the group is for the command (`Contained::signal`).
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
             let mut status = 0;
             while libc::waitpid(init, &mut status, 0) == -1 {
                 if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {

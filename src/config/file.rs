@@ -205,6 +205,14 @@ pub(super) enum ApiTypeToml {
     Replay,
 }
 
+/// `[tools] python_session`: how long a `python_execute` interpreter lives.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum PythonSessionToml {
+    Flow,
+    Call,
+}
+
 /// `[llm] tool_calls`: how tool calls travel (see `manus_actors::llm::CallMode`).
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -330,6 +338,7 @@ pub(super) struct RuntimeToml {
 pub(super) struct ToolsToml {
     pub(super) python: Option<Spanned<String>>,
     pub(super) python_timeout_secs: Option<Spanned<i64>>,
+    pub(super) python_session: Option<PythonSessionToml>,
     pub(super) bash_timeout_secs: Option<Spanned<i64>>,
     pub(super) ask_timeout_secs: Option<Spanned<i64>>,
 }

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manus_actors::tools::ToolSettings;
+use manus_actors::tools::python::PythonSession;
 use manus_actors::tools::web::search::{Engine, SearchSettings};
 use toml::Spanned;
 
 use super::error::{Lines, Problem};
-use super::file::{SearchToml, ToolsToml};
+use super::file::{PythonSessionToml, SearchToml, ToolsToml};
 use super::values::{Bounds, Table, web_url};
 
 /// The tools' settings, with no Brave key yet, and the variable that holds it.
@@ -31,6 +32,11 @@ pub(super) fn build(
             "python_timeout_secs",
             defaults.python_timeout,
         )?,
+        python_session: match t.python_session {
+            None => defaults.python_session,
+            Some(PythonSessionToml::Flow) => PythonSession::Flow,
+            Some(PythonSessionToml::Call) => PythonSession::Call,
+        },
         bash_timeout: table.seconds(
             &t.bash_timeout_secs,
             "bash_timeout_secs",

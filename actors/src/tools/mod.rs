@@ -106,6 +106,8 @@ pub struct ToolSettings {
     pub bash_timeout: Duration,
     /// The Python interpreter for `python_execute`.
     pub python: String,
+    /// How long one `python_execute` interpreter lives.
+    pub python_session: python::PythonSession,
     /// How long `ask_human` waits for an answer.
     pub ask_timeout: Duration,
     /// Put tool arguments and results on the `execute_tool` span, cut to this many characters.
@@ -120,6 +122,7 @@ impl Default for ToolSettings {
             python_timeout: Duration::from_secs(30),
             bash_timeout: Duration::from_secs(120),
             python: "python3".into(),
+            python_session: python::PythonSession::default(),
             ask_timeout: Duration::from_secs(600),
             capture_content: None,
             search: Default::default(),
@@ -337,10 +340,10 @@ pub(crate) mod tests {
     fn the_longest_deadline_is_that_of_the_slowest_tool() {
         let settings = ToolSettings {
             python_timeout: Duration::from_secs(7),
-            bash_timeout: Duration::from_secs(9),
+            bash_timeout: Duration::from_secs(90),
             ask_timeout: Duration::from_secs(8),
             ..ToolSettings::default()
         };
-        assert_eq!(longest_deadline(&settings), Duration::from_secs(9));
+        assert_eq!(longest_deadline(&settings), Duration::from_secs(90));
     }
 }

@@ -1,0 +1,190 @@
+# manus-rt's cell runner: one long-lived interpreter that runs the cells `python_execute`
+# sends it, keeping their variables, imports and data between cells.
+#
+# It speaks JSON lines with the runtime over the stdin and stdout it was started with; the
+# cells never see those. A cell's own stdin is /dev/null, and its stdout and stderr (with
+# those of any process it starts) go through pipes this runner reads and forwards as
+# `out` / `err` frames, so a cell can print anything without breaking the protocol.
+#
+# runtime -> runner:  {"cell": {"id": N, "code": "..."}}
+# runner -> runtime:  {"ready": {"pid": P, "version": "3.11.7"}}   once, at start
+#                     {"out": "text"} / {"err": "text"}             while a cell runs
+#                     {"done": {"id": N, "value": "repr" | null, "error": "traceback" | null,
+#                               "interrupted": bool}}
+#
+# The runtime interrupts a cell with SIGINT (a KeyboardInterrupt in the cell); between cells
+# SIGINT is ignored. The runner exits when its stdin closes.
+import ast
+import builtins
+import codecs
+import json
+import linecache
+import os
+import signal
+import sys
+import threading
+import traceback
+
+# This runner's own code, whose frames tracebacks leave out.
+HERE = (lambda: None).__code__.co_filename
+
+# Longest repr of a last expression's value sent back.
+MAX_VALUE = 8000
+
+
+class Channel:
+    """The protocol's two ends, kept on descriptors no cell and no child process holds."""
+
+    def __init__(self):
+        self.inp = os.fdopen(os.dup(0), "rb")
+        self.out = os.dup(1)
+        self.lock = threading.Lock()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+
+    def send(self, frame):
+        data = memoryview((json.dumps(frame) + "\n").encode())
+        with self.lock:
+            while data:
+                data = data[os.write(self.out, data):]
+
+    def receive(self):
+        line = self.inp.readline()
+        if not line:
+            os._exit(0)
+        return json.loads(line)
+
+
+class Pump(threading.Thread):
+    """Everything written to descriptor `fd` (1 or 2), forwarded as `kind` frames.
+
+    `drain` waits until all that was written before it has been forwarded: it writes a mark
+    no output contains and waits for this thread to read it.
+    """
+
+    def __init__(self, channel, fd, kind):
+        super().__init__(daemon=True)
+        read, write = os.pipe()
+        os.dup2(write, fd)
+        os.close(write)
+        self.channel, self.fd, self.kind, self.read = channel, fd, kind, read
+        self.mark = b"\0manus-rt-drain-" + os.urandom(8).hex().encode() + b"\0"
+        self.seen = threading.Event()
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def run(self):
+        held = b""
+        while True:
+            chunk = os.read(self.read, 65536)
+            if not chunk:
+                return
+            held += chunk
+            while True:
+                at = held.find(self.mark)
+                if at < 0:
+                    break
+                self.forward(held[:at])
+                held = held[at + len(self.mark):]
+                self.seen.set()
+            keep = self.partial_mark(held)
+            self.forward(held[: len(held) - keep])
+            held = held[len(held) - keep:]
+
+    def partial_mark(self, held):
+        """How many bytes at the end of `held` could be the start of a mark."""
+        for n in range(min(len(self.mark) - 1, len(held)), 0, -1):
+            if held.endswith(self.mark[:n]):
+                return n
+        return 0
+
+    def forward(self, data):
+        text = self.decoder.decode(data)
+        if text:
+            self.channel.send({self.kind: text})
+
+    def drain(self):
+        self.seen.clear()
+        try:
+            os.write(self.fd, self.mark)
+        except OSError:
+            return  # the cell closed the descriptor: nothing more comes through it
+        self.seen.wait(5)
+
+
+class Runner:
+    def __init__(self):
+        self.channel = Channel()
+        self.pumps = [Pump(self.channel, 1, "out"), Pump(self.channel, 2, "err")]
+        for pump in self.pumps:
+            pump.start()
+        self.running = False
+        self.names = {"__name__": "__main__", "__builtins__": builtins}
+        signal.signal(signal.SIGINT, self.interrupt)
+
+    def interrupt(self, signum, frame):
+        if self.running:
+            raise KeyboardInterrupt
+
+    def serve(self):
+        self.channel.send({"ready": {"pid": os.getpid(), "version": sys.version.split()[0]}})
+        while True:
+            frame = self.channel.receive()
+            cell = frame.get("cell")
+            if cell is not None:
+                self.channel.send({"done": self.run(cell["id"], cell["code"])})
+
+    def run(self, number, code):
+        value = error = None
+        interrupted = False
+        try:
+            value = self.execute(number, code)
+        except KeyboardInterrupt as e:
+            interrupted = True
+            error = self.traceback(e)
+        except BaseException as e:
+            error = self.traceback(e)
+        finally:
+            self.running = False
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        for pump in self.pumps:
+            pump.drain()
+        return {"id": number, "value": value, "error": error, "interrupted": interrupted}
+
+    def execute(self, number, code):
+        """Run `code` as a REPL would: the repr of a last bare expression is its value."""
+        name = "<cell %d>" % number
+        linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+        try:
+            tree = ast.parse(code, name, "exec")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            body = compile(tree, name, "exec")
+            tail = compile(last, name, "eval") if last is not None else None
+        except SyntaxError as e:
+            raise e.with_traceback(None)  # the parser's frames say nothing about the cell
+        self.running = True
+        exec(body, self.names)
+        result = eval(tail, self.names) if tail is not None else None
+        self.running = False
+        if result is None:
+            return None
+        self.names["_"] = result
+        shown = repr(result)
+        if len(shown) > MAX_VALUE:
+            shown = shown[:MAX_VALUE] + "... [%d characters cut]" % (len(shown) - MAX_VALUE)
+        return shown
+
+    def traceback(self, error):
+        """The error as Python prints it, without this runner's own frames."""
+        shown = traceback.TracebackException.from_exception(error)
+        frames = [frame for frame in shown.stack if frame.filename != HERE]
+        shown.stack = traceback.StackSummary.from_list(frames)
+        return "".join(shown.format())
+
+Runner().serve()
