@@ -163,7 +163,9 @@ export MANUS_TEST_LLAMA_URL="http://127.0.0.1:$llama_port/v1"
 export MANUS_TEST_REQUIRE_PEERS=1
 
 export MANUS_TEST_DOCKER_HOST="$DOCKER_HOST"
-export MANUS_TEST_SANDBOX_IMAGE="manus-rt-sandbox:test"
+# The tag names the recipe: a changed recipe gets a new tag, so engines kept under target/
+# build it again (v2: python3's whole standard library, which the kept interpreter needs).
+export MANUS_TEST_SANDBOX_IMAGE="manus-rt-sandbox:test-v2"
 if ! docker image inspect "$MANUS_TEST_SANDBOX_IMAGE" >/dev/null 2>&1; then
   deploy/sandbox/build.sh --minimal --tag "$MANUS_TEST_SANDBOX_IMAGE"
 fi

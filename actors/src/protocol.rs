@@ -513,6 +513,9 @@ pub enum SandboxMsg {
     },
     /// The flow has ended: remove its container.
     Release { flow_id: String },
+    /// A program attached to the caller started (`true`) or ended (`false`) a piece of work
+    /// (a cell): the container is in use meanwhile, however long it takes, and never idle.
+    Busy { flow_id: String, busy: bool },
     /// Timer: remove containers idle for longer than `idle_timeout`.
     Sweep,
 }
@@ -542,9 +545,12 @@ pub enum SandboxOp {
         timeout: Duration,
         restart: bool,
     },
+    /// Start `cmd` in the working directory attached to the caller, who then owns it: it
+    /// ends when the caller drops its stdin, or with the container.
+    Attach { cmd: Vec<String> },
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum SandboxReply {
     Exec(ExecOutput),
     Read(Vec<u8>),
@@ -554,6 +560,19 @@ pub enum SandboxReply {
         output: String,
         end: ShellEnd,
     },
+    Attached(Attached),
+}
+
+/// A program in a container attached to its caller: its stdin, and its stdout.
+pub struct Attached {
+    pub input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    pub output: std::pin::Pin<Box<dyn tokio::io::AsyncBufRead + Send>>,
+}
+
+impl std::fmt::Debug for Attached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Attached")
+    }
 }
 
 /// How a command in a persistent shell ended, wherever the shell runs.

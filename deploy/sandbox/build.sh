@@ -3,7 +3,8 @@
 # Debian's packages with debootstrap, imported into the engine with `docker import`.
 #
 #   deploy/sandbox/build.sh                  # python3 with pandas, numpy and matplotlib
-#   deploy/sandbox/build.sh --minimal        # python3 only (what the test suite uses)
+#   deploy/sandbox/build.sh --minimal        # python3 and its standard library only (what the
+#                                            # test suite uses)
 #   deploy/sandbox/build.sh --tag NAME       # default manus-rt-sandbox:latest
 #
 # Needs root (debootstrap), the `docker` client and an engine (DOCKER_HOST is honoured).
@@ -14,7 +15,7 @@ tag="manus-rt-sandbox:latest"
 packages="python3,python3-pandas,python3-numpy,python3-matplotlib"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --minimal) packages="python3-minimal"; shift ;;
+    --minimal) packages="python3"; shift ;;
     --tag) tag="$2"; shift 2 ;;
     *) echo "usage: $0 [--minimal] [--tag NAME]" >&2; exit 2 ;;
   esac

@@ -19,6 +19,7 @@ mod llama;
 mod llm_server_selftest;
 mod mcp;
 mod mcp_http;
+mod python;
 mod sandbox;
 mod serve;
 mod store;

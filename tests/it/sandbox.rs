@@ -19,7 +19,7 @@ fn engine() -> (String, String) {
         "MANUS_TEST_DOCKER_HOST is not set: run the suite with scripts/test.sh, which starts a Docker engine for it",
     );
     let image = std::env::var("MANUS_TEST_SANDBOX_IMAGE")
-        .unwrap_or_else(|_| "manus-rt-sandbox:test".into());
+        .unwrap_or_else(|_| "manus-rt-sandbox:test-v2".into());
     (host, image)
 }
 
@@ -133,7 +133,10 @@ async fn limits_hold_and_are_reported() {
         "the container survives an OOM kill"
     );
     let looped = observation(&server, 2);
-    assert!(looped.contains("timed out after 6 s"), "{looped}");
+    assert!(
+        looped.contains("ran past the 6 s limit and was interrupted"),
+        "{looped}"
+    );
     let forks = observation(&server, 3);
     assert!(
         forks.contains("fork failed after") && forks.contains("BlockingIOError"),
@@ -144,6 +147,43 @@ async fn limits_hold_and_are_reported() {
         "['lo']",
         "no network interface but loopback"
     );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_keeps_its_state_in_the_container() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        python("import os\nnumbers = list(range(5))\nos.getcwd()"),
+        python("sum(numbers)"),
+        python("import time\nnumbers.append(5)\ntime.sleep(60)"),
+        python("sum(numbers)"),
+        python("import os\nos._exit(3)"),
+        python("print('numbers' in globals())"),
+        done("counted"),
+    ]);
+    let dir = Scratch::new("sandbox-python-state");
+    let (rt, flow) = start(&server, &dir, "count in the container").await;
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(observation(&server, 0), "'/workspace'");
+    assert_eq!(observation(&server, 1), "10");
+    let interrupted = observation(&server, 2);
+    assert!(
+        interrupted.contains("ran past the 6 s limit and was interrupted (KeyboardInterrupt)"),
+        "{interrupted}"
+    );
+    assert_eq!(
+        observation(&server, 3),
+        "15",
+        "the interrupted cell's state stays"
+    );
+    let crashed = observation(&server, 4);
+    assert!(
+        crashed.contains("exited with status 3") && crashed.contains("a fresh interpreter"),
+        "{crashed}"
+    );
+    assert_eq!(observation(&server, 5), "False");
     rt.shutdown().await;
 }
 
@@ -254,10 +294,12 @@ async fn an_idle_sandbox_is_removed_and_made_again_when_needed() {
     );
     let outcome = flow.outcome().await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
-    assert_eq!(
-        observation(&server, 1),
-        "two",
-        "a new container served the next call"
+    // A new container served the next call, and the model is told its interpreter is new.
+    let two = observation(&server, 1);
+    assert!(
+        two.starts_with("(The interpreter ended without a word")
+            && two.ends_with("are gone.)\ntwo"),
+        "{two}"
     );
     rt.shutdown().await;
 }

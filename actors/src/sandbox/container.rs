@@ -1,7 +1,8 @@
 //! The container actor: owns one flow's Docker container and does its work one operation at
 //! a time (its mailbox is the lock). It creates and starts the container in `pre_start`,
 //! removes it in `post_stop`, and re-creates it on the next operation when it has died.
-//! It also keeps each agent's persistent shell in the container (`shell.rs`).
+//! It also keeps each agent's persistent shell in the container (`shell.rs`), and starts
+//! programs attached to a caller who owns them from then on (a kept Python interpreter).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ use tracing::Instrument;
 use super::shell::SandboxShell;
 use super::{SandboxSettings, tar};
 use crate::process::Capture;
-use crate::protocol::{ContainerMsg, ExecOutput, SandboxOp, SandboxReply, ShellEnd};
+use crate::protocol::{Attached, ContainerMsg, ExecOutput, SandboxOp, SandboxReply, ShellEnd};
 
 /// Output kept per stream; beyond it the middle is cut and the cut is said.
 const OUTPUT_LIMIT: usize = 64 * 1024;
@@ -105,6 +106,7 @@ impl Actor for Container {
                     timeout,
                     restart,
                 } => state.shell(session, &command, timeout, restart).await,
+                SandboxOp::Attach { cmd } => state.attach(cmd).await.map(SandboxReply::Attached),
             }
         }
         .instrument(span)
@@ -144,6 +146,7 @@ fn op_name(op: &SandboxOp) -> &'static str {
         SandboxOp::Read { .. } => "read",
         SandboxOp::Write { .. } => "write",
         SandboxOp::Shell { .. } => "shell",
+        SandboxOp::Attach { .. } => "attach",
     }
 }
 
@@ -404,17 +407,33 @@ impl ContainerState {
         Ok(SandboxReply::Shell { output, end })
     }
 
+    /// Start `cmd` attached to the caller, who reads its stdout (its stderr is dropped).
+    async fn attach(&self, cmd: Vec<String>) -> Result<Attached, String> {
+        let options = CreateExecOptions::<String> {
+            cmd: Some(cmd),
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(false),
+            working_dir: Some(self.settings.work_dir.clone()),
+            ..Default::default()
+        };
+        let (_, output, input) = start_attached(&self.docker, self.id(), options).await?;
+        let stdout = output.filter_map(|item| async move {
+            match item {
+                Ok(bollard::container::LogOutput::StdOut { message }) => Some(Ok(message)),
+                Ok(_) => None,
+                Err(e) => Some(Err(std::io::Error::other(e))),
+            }
+        });
+        Ok(Attached {
+            input,
+            output: Box::pin(tokio_util::io::StreamReader::new(Box::pin(stdout))),
+        })
+    }
+
     /// Kill a shell and everything it started (its process group) inside the container.
     async fn kill_group(&self, pid: u32) {
-        let cmd = [
-            "bash",
-            "-c",
-            "kill -KILL -- -\"$1\"",
-            "kill",
-            &pid.to_string(),
-        ]
-        .map(String::from)
-        .to_vec();
+        let cmd = super::signal_group_cmd(pid, "KILL");
         if let Err(e) = self.exec(cmd, Duration::from_secs(30)).await {
             tracing::warn!(container = %self.id(), "could not kill a sandbox shell: {e}");
         }

@@ -14,7 +14,9 @@ use bollard::Docker;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::children::FlowChildren;
-use crate::protocol::{ContainerMsg, ExecOutput, SandboxMsg, SandboxOp, SandboxReply, ShellEnd};
+use crate::protocol::{
+    Attached, ContainerMsg, ExecOutput, SandboxMsg, SandboxOp, SandboxReply, ShellEnd,
+};
 use container::{Container, ContainerArgs};
 
 /// `[sandbox]`, as data.
@@ -224,9 +226,76 @@ impl SandboxHandle {
         }
     }
 
+    /// Start `cmd` in the flow's container, attached to the caller, who owns it from then
+    /// on: it ends when the caller drops its stdin, or with the container.
+    pub async fn attach(&self, flow_id: &str, cmd: Vec<String>) -> Result<Attached, String> {
+        let op = SandboxOp::Attach { cmd };
+        match self.run(flow_id, op, Duration::from_secs(60)).await? {
+            SandboxReply::Attached(attached) => Ok(attached),
+            other => Err(format!("the sandbox answered {other:?} to an attach")),
+        }
+    }
+
+    /// Mark the flow's container busy until the guard is dropped: the idle sweep leaves it
+    /// alone meanwhile (a cell of a kept interpreter may run longer than `idle_timeout`).
+    pub fn busy(&self, flow_id: &str) -> BusyGuard {
+        let mark = |busy| SandboxMsg::Busy {
+            flow_id: flow_id.into(),
+            busy,
+        };
+        let _ = self.supervisor.send_message(mark(true));
+        BusyGuard {
+            supervisor: self.supervisor.clone(),
+            done: Some(mark(false)),
+        }
+    }
+
+    /// Send `signal` to the process group `group` in the flow's container.
+    pub async fn signal_group(
+        &self,
+        flow_id: &str,
+        group: u32,
+        signal: &str,
+    ) -> Result<(), String> {
+        let out = self
+            .exec(
+                flow_id,
+                signal_group_cmd(group, signal),
+                Duration::from_secs(30),
+            )
+            .await?;
+        match out.exit_code {
+            Some(0) => Ok(()),
+            _ => Err(format!("kill said: {}", out.stderr.trim())),
+        }
+    }
+
     /// The memory limit for messages, e.g. `64 MiB`.
     pub fn memory_limit_text(&self) -> String {
         format!("{} MiB", self.memory_limit / (1024 * 1024))
+    }
+}
+
+/// The command that sends `signal` (`KILL`, `INT`) to process group `group` in a container:
+/// bash's own `kill`, since a minimal image may have no `kill` program.
+fn signal_group_cmd(group: u32, signal: &str) -> Vec<String> {
+    let script = format!("kill -{signal} -- -\"$1\"");
+    ["bash", "-c", &script, "kill", &group.to_string()]
+        .map(String::from)
+        .to_vec()
+}
+
+/// A container marked busy by `SandboxHandle::busy`, until this is dropped.
+pub struct BusyGuard {
+    supervisor: ActorRef<SandboxMsg>,
+    done: Option<SandboxMsg>,
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.take() {
+            let _ = self.supervisor.send_message(done);
+        }
     }
 }
 
@@ -332,6 +401,8 @@ pub struct SupervisorState {
 /// What the supervisor keeps beside a flow's container actor.
 struct Placed {
     used: Instant,
+    /// Pieces of work under way in programs attached to callers (`SandboxMsg::Busy`).
+    busy: u32,
     /// Its index in `engines`.
     engine: usize,
 }
@@ -464,6 +535,7 @@ impl Actor for SandboxSupervisor {
                         };
                         let placed = || Placed {
                             used: Instant::now(),
+                            busy: 0,
                             engine,
                         };
                         let cell = myself.get_cell();
@@ -491,11 +563,22 @@ impl Actor for SandboxSupervisor {
                         .await;
                 }
             }
+            SandboxMsg::Busy { flow_id, busy } => {
+                if let Some(c) = st.containers.get_mut(&flow_id) {
+                    c.data.used = Instant::now();
+                    c.data.busy = match busy {
+                        true => c.data.busy + 1,
+                        false => c.data.busy.saturating_sub(1),
+                    };
+                }
+            }
             SandboxMsg::Sweep => {
                 let idle: Vec<String> = st
                     .containers
                     .iter()
-                    .filter(|(_, c)| c.data.used.elapsed() >= st.settings.idle_timeout)
+                    .filter(|(_, c)| {
+                        c.data.busy == 0 && c.data.used.elapsed() >= st.settings.idle_timeout
+                    })
                     .map(|(f, _)| f.clone())
                     .collect();
                 for flow_id in idle {

@@ -7,7 +7,7 @@
 # `out` / `err` frames, so a cell can print anything without breaking the protocol.
 #
 # runtime -> runner:  {"cell": {"id": N, "code": "..."}}
-# runner -> runtime:  {"ready": {"pid": P, "version": "3.11.7"}}   once, at start
+# runner -> runtime:  {"ready": {"pgid": G, "version": "3.11.7"}}  once, at start
 #                     {"out": "text"} / {"err": "text"}             while a cell runs
 #                     {"done": {"id": N, "value": "repr" | null, "error": "traceback" | null,
 #                               "interrupted": bool}}
@@ -17,13 +17,21 @@
 import ast
 import builtins
 import codecs
-import json
 import linecache
 import os
 import signal
 import sys
 import threading
 import traceback
+
+try:
+    import json
+except ImportError:
+    # Debian's python3-minimal, for one, leaves it out. Said on stdout, where the runtime
+    # expects a frame and shows what it got instead.
+    print("this Python has no `json` module, which the kept interpreter needs: install the "
+          "whole standard library (Debian: python3), or set [tools] python_session = \"call\"")
+    sys.exit(3)
 
 # This runner's own code, whose frames tracebacks leave out.
 HERE = (lambda: None).__code__.co_filename
@@ -127,7 +135,7 @@ class Runner:
             raise KeyboardInterrupt
 
     def serve(self):
-        self.channel.send({"ready": {"pid": os.getpid(), "version": sys.version.split()[0]}})
+        self.channel.send({"ready": {"pgid": os.getpgid(0), "version": sys.version.split()[0]}})
         while True:
             frame = self.channel.receive()
             cell = frame.get("cell")

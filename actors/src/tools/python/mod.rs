@@ -78,41 +78,47 @@ impl PythonExecute {
                 "python_execute: `code` is empty; send the Python source to run.",
             ));
         }
-        if let Some(sandbox) = &ctx.sandbox {
-            return self.run_in_sandbox(sandbox, ctx, code).await;
-        }
-        match self.session {
-            PythonSession::Flow => self.run_kept(ctx, code).await,
-            PythonSession::Call => self.run_fresh(ctx, code).await,
+        match (self.session, &ctx.sandbox) {
+            (PythonSession::Flow, _) => self.run_kept(ctx, code).await,
+            (PythonSession::Call, Some(sandbox)) => self.run_in_sandbox(sandbox, ctx, code).await,
+            (PythonSession::Call, None) => self.run_fresh(ctx, code).await,
         }
     }
 
     /// Run `code` as the next cell of the agent's interpreter, starting one if needed.
     async fn run_kept(&mut self, ctx: &ToolCtx, code: &str) -> Result<ToolOutput, ToolError> {
         // A call abandoned mid-cell (its step was cancelled) leaves the cell's end unread.
-        let abandoned = self.kept.as_ref().is_some_and(|i| i.busy);
-        if abandoned {
-            self.kept = None;
+        let mut note = String::new();
+        if let Some(mut old) = self.kept.take() {
+            if old.busy {
+                old.kill().await;
+                note = "(The previous cell was stopped before it ended, so this ran in a fresh \
+                        interpreter: variables, imports and data from earlier calls are gone.)\n"
+                    .into();
+            } else if let Some(how) = old.ended_between_cells().await {
+                note = format!(
+                    "(The interpreter {how} after the previous call, so this ran in a fresh one: \
+                     variables, imports and data from earlier calls are gone.)\n"
+                );
+            } else {
+                self.kept = Some(old);
+            }
         }
         let interpreter = match &mut self.kept {
             Some(interpreter) => interpreter,
-            empty => empty.insert(
-                Interpreter::start_on_host(&self.python, &ctx.workspace)
-                    .await
-                    .map_err(|e| ToolError::new(format!("python_execute: {e}")))?,
-            ),
+            empty => {
+                let started = match &ctx.sandbox {
+                    Some(sandbox) => Interpreter::start_in_container(sandbox, &ctx.flow_id).await,
+                    None => Interpreter::start_on_host(&self.python, &ctx.workspace).await,
+                };
+                empty.insert(started.map_err(|e| ToolError::new(format!("python_execute: {e}")))?)
+            }
         };
         let run = interpreter.run(code, self.timeout).await;
         if !run.interpreter_lives() {
             self.kept = None;
         }
-        let note = if abandoned {
-            "(The previous cell was stopped before it ended, so this ran in a fresh \
-             interpreter: variables, imports and data from earlier calls are gone.)\n"
-        } else {
-            ""
-        };
-        self.cell_report(note, run)
+        self.cell_report(&note, run)
     }
 
     /// What the model is told about a cell of a kept interpreter.
@@ -576,6 +582,17 @@ mod tests {
             let err = run(&mut py, &ctx, "x").await.unwrap_err();
             assert!(err.contains("NameError"), "{code}: {err}");
         }
+        // Killed between calls: the next call runs in a fresh interpreter, and says so.
+        let code =
+            "import os, threading\nx = 5\nthreading.Timer(0.2, os.kill, (os.getpid(), 9)).start()";
+        run(&mut py, &ctx, code).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let out = run(&mut py, &ctx, "print('x' in globals())").await.unwrap();
+        assert!(
+            out.starts_with("(The interpreter was killed (signal 9")
+                && out.ends_with("earlier calls are gone.)\nFalse"),
+            "{out}"
+        );
     }
 
     #[tokio::test]
@@ -614,6 +631,37 @@ mod tests {
             .0;
         assert!(
             err.contains("could not start the interpreter `no-such-python-here`"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_python_without_json_is_named_clearly() {
+        use std::os::unix::fs::PermissionsExt;
+        let ws = TempDir::new("nojson");
+        // A Python whose `json` cannot be imported, as in Debian's python3-minimal.
+        let lib = ws.0.join("lib");
+        std::fs::create_dir(&lib).unwrap();
+        std::fs::write(lib.join("json.py"), "raise ImportError('no json here')\n").unwrap();
+        let python = ws.0.join("python-without-json");
+        let script = format!(
+            "#!/bin/sh\nPYTHONPATH='{}' exec python3 \"$@\"\n",
+            lib.display()
+        );
+        std::fs::write(&python, script).unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let settings = ToolSettings {
+            python: python.display().to_string(),
+            ..ToolSettings::default()
+        };
+        let err = PythonExecute::new(&settings)
+            .call(json!({ "code": "print(1)" }), &ctx(&ws.0))
+            .await
+            .unwrap_err()
+            .0;
+        assert!(
+            err.contains("could not start: this Python has no `json` module")
+                && err.contains("python_session = \"call\""),
             "{err}"
         );
     }

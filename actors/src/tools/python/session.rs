@@ -14,9 +14,15 @@ use tokio::io::{
 use tokio::process::Command;
 
 use crate::process::{Capture, Contained};
+use crate::protocol::Attached;
+use crate::sandbox::SandboxHandle;
 
 /// The runner's source, run with `python -u -c`.
 const DRIVER: &str = include_str!("driver.py");
+/// How the runner starts in a container: leading a process group of its own (which the
+/// interrupt is sent to), under a shell that ignores the interrupt and reports the runner's
+/// exit as a last frame.
+const IN_CONTAINER: &str = "trap '' INT; python3 -u -c \"$1\"; echo \"{\\\"exit\\\": $?}\"";
 /// How long the interpreter may take to start and say it is ready.
 pub(super) const START_LIMIT: Duration = Duration::from_secs(20);
 /// How long an interrupted cell may take to stop before the interpreter is killed.
@@ -33,10 +39,18 @@ pub(super) const MAX_STDERR: usize = 6_000;
 #[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Frame {
-    Ready(serde::de::IgnoredAny),
+    Ready(Ready),
     Out(String),
     Err(String),
     Done(Done),
+    /// The runner's exit status, from the shell that starts it in a container.
+    Exit(i32),
+}
+
+#[derive(Deserialize)]
+struct Ready {
+    /// The runner's process group, where it runs.
+    pgid: u32,
 }
 
 /// How the runner says a cell ended.
@@ -78,9 +92,47 @@ impl CellRun {
     }
 }
 
+/// Where a runner runs, and so how it is signalled and how its end is learnt.
+enum Place {
+    /// Contained on the host: signals go to its group; its status comes from `wait`.
+    Host(Contained),
+    /// In the flow's container: signals go to its group there; its status is its last frame.
+    Container {
+        sandbox: SandboxHandle,
+        flow_id: String,
+        group: u32,
+    },
+}
+
+impl Place {
+    /// Send `signal` (`name` as `kill` writes it) to the runner and what it started.
+    async fn signal(&self, signal: libc::c_int, name: &str) {
+        match self {
+            Place::Host(process) => process.signal(signal),
+            Place::Container {
+                sandbox,
+                flow_id,
+                group,
+            } => {
+                if let Err(e) = sandbox.signal_group(flow_id, *group, name).await {
+                    tracing::warn!("could not signal the sandbox's interpreter: {e}");
+                }
+            }
+        }
+    }
+
+    /// End the runner and everything it started, now.
+    pub(super) async fn kill(&self) {
+        match self {
+            Place::Host(process) => process.kill(),
+            Place::Container { .. } => self.signal(libc::SIGKILL, "KILL").await,
+        }
+    }
+}
+
 /// A running cell runner and the pipes to it.
 pub(super) struct Interpreter {
-    process: Contained,
+    place: Place,
     input: Pin<Box<dyn AsyncWrite + Send>>,
     output: Pin<Box<dyn AsyncBufRead + Send>>,
     /// A partly read frame, kept when reading is cut short by a limit.
@@ -94,6 +146,8 @@ pub(super) struct Interpreter {
 enum Lost {
     /// Its output ended.
     Closed,
+    /// It exited with this status (a shell's: 128 + N for signal N).
+    Exited(i32),
     /// It sent something that is not a frame.
     Garbled(String),
 }
@@ -119,31 +173,94 @@ impl Interpreter {
         else {
             return Err("the interpreter started without its pipes".into());
         };
-        let mut interpreter = Interpreter {
-            process,
+        let interpreter = Interpreter {
+            place: Place::Host(process),
             input: Box::pin(stdin),
             output: Box::pin(tokio::io::BufReader::new(stdout)),
             line: Vec::new(),
             cells: 0,
             busy: false,
         };
-        match tokio::time::timeout(START_LIMIT, interpreter.frame()).await {
-            Ok(Ok(Frame::Ready(_))) => Ok(interpreter),
-            Ok(Ok(_)) => Err("the interpreter spoke before it was ready".into()),
-            Ok(Err(_)) => {
-                // Before the runner takes over its stderr, Python reports there why it failed.
-                let mut said = Capture::new(2000);
-                let _ = tokio::time::timeout(Duration::from_secs(2), pump(stderr, &mut said)).await;
-                let how = interpreter.ended().await;
+        interpreter.ready(python, Some(stderr)).await
+    }
+
+    /// Start the interpreter in the flow's container and wait until it is ready.
+    pub(super) async fn start_in_container(
+        sandbox: &SandboxHandle,
+        flow_id: &str,
+    ) -> Result<Interpreter, String> {
+        let cmd = ["setsid", "-w", "sh", "-c", IN_CONTAINER, "sh", DRIVER]
+            .map(String::from)
+            .to_vec();
+        let Attached { input, output } = sandbox
+            .attach(flow_id, cmd)
+            .await
+            .map_err(|e| format!("the sandbox could not start the interpreter: {e}"))?;
+        let interpreter = Interpreter {
+            place: Place::Container {
+                sandbox: sandbox.clone(),
+                flow_id: flow_id.into(),
+                group: 0,
+            },
+            input,
+            output,
+            line: Vec::new(),
+            cells: 0,
+            busy: false,
+        };
+        interpreter.ready("python3", None).await
+    }
+
+    /// Wait for the runner's first frame. `stderr` is where Python says why it could not
+    /// start, before the runner takes it over.
+    async fn ready(
+        mut self,
+        python: &str,
+        stderr: Option<tokio::process::ChildStderr>,
+    ) -> Result<Interpreter, String> {
+        match tokio::time::timeout(START_LIMIT, self.frame()).await {
+            Ok(Ok(Frame::Ready(Ready { pgid }))) => {
+                if let Place::Container { group, .. } = &mut self.place {
+                    *group = pgid;
+                }
+                Ok(self)
+            }
+            Ok(Ok(Frame::Exit(status))) => {
+                let how = self.ended(Lost::Exited(status)).await;
                 Err(format!(
-                    "the interpreter `{python}` {how} before it was ready: {}",
-                    said.text().trim()
+                    "the interpreter `{python}` {how} before it was ready"
                 ))
             }
-            Err(_) => Err(format!(
-                "the interpreter `{python}` was not ready within {} s",
-                START_LIMIT.as_secs()
-            )),
+            Ok(Ok(_)) => Err("the interpreter spoke before it was ready".into()),
+            Ok(Err(Lost::Garbled(said))) => {
+                self.kill().await;
+                Err(format!(
+                    "the interpreter `{python}` could not start: {}",
+                    said.trim()
+                ))
+            }
+            Ok(Err(lost)) => {
+                let mut said = Capture::new(2000);
+                if let Some(stderr) = stderr {
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(2), pump(stderr, &mut said)).await;
+                }
+                let how = self.ended(lost).await;
+                Err(format!(
+                    "the interpreter `{python}` {how} before it was ready{}",
+                    match said.text().trim() {
+                        "" => String::new(),
+                        said => format!(": {said}"),
+                    }
+                ))
+            }
+            Err(_) => {
+                self.kill().await;
+                Err(format!(
+                    "the interpreter `{python}` was not ready within {} s",
+                    START_LIMIT.as_secs()
+                ))
+            }
         }
     }
 
@@ -159,14 +276,21 @@ impl Interpreter {
         };
         let frame = serde_json::json!({ "cell": { "id": id, "code": code } });
         self.busy = true;
-        if let Err(how) = self.send(&frame).await {
+        let _in_use = match &self.place {
+            Place::Container {
+                sandbox, flow_id, ..
+            } => Some(sandbox.busy(flow_id)),
+            Place::Host(_) => None,
+        };
+        if self.send(&frame).await.is_err() {
+            let how = self.ended(Lost::Closed).await;
             run.end = CellEnd::Crashed(format!("{how} before the cell was sent"));
             return run;
         }
         let ended = match tokio::time::timeout(limit, self.collect(id, &mut run)).await {
             Ok(ended) => ended.map(CellEnd::Finished),
             Err(_) => {
-                self.process.signal(libc::SIGINT);
+                self.signal(libc::SIGINT, "INT").await;
                 match tokio::time::timeout(GRACE, self.collect(id, &mut run)).await {
                     // A cell that caught the interrupt, or ended just then, simply finished.
                     Ok(ended) => ended.map(|done| match done.interrupted {
@@ -174,7 +298,7 @@ impl Interpreter {
                         false => CellEnd::Finished(done),
                     }),
                     Err(_) => {
-                        self.process.kill();
+                        self.kill().await;
                         Ok(CellEnd::Killed)
                     }
                 }
@@ -185,15 +309,29 @@ impl Interpreter {
                 self.busy = false;
                 end
             }
-            Err(Lost::Closed) => CellEnd::Crashed(self.ended().await),
             Err(Lost::Garbled(what)) => {
-                self.process.kill();
+                self.kill().await;
                 CellEnd::Crashed(format!(
                     "broke its protocol (it sent {what:?}) and was killed"
                 ))
             }
+            Err(lost) => CellEnd::Crashed(self.ended(lost).await),
         };
         run
+    }
+
+    /// Whether the interpreter ended since its last cell (killed from outside, or its
+    /// container removed while idle): what it sends between cells can only be its end.
+    pub(super) async fn ended_between_cells(&mut self) -> Option<String> {
+        match tokio::time::timeout(Duration::ZERO, self.frame()).await {
+            Err(_) => None,
+            Ok(Ok(Frame::Exit(status))) => Some(self.ended(Lost::Exited(status)).await),
+            Ok(Ok(_)) => {
+                self.kill().await;
+                Some("spoke out of turn and was stopped".into())
+            }
+            Ok(Err(lost)) => Some(self.ended(lost).await),
+        }
     }
 
     /// Read frames into `run` until cell `id` is done.
@@ -207,6 +345,7 @@ impl Interpreter {
                     return Err(Lost::Garbled(format!("the end of cell {}", done.id)));
                 }
                 Frame::Ready(_) => return Err(Lost::Garbled("a second ready".into())),
+                Frame::Exit(status) => return Err(Lost::Exited(status)),
             }
         }
     }
@@ -231,38 +370,60 @@ impl Interpreter {
         })
     }
 
-    async fn send(&mut self, frame: &serde_json::Value) -> Result<(), String> {
+    async fn send(&mut self, frame: &serde_json::Value) -> std::io::Result<()> {
         let mut line = frame.to_string();
         line.push('\n');
-        let sent = async {
-            self.input.write_all(line.as_bytes()).await?;
-            self.input.flush().await
-        };
-        match sent.await {
-            Ok(()) => Ok(()),
-            Err(_) => Err(self.ended().await),
-        }
+        self.input.write_all(line.as_bytes()).await?;
+        self.input.flush().await
     }
 
-    /// How the interpreter ended, once its output has closed.
-    async fn ended(&mut self) -> String {
-        match tokio::time::timeout(Duration::from_secs(5), self.process.wait()).await {
-            Ok(Ok(status)) => match (
-                status.code(),
-                std::os::unix::process::ExitStatusExt::signal(&status),
-            ) {
-                (Some(code), _) => format!("exited with status {code}"),
-                (None, Some(9)) => {
-                    "was killed (signal 9; most often the system ran out of memory)".into()
+    async fn signal(&mut self, signal: libc::c_int, name: &str) {
+        self.place.signal(signal, name).await
+    }
+
+    /// End the runner and everything it started, now.
+    pub(super) async fn kill(&mut self) {
+        self.place.kill().await
+    }
+
+    /// How the runner ended, once it stopped speaking.
+    async fn ended(&mut self, lost: Lost) -> String {
+        let status = match (&mut self.place, lost) {
+            (_, Lost::Exited(status)) => status,
+            (Place::Host(process), _) => {
+                match tokio::time::timeout(Duration::from_secs(5), process.wait()).await {
+                    Ok(Ok(status)) => {
+                        use std::os::unix::process::ExitStatusExt;
+                        match (status.code(), status.signal()) {
+                            (Some(code), _) => code,
+                            (None, Some(signal)) => 128 + signal,
+                            (None, None) => return "ended".into(),
+                        }
+                    }
+                    Ok(Err(e)) => return format!("was lost ({e})"),
+                    Err(_) => {
+                        process.kill();
+                        return "stopped answering and was killed".into();
+                    }
                 }
-                (None, Some(signal)) => format!("was killed by signal {signal}"),
-                (None, None) => "ended".into(),
-            },
-            Ok(Err(e)) => format!("was lost ({e})"),
-            Err(_) => {
-                self.process.kill();
-                "stopped answering and was killed".into()
             }
+            (Place::Container { .. }, _) => {
+                return "ended without a word: most likely its container stopped, and then a \
+                        fresh sandbox is made on the next call, without the old one's files"
+                    .into();
+            }
+        };
+        let memory = match &self.place {
+            Place::Host(_) => "most often the system ran out of memory".to_string(),
+            Place::Container { sandbox, .. } => format!(
+                "most often it ran out of memory: the sandbox allows {}",
+                sandbox.memory_limit_text()
+            ),
+        };
+        match status {
+            137 => format!("was killed (signal 9; {memory})"),
+            129.. => format!("was killed by signal {}", status - 128),
+            code => format!("exited with status {code}"),
         }
     }
 }
