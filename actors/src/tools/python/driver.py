@@ -6,17 +6,26 @@
 # those of any process it starts) go through pipes this runner reads and forwards as
 # `out` / `err` frames, so a cell can print anything without breaking the protocol.
 #
-# runtime -> runner:  {"cell": {"id": N, "code": "..."}}
+# runtime -> runner:  {"tools": [{"name": ..., "description": ..., "parameters": {schema}}]}
+#                     {"cell": {"id": N, "code": "..."}}
+#                     {"answer": {"id": K, "ok": bool, "text": "..."}}    to a call
+# runner -> runtime:  {"call": {"id": K, "name": "...", "args": {...}}}   from a cell
 # runner -> runtime:  {"ready": {"pgid": G, "version": "3.11.7"}}  once, at start
 #                     {"out": "text"} / {"err": "text"}             while a cell runs
 #                     {"done": {"id": N, "value": "repr" | null, "error": "traceback" | null,
 #                               "interrupted": bool}}
+#
+# `tools` makes each tool a Python function of the cells' namespace, its signature and
+# docstring made from the tool's JSON schema; calling one sends a `call` and waits for its
+# `answer`: the text, or a `ToolError` raised in the cell.
 #
 # The runtime interrupts a cell with SIGINT (a KeyboardInterrupt in the cell); between cells
 # SIGINT is ignored. The runner exits when its stdin closes.
 import ast
 import builtins
 import codecs
+import inspect
+import keyword
 import linecache
 import os
 import signal
@@ -120,6 +129,57 @@ class Pump(threading.Thread):
         self.seen.wait(5)
 
 
+class ToolError(Exception):
+    """A tool call from a cell failed; the message says why, as the tool put it."""
+
+
+# JSON-schema types as Python annotations, for the signatures shown to the model.
+TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list,
+         "object": dict}
+
+
+def tool_function(runner, spec):
+    """A function that calls the tool `spec` describes, with a signature and docstring made
+    from its JSON schema: required arguments first, optional ones defaulting to None."""
+    name = spec["name"]
+    schema = spec.get("parameters") or {}
+    properties = schema.get("properties") or {}
+    required = [p for p in schema.get("required") or [] if p in properties]
+    optional = [p for p in properties if p not in required]
+    params, lines = [], []
+    for arg in required + optional:
+        if not arg.isidentifier() or keyword.iskeyword(arg):
+            continue
+        kind = TYPES.get(properties[arg].get("type"), inspect.Parameter.empty)
+        default = inspect.Parameter.empty if arg in required else None
+        params.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        default=default, annotation=kind))
+        about = " ".join(str(properties[arg].get("description", "")).split())
+        lines.append("    %s%s: %s" % (arg, "" if arg in required else " (optional)", about))
+    signature = inspect.Signature(params, return_annotation=str)
+
+    def call(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError("%s%s: %s" % (python_name(name), signature, e)) from None
+        arguments = {k: v for k, v in bound.arguments.items() if v is not None or k in required}
+        return runner.call(name, arguments)
+
+    call.__name__ = call.__qualname__ = python_name(name)
+    call.__signature__ = signature
+    call.__doc__ = spec.get("description", "") + ("\n\nArgs:\n" + "\n".join(lines) if lines else "")
+    return call
+
+
+def python_name(tool):
+    """A tool's name as a Python identifier."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in tool)
+    if not name.isidentifier() or keyword.iskeyword(name):
+        name = "tool_" + name
+    return name
+
+
 class Runner:
     def __init__(self):
         self.channel = Channel()
@@ -127,6 +187,7 @@ class Runner:
         for pump in self.pumps:
             pump.start()
         self.running = False
+        self.calls = 0
         self.names = {"__name__": "__main__", "__builtins__": builtins}
         signal.signal(signal.SIGINT, self.interrupt)
 
@@ -138,9 +199,28 @@ class Runner:
         self.channel.send({"ready": {"pgid": os.getpgid(0), "version": sys.version.split()[0]}})
         while True:
             frame = self.channel.receive()
-            cell = frame.get("cell")
-            if cell is not None:
+            if "cell" in frame:
+                cell = frame["cell"]
                 self.channel.send({"done": self.run(cell["id"], cell["code"])})
+            elif "tools" in frame:
+                for spec in frame["tools"]:
+                    function = tool_function(self, spec)
+                    self.names[function.__name__] = function
+                self.names["ToolError"] = ToolError
+            # An answer to a call its cell no longer waits for (it was interrupted) is dropped.
+
+    def call(self, name, arguments):
+        """Run a tool call from a cell: ask the runtime, wait for its answer."""
+        self.calls += 1
+        number = self.calls
+        self.channel.send({"call": {"id": number, "name": name, "args": arguments}})
+        while True:
+            answer = self.channel.receive().get("answer")
+            if answer is not None and answer["id"] == number:
+                break
+        if not answer["ok"]:
+            raise ToolError(answer["text"])
+        return answer["text"]
 
     def run(self, number, code):
         value = error = None

@@ -43,6 +43,7 @@ enum Frame {
     Out(String),
     Err(String),
     Done(Done),
+    Call(CellCall),
     /// The runner's exit status, from the shell that starts it in a container.
     Exit(i32),
 }
@@ -63,6 +64,40 @@ pub(super) struct Done {
     pub(super) error: Option<String>,
     /// The exception was the interruption the runtime sent.
     pub(super) interrupted: bool,
+}
+
+/// A tool call a cell makes: the runner waits for its answer.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CellCall {
+    pub(crate) id: u64,
+    /// The tool's name.
+    pub(crate) name: String,
+    /// Its arguments, as the cell gave them.
+    pub(crate) args: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What a cell did next.
+enum Collected {
+    Call(CellCall),
+    Done(Done),
+}
+
+/// A cell under way (`Interpreter::begin`).
+pub(crate) struct Cell {
+    id: u64,
+    run: CellRun,
+    /// What is left of its limit (or, once interrupted, of the grace).
+    left: Duration,
+    interrupted: bool,
+    /// In a container, it is busy while this lives.
+    _in_use: Option<crate::sandbox::BusyGuard>,
+}
+
+impl Cell {
+    /// Its output and how it ended, once `next` said it ended.
+    pub(crate) fn into_run(self) -> CellRun {
+        self.run
+    }
 }
 
 /// How a cell ended, as far as the runtime knows.
@@ -264,60 +299,106 @@ impl Interpreter {
         }
     }
 
-    /// Run one cell: interrupted when it runs past `limit`, and the interpreter killed if it
-    /// then does not stop within `GRACE`.
-    pub(super) async fn run(&mut self, code: &str, limit: Duration) -> CellRun {
+    /// Run one cell that calls no tools: interrupted when it runs past `limit`, and the
+    /// interpreter killed if it then does not stop within `GRACE`.
+    pub(crate) async fn run(&mut self, code: &str, limit: Duration) -> CellRun {
+        let mut cell = match self.begin(code, limit).await {
+            Ok(cell) => cell,
+            Err(run) => return run,
+        };
+        while let Some(call) = self.next(&mut cell).await {
+            let refused = format!("`{}` cannot be called from here", call.name);
+            self.answer(call.id, false, &refused).await;
+        }
+        cell.into_run()
+    }
+
+    /// Send a cell; its limit counts only while it runs, not while its tool calls do.
+    pub(crate) async fn begin(&mut self, code: &str, limit: Duration) -> Result<Cell, CellRun> {
         self.cells += 1;
-        let id = self.cells;
-        let mut run = CellRun {
-            out: Capture::new(MAX_STDOUT),
-            err: Capture::new(MAX_STDERR),
-            end: CellEnd::Killed,
+        let mut cell = Cell {
+            id: self.cells,
+            run: CellRun {
+                out: Capture::new(MAX_STDOUT),
+                err: Capture::new(MAX_STDERR),
+                end: CellEnd::Killed,
+            },
+            left: limit,
+            interrupted: false,
+            _in_use: match &self.place {
+                Place::Container {
+                    sandbox, flow_id, ..
+                } => Some(sandbox.busy(flow_id)),
+                Place::Host(_) => None,
+            },
         };
-        let frame = serde_json::json!({ "cell": { "id": id, "code": code } });
+        let frame = serde_json::json!({ "cell": { "id": cell.id, "code": code } });
         self.busy = true;
-        let _in_use = match &self.place {
-            Place::Container {
-                sandbox, flow_id, ..
-            } => Some(sandbox.busy(flow_id)),
-            Place::Host(_) => None,
-        };
         if self.send(&frame).await.is_err() {
             let how = self.ended(Lost::Closed).await;
-            run.end = CellEnd::Crashed(format!("{how} before the cell was sent"));
-            return run;
+            cell.run.end = CellEnd::Crashed(format!("{how} before the cell was sent"));
+            return Err(cell.run);
         }
-        let ended = match tokio::time::timeout(limit, self.collect(id, &mut run)).await {
-            Ok(ended) => ended.map(CellEnd::Finished),
-            Err(_) => {
-                self.signal(libc::SIGINT, "INT").await;
-                match tokio::time::timeout(GRACE, self.collect(id, &mut run)).await {
-                    // A cell that caught the interrupt, or ended just then, simply finished.
-                    Ok(ended) => ended.map(|done| match done.interrupted {
-                        true => CellEnd::Interrupted(done),
-                        false => CellEnd::Finished(done),
-                    }),
-                    Err(_) => {
-                        self.kill().await;
-                        Ok(CellEnd::Killed)
-                    }
+        Ok(cell)
+    }
+
+    /// The cell's next tool call, or `None` once it has ended (`Cell::into_run`). A cell
+    /// past its limit is interrupted; one that then calls a tool is refused.
+    pub(crate) async fn next(&mut self, cell: &mut Cell) -> Option<CellCall> {
+        loop {
+            let started = tokio::time::Instant::now();
+            let heard = tokio::time::timeout(cell.left, self.collect(cell.id, &mut cell.run)).await;
+            cell.left = cell.left.saturating_sub(started.elapsed());
+            let end = match heard {
+                Ok(Ok(Collected::Call(call))) if cell.interrupted => {
+                    self.answer(call.id, false, "the cell is past its time limit")
+                        .await;
+                    continue;
                 }
-            }
-        };
-        run.end = match ended {
-            Ok(end) => {
-                self.busy = false;
-                end
-            }
-            Err(Lost::Garbled(what)) => {
-                self.kill().await;
-                CellEnd::Crashed(format!(
-                    "broke its protocol (it sent {what:?}) and was killed"
-                ))
-            }
-            Err(lost) => CellEnd::Crashed(self.ended(lost).await),
-        };
-        run
+                Ok(Ok(Collected::Call(call))) => return Some(call),
+                // A cell that caught the interrupt, or ended just then, simply finished.
+                Ok(Ok(Collected::Done(done))) if cell.interrupted && done.interrupted => {
+                    CellEnd::Interrupted(done)
+                }
+                Ok(Ok(Collected::Done(done))) => CellEnd::Finished(done),
+                Ok(Err(Lost::Garbled(what))) => {
+                    self.kill().await;
+                    CellEnd::Crashed(format!(
+                        "broke its protocol (it sent {what:?}) and was killed"
+                    ))
+                }
+                Ok(Err(lost)) => CellEnd::Crashed(self.ended(lost).await),
+                Err(_) if !cell.interrupted => {
+                    self.signal(libc::SIGINT, "INT").await;
+                    cell.interrupted = true;
+                    cell.left = GRACE;
+                    continue;
+                }
+                Err(_) => {
+                    self.kill().await;
+                    CellEnd::Killed
+                }
+            };
+            self.busy = matches!(end, CellEnd::Killed | CellEnd::Crashed(_));
+            cell.run.end = end;
+            return None;
+        }
+    }
+
+    /// Answer tool call `id` of the running cell: its result, or (`ok` false) the error
+    /// the cell sees raised. A runner that is gone is noticed by `next`.
+    pub(crate) async fn answer(&mut self, id: u64, ok: bool, text: &str) {
+        let frame = serde_json::json!({ "answer": { "id": id, "ok": ok, "text": text } });
+        let _ = self.send(&frame).await;
+    }
+
+    /// Make each of `tools` a function the cells can call.
+    pub(crate) async fn define(&mut self, tools: &[crate::llm::ToolSpec]) -> Result<(), String> {
+        let frame = serde_json::json!({ "tools": tools });
+        match self.send(&frame).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.ended(Lost::Closed).await),
+        }
     }
 
     /// Whether the interpreter ended since its last cell (killed from outside, or its
@@ -334,13 +415,14 @@ impl Interpreter {
         }
     }
 
-    /// Read frames into `run` until cell `id` is done.
-    async fn collect(&mut self, id: u64, run: &mut CellRun) -> Result<Done, Lost> {
+    /// Read frames into `run` until cell `id` is done or calls a tool.
+    async fn collect(&mut self, id: u64, run: &mut CellRun) -> Result<Collected, Lost> {
         loop {
             match self.frame().await? {
                 Frame::Out(text) => run.out.push(text.as_bytes()),
                 Frame::Err(text) => run.err.push(text.as_bytes()),
-                Frame::Done(done) if done.id == id => return Ok(done),
+                Frame::Call(call) => return Ok(Collected::Call(call)),
+                Frame::Done(done) if done.id == id => return Ok(Collected::Done(done)),
                 Frame::Done(done) => {
                     return Err(Lost::Garbled(format!("the end of cell {}", done.id)));
                 }
@@ -433,5 +515,111 @@ pub(super) async fn pump(mut pipe: impl AsyncRead + Unpin, into: &mut Capture) {
     let mut chunk = [0u8; 8192];
     while let Ok(n @ 1..) = pipe.read(&mut chunk).await {
         into.push(&chunk[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolSpec;
+    use crate::tools::tests::TempDir;
+
+    fn echo_tool() -> ToolSpec {
+        ToolSpec {
+            name: "echo-tool".into(),
+            description: "Say the words back.".into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "words": {"type": "string", "description": "What to say."},
+                    "times": {"type": "integer", "description": "How often."}
+                },
+                "required": ["words"]
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cell_calls_tools_as_functions_and_their_time_is_not_its_own() {
+        let ws = TempDir::new("cell-calls");
+        let mut py = Interpreter::start_on_host("python3", &ws.0).await.unwrap();
+        py.define(&[echo_tool()]).await.unwrap();
+        let code = "import inspect\n\
+                    print(inspect.signature(echo_tool))\n\
+                    heard = [echo_tool(w, times=2) for w in ['a', 'b']]\n\
+                    try:\n    echo_tool('bad')\nexcept ToolError as e:\n    print('caught:', e)\n\
+                    heard";
+        // A limit shorter than the time the calls take: only the cell's own time counts.
+        let mut cell = py
+            .begin(code, Duration::from_millis(1500))
+            .await
+            .ok()
+            .unwrap();
+        let mut seen = vec![];
+        while let Some(call) = py.next(&mut cell).await {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let words = call.args["words"].as_str().unwrap().to_string();
+            seen.push((
+                call.name.clone(),
+                serde_json::Value::Object(call.args.clone()),
+            ));
+            match words.as_str() {
+                "bad" => py.answer(call.id, false, "no such words").await,
+                w => py.answer(call.id, true, &w.repeat(2)).await,
+            }
+        }
+        let run = cell.into_run();
+        let CellEnd::Finished(done) = run.end else {
+            panic!("the cell did not finish: {}", run.err.text());
+        };
+        assert_eq!(done.value.as_deref(), Some("['aa', 'bb']"));
+        assert_eq!(
+            run.out.text(),
+            "(words: str, times: int = None) -> str\ncaught: no such words\n"
+        );
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[0].0, "echo-tool");
+        assert_eq!(seen[0].1, serde_json::json!({"words": "a", "times": 2}));
+        assert_eq!(seen[2].1, serde_json::json!({"words": "bad"}));
+        // Wrong arguments fail in the cell, naming the signature; nothing is called.
+        let run = py
+            .run("echo_tool(colour='red')", Duration::from_secs(5))
+            .await;
+        let CellEnd::Finished(done) = run.end else {
+            panic!("the cell did not finish");
+        };
+        let error = done.error.unwrap();
+        assert!(error.contains("TypeError: echo_tool(words: str"), "{error}");
+        assert!(!error.contains("inspect.py"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_cell_waiting_on_a_call_is_interrupted_by_its_own_limit_only() {
+        let ws = TempDir::new("cell-call-limit");
+        let mut py = Interpreter::start_on_host("python3", &ws.0).await.unwrap();
+        py.define(&[echo_tool()]).await.unwrap();
+        let mut cell = py
+            .begin(
+                "import time\nx = echo_tool('a')\ntime.sleep(30)",
+                Duration::from_secs(1),
+            )
+            .await
+            .ok()
+            .unwrap();
+        let call = py.next(&mut cell).await.unwrap();
+        py.answer(call.id, true, "fine").await;
+        assert!(py.next(&mut cell).await.is_none());
+        let run = cell.into_run();
+        assert!(
+            matches!(run.end, CellEnd::Interrupted(_)),
+            "{}",
+            run.err.text()
+        );
+        // The answer arrived before the interruption, and stays.
+        let run = py.run("x", Duration::from_secs(5)).await;
+        let CellEnd::Finished(done) = run.end else {
+            panic!("the cell did not finish");
+        };
+        assert_eq!(done.value.as_deref(), Some("'fine'"));
     }
 }
