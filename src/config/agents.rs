@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use manus_actors::agent::profile;
+use manus_actors::agent::{Action, profile};
 use manus_actors::plan::split_tag;
 use toml::Spanned;
 
 use super::AgentTemplate;
 use super::error::{Lines, Problem};
-use super::file::AgentToml;
+use super::file::{ActionToml, AgentToml};
 use super::llm::{LlmDraft, named_profile};
 use super::values::{Bounds, Table, known_tools};
 
@@ -150,6 +150,11 @@ fn agent(
         count(&a.memory_tokens, "memory_tokens", MEMORY_TOKENS)?.unwrap_or(prof.memory_tokens);
     if let Some(share) = table.number(&a.compact_at, "compact_at", COMPACT_AT)? {
         prof.compact_at = Some(share);
+    }
+    match a.action {
+        None => {}
+        Some(ActionToml::Tools) => prof.action = Action::Tools,
+        Some(ActionToml::Code) => prof.action = Action::Code,
     }
     if let Some(s) = table.text(&a.system_prompt, "system_prompt", "the prompt")? {
         prof.system_prompt = s;

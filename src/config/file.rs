@@ -205,6 +205,14 @@ pub(super) enum ApiTypeToml {
     Replay,
 }
 
+/// `[agents.NAME] action`: tool calls or Python cells (see `manus_actors::agent::Action`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ActionToml {
+    Tools,
+    Code,
+}
+
 /// `[tools] python_session`: how long a `python_execute` interpreter lives.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -357,6 +365,7 @@ pub(super) struct AgentToml {
     pub(super) memory_tokens: Option<Spanned<i64>>,
     pub(super) compact_at: Option<Spanned<f64>>,
     pub(super) compact_llm: Option<Spanned<String>>,
+    pub(super) action: Option<ActionToml>,
     pub(super) system_prompt: Option<Spanned<String>>,
     pub(super) next_step_prompt: Option<Spanned<String>>,
     pub(super) mcp_servers: Option<Spanned<Vec<String>>>,

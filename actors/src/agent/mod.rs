@@ -20,7 +20,7 @@ mod prompts;
 mod spec;
 mod step;
 
-pub use profile::AgentProfile;
+pub use profile::{Action, AgentProfile};
 pub use spec::AgentSpec;
 
 use std::sync::Arc;

@@ -29,6 +29,21 @@ pub struct AgentProfile {
     /// (`memory_tokens`, or the model's `max_input_tokens` if lower): old tool outputs
     /// become stubs `recall` reads back, then the middle rounds a summary. `None`: never.
     pub compact_at: Option<f64>,
+    /// How the agent acts: one tool call at a time, or a Python cell that calls its tools.
+    #[serde(default)]
+    pub action: Action,
+}
+
+/// `[agents.NAME] action`: what the model's action is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Tool calls, as JSON, one round trip each.
+    #[default]
+    Tools,
+    /// One Python cell per round, run in the agent's interpreter, where the agent's tools are
+    /// functions: loops and conditions over many calls in one round trip.
+    Code,
 }
 
 const MANUS_SYSTEM: &str = "You are {agent}, a capable general-purpose agent that gets tasks done by \
@@ -111,6 +126,7 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             memory_messages: 100,
             memory_tokens: 48_000,
             compact_at: None,
+            action: Action::Tools,
         },
         "data_analysis" => AgentProfile {
             id: id.into(),
@@ -129,6 +145,7 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             memory_messages: 100,
             memory_tokens: 48_000,
             compact_at: None,
+            action: Action::Tools,
         },
         "mcp" => AgentProfile {
             id: id.into(),
@@ -141,6 +158,7 @@ pub fn builtin(id: &str) -> Option<AgentProfile> {
             memory_messages: 100,
             memory_tokens: 48_000,
             compact_at: None,
+            action: Action::Tools,
         },
         _ => return None,
     })

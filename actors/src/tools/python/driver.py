@@ -6,7 +6,7 @@
 # those of any process it starts) go through pipes this runner reads and forwards as
 # `out` / `err` frames, so a cell can print anything without breaking the protocol.
 #
-# runtime -> runner:  {"tools": [{"name": ..., "description": ..., "parameters": {schema}}]}
+# runtime -> runner:  {"tools": [{"name": ..., "tool": ..., "params": [...], "doc": ...}]}
 #                     {"cell": {"id": N, "code": "..."}}
 #                     {"answer": {"id": K, "ok": bool, "text": "..."}}    to a call
 # runner -> runtime:  {"call": {"id": K, "name": "...", "args": {...}}}   from a cell
@@ -15,9 +15,9 @@
 #                     {"done": {"id": N, "value": "repr" | null, "error": "traceback" | null,
 #                               "interrupted": bool}}
 #
-# `tools` makes each tool a Python function of the cells' namespace, its signature and
-# docstring made from the tool's JSON schema; calling one sends a `call` and waits for its
-# `answer`: the text, or a `ToolError` raised in the cell.
+# `tools` makes each tool a Python function of the cells' namespace, with the signature and
+# docstring the runtime gives (`code.rs`, `CellFunction`); calling one sends a `call` and
+# waits for its `answer`: the text, or a `ToolError` raised in the cell.
 #
 # The runtime interrupts a cell with SIGINT (a KeyboardInterrupt in the cell); between cells
 # SIGINT is ignored. The runner exits when its stdin closes.
@@ -25,7 +25,6 @@ import ast
 import builtins
 import codecs
 import inspect
-import keyword
 import linecache
 import os
 import signal
@@ -133,51 +132,36 @@ class ToolError(Exception):
     """A tool call from a cell failed; the message says why, as the tool put it."""
 
 
-# JSON-schema types as Python annotations, for the signatures shown to the model.
-TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list,
-         "object": dict}
+# The annotations the runtime names for parameters.
+TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
 
 
 def tool_function(runner, spec):
-    """A function that calls the tool `spec` describes, with a signature and docstring made
-    from its JSON schema: required arguments first, optional ones defaulting to None."""
-    name = spec["name"]
-    schema = spec.get("parameters") or {}
-    properties = schema.get("properties") or {}
-    required = [p for p in schema.get("required") or [] if p in properties]
-    optional = [p for p in properties if p not in required]
+    """The function the runtime described (its name, the tool it calls, its parameters in
+    order, required ones first, optional ones defaulting to None, and its docstring)."""
     params, lines = [], []
-    for arg in required + optional:
-        if not arg.isidentifier() or keyword.iskeyword(arg):
-            continue
-        kind = TYPES.get(properties[arg].get("type"), inspect.Parameter.empty)
-        default = inspect.Parameter.empty if arg in required else None
-        params.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    required = [p["name"] for p in spec["params"] if p["required"]]
+    for p in spec["params"]:
+        kind = TYPES.get(p["annotation"], inspect.Parameter.empty)
+        default = inspect.Parameter.empty if p["required"] else None
+        params.append(inspect.Parameter(p["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                         default=default, annotation=kind))
-        about = " ".join(str(properties[arg].get("description", "")).split())
-        lines.append("    %s%s: %s" % (arg, "" if arg in required else " (optional)", about))
+        lines.append("    %s%s: %s" % (p["name"], "" if p["required"] else " (optional)", p["about"]))
     signature = inspect.Signature(params, return_annotation=str)
+    name, tool = spec["name"], spec["tool"]
 
     def call(*args, **kwargs):
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise TypeError("%s%s: %s" % (python_name(name), signature, e)) from None
+            raise TypeError("%s%s: %s" % (name, signature, e)) from None
         arguments = {k: v for k, v in bound.arguments.items() if v is not None or k in required}
-        return runner.call(name, arguments)
+        return runner.call(tool, arguments)
 
-    call.__name__ = call.__qualname__ = python_name(name)
+    call.__name__ = call.__qualname__ = name
     call.__signature__ = signature
-    call.__doc__ = spec.get("description", "") + ("\n\nArgs:\n" + "\n".join(lines) if lines else "")
+    call.__doc__ = spec["doc"] + ("\n\nArgs:\n" + "\n".join(lines) if lines else "")
     return call
-
-
-def python_name(tool):
-    """A tool's name as a Python identifier."""
-    name = "".join(c if c.isalnum() or c == "_" else "_" for c in tool)
-    if not name.isidentifier() or keyword.iskeyword(name):
-        name = "tool_" + name
-    return name
 
 
 class Runner:

@@ -4,7 +4,8 @@
 //! call runs in a fresh interpreter instead. Either way the code runs in the workspace (or
 //! the flow's container) and is stopped at its time limit.
 
-mod session;
+pub mod code;
+pub(crate) mod session;
 
 use std::process::Stdio;
 use std::time::Duration;

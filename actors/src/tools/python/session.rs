@@ -13,6 +13,7 @@ use tokio::io::{
 };
 use tokio::process::Command;
 
+use super::code::CellFunction;
 use crate::process::{Capture, Contained};
 use crate::protocol::Attached;
 use crate::sandbox::SandboxHandle;
@@ -392,9 +393,9 @@ impl Interpreter {
         let _ = self.send(&frame).await;
     }
 
-    /// Make each of `tools` a function the cells can call.
-    pub(crate) async fn define(&mut self, tools: &[crate::llm::ToolSpec]) -> Result<(), String> {
-        let frame = serde_json::json!({ "tools": tools });
+    /// Make each of `functions` callable from the cells.
+    pub(crate) async fn define(&mut self, functions: &[CellFunction]) -> Result<(), String> {
+        let frame = serde_json::json!({ "tools": functions });
         match self.send(&frame).await {
             Ok(()) => Ok(()),
             Err(_) => Err(self.ended(Lost::Closed).await),
@@ -526,7 +527,7 @@ mod tests {
 
     fn echo_tool() -> ToolSpec {
         ToolSpec {
-            name: "echo-tool".into(),
+            name: "echo_tool".into(),
             description: "Say the words back.".into(),
             parameters: serde_json::json!({
                 "type": "object",
@@ -543,7 +544,7 @@ mod tests {
     async fn a_cell_calls_tools_as_functions_and_their_time_is_not_its_own() {
         let ws = TempDir::new("cell-calls");
         let mut py = Interpreter::start_on_host("python3", &ws.0).await.unwrap();
-        py.define(&[echo_tool()]).await.unwrap();
+        py.define(&[CellFunction::of(&echo_tool())]).await.unwrap();
         let code = "import inspect\n\
                     print(inspect.signature(echo_tool))\n\
                     heard = [echo_tool(w, times=2) for w in ['a', 'b']]\n\
@@ -578,7 +579,7 @@ mod tests {
             "(words: str, times: int = None) -> str\ncaught: no such words\n"
         );
         assert_eq!(seen.len(), 3);
-        assert_eq!(seen[0].0, "echo-tool");
+        assert_eq!(seen[0].0, "echo_tool");
         assert_eq!(seen[0].1, serde_json::json!({"words": "a", "times": 2}));
         assert_eq!(seen[2].1, serde_json::json!({"words": "bad"}));
         // Wrong arguments fail in the cell, naming the signature; nothing is called.
@@ -597,7 +598,7 @@ mod tests {
     async fn a_cell_waiting_on_a_call_is_interrupted_by_its_own_limit_only() {
         let ws = TempDir::new("cell-call-limit");
         let mut py = Interpreter::start_on_host("python3", &ws.0).await.unwrap();
-        py.define(&[echo_tool()]).await.unwrap();
+        py.define(&[CellFunction::of(&echo_tool())]).await.unwrap();
         let mut cell = py
             .begin(
                 "import time\nx = echo_tool('a')\ntime.sleep(30)",
