@@ -8,6 +8,7 @@ mod approvals;
 mod browser;
 mod cli;
 mod cluster;
+mod code_mode;
 mod compaction;
 mod console;
 mod data_analysis;

@@ -9,8 +9,9 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::Value;
 
-use super::AgentSpec;
+use super::code::CellEnded;
 use super::step::{StepRun, last_words};
+use super::{Action, AgentSpec};
 use crate::llm::{Message, Role, ToolCall};
 use crate::plan::StepStatus;
 use crate::protocol::{
@@ -18,6 +19,7 @@ use crate::protocol::{
     ToolInvocation, ToolMsg, ToolResult,
 };
 use crate::text::clip;
+use crate::tools::python::code;
 use crate::tools::worker::{ToolWorker, WorkerArgs};
 use crate::tools::{self, ToolCtx};
 
@@ -41,41 +43,10 @@ impl StepRun<'_> {
             let mut call = asked.clone();
             let mut edited = String::new();
             let mut rejected = None;
-            let this = continued.filter(|c| c.call_id == call.id);
-            match this.map(|c| (&c.decision, &c.interrupted)) {
-                // Handed to its tool before the flow was interrupted: not run again.
-                Some((_, Some(result))) => rejected = Some(result.clone()),
-                Some((d, None)) if !d.approve => {
-                    let reason = d.reason.as_deref().unwrap_or("no reason given");
-                    rejected = Some(format!(
-                        "Not run: {} rejected this call. Their reason: {reason}",
-                        d.by
-                    ));
-                }
-                Some((d, None)) => {
-                    if let Some(args) = d
-                        .arguments
-                        .as_ref()
-                        .filter(|a| **a != call.function.arguments)
-                    {
-                        edited = format!(
-                            "{} approved this call with its arguments changed to {args}.\n",
-                            d.by
-                        );
-                        call.function.arguments = args.clone();
-                    }
-                }
-                None => {
-                    if let Some(why) = self.needs_approval(&call) {
-                        let summary =
-                            format!("waiting for approval of `{}`: {why}", call.function.name);
-                        let memory = self.memory.request(None).into_iter().cloned().collect();
-                        let mut outcome =
-                            self.outcome(StepStatus::AwaitingApproval, summary, round);
-                        outcome.pause = Some(crate::protocol::Pause { call, why, memory });
-                        return Some(outcome);
-                    }
-                }
+            match self.settle(&mut call, continued) {
+                Settled::Run { note } => edited = note,
+                Settled::Answered(text) => rejected = Some(text),
+                Settled::Wait(why) => return Some(self.paused(call, why, round)),
             }
             let call = &call;
             if rejected.is_none()
@@ -83,18 +54,17 @@ impl StepRun<'_> {
             {
                 return Some(self.outcome(StepStatus::Failed, why, round));
             }
-            // A rejected call and a `recall` are answered here; every other call by a tool.
             let result = match rejected {
                 Some(output) => answered(false, output),
-                None if call.function.name == tools::recall::NAME
-                    && self.state.spec.profile.compact_at.is_some() =>
+                None if self.state.spec.profile.action == Action::Code
+                    && call.function.name == code::NAME =>
                 {
-                    match self.recall(call) {
-                        Ok(text) => answered(true, text),
-                        Err(why) => answered(false, why),
+                    match self.cell(call, round, continued).await {
+                        CellEnded::Answered(result) => result,
+                        CellEnded::Stopped(outcome) => return Some(outcome),
                     }
                 }
-                None => self.call_tool(call).await,
+                None => self.perform(call).await,
             };
             if self.state.spec.llm.settings().vision && !self.state.text_only {
                 let tool = &call.function.name;
@@ -108,14 +78,7 @@ impl StepRun<'_> {
                     clip(&result.output, self.state.spec.profile.max_observe)
                 )
             };
-            self.emit(FlowEvent::ToolFinished {
-                step: self.req.step_index,
-                agent: self.state.spec.name.clone(),
-                tool: call.function.name.clone(),
-                ok: result.ok,
-                output: clip(&result.output, 2_000),
-                call_id: call.id.clone(),
-            });
+            self.finished(call, &result);
             self.memory
                 .push(Message::tool(call, format!("{edited}{observation}")));
             if let Some(status) = result.terminate {
@@ -142,6 +105,83 @@ impl StepRun<'_> {
             ));
         }
         None
+    }
+
+    /// What to do with `call` before it runs: run it (approved, perhaps with its arguments
+    /// changed, which `note` tells the model), answer it without running it (rejected, or
+    /// handed to its tool before an interruption), or wait for a person's approval.
+    /// `continued`: the decision on the call a paused step stopped before.
+    pub(super) fn settle(
+        &self,
+        call: &mut ToolCall,
+        continued: Option<&crate::protocol::Continued>,
+    ) -> Settled {
+        let this = continued.filter(|c| c.call_id == call.id);
+        match this.map(|c| (&c.decision, &c.interrupted)) {
+            // Handed to its tool before the flow was interrupted: not run again.
+            Some((_, Some(result))) => Settled::Answered(result.clone()),
+            Some((d, None)) if !d.approve => {
+                let reason = d.reason.as_deref().unwrap_or("no reason given");
+                Settled::Answered(format!(
+                    "Not run: {} rejected this call. Their reason: {reason}",
+                    d.by
+                ))
+            }
+            Some((d, None)) => {
+                let mut note = String::new();
+                if let Some(args) = d
+                    .arguments
+                    .as_ref()
+                    .filter(|a| **a != call.function.arguments)
+                {
+                    note = format!(
+                        "{} approved this call with its arguments changed to {args}.\n",
+                        d.by
+                    );
+                    call.function.arguments = args.clone();
+                }
+                Settled::Run { note }
+            }
+            None => match self.needs_approval(call) {
+                Some(why) => Settled::Wait(why),
+                None => Settled::Run {
+                    note: String::new(),
+                },
+            },
+        }
+    }
+
+    /// The step's outcome when `call` must wait for a person: paused, with its memory.
+    pub(super) fn paused(&self, call: ToolCall, why: String, round: u32) -> StepOutcome {
+        let summary = format!("waiting for approval of `{}`: {why}", call.function.name);
+        let memory = self.memory.request(None).into_iter().cloned().collect();
+        let mut outcome = self.outcome(StepStatus::AwaitingApproval, summary, round);
+        outcome.pause = Some(crate::protocol::Pause { call, why, memory });
+        outcome
+    }
+
+    /// Run a call that may run: a `recall` is answered here, every other call by a tool.
+    pub(super) async fn perform(&mut self, call: &ToolCall) -> ToolResult {
+        if call.function.name == tools::recall::NAME && self.state.spec.profile.compact_at.is_some()
+        {
+            return match self.recall(call) {
+                Ok(text) => answered(true, text),
+                Err(why) => answered(false, why),
+            };
+        }
+        self.call_tool(call).await
+    }
+
+    /// Tell the flow how `call` ended.
+    pub(super) fn finished(&self, call: &ToolCall, result: &ToolResult) {
+        self.emit(FlowEvent::ToolFinished {
+            step: self.req.step_index,
+            agent: self.state.spec.name.clone(),
+            tool: call.function.name.clone(),
+            ok: result.ok,
+            output: clip(&result.output, 2_000),
+            call_id: call.id.clone(),
+        });
     }
 
     /// The calls of the newest assistant message that have no result yet, and its text.
@@ -294,8 +334,18 @@ async fn spawn_worker(
     Ok(worker)
 }
 
+/// What happens to a call before it runs (`StepRun::settle`).
+pub(super) enum Settled {
+    /// Run it; `note` goes before its result (arguments a person changed).
+    Run { note: String },
+    /// Do not run it: this is its (failed) result.
+    Answered(String),
+    /// It waits for a person's approval, for this reason.
+    Wait(String),
+}
+
 /// A call's result made by the agent itself, without a tool (a rejection, a `recall`).
-fn answered(ok: bool, output: String) -> ToolResult {
+pub(super) fn answered(ok: bool, output: String) -> ToolResult {
     ToolResult {
         ok,
         output,

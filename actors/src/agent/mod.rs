@@ -10,6 +10,7 @@
 //! `compaction`'s, `nudges`' and `prompts`'; what an agent is, `spec`'s.
 
 mod act;
+mod code;
 mod compaction;
 #[cfg(test)]
 mod fuzz;
@@ -41,6 +42,10 @@ pub struct AgentState {
     worker: Option<ActorRef<ToolMsg>>,
     /// The model refused images once: from then on none are sent.
     text_only: bool,
+    /// In code mode, the interpreter its cells run in, from its first cell on.
+    interpreter: Option<crate::tools::python::session::Interpreter>,
+    /// In code mode, the cell waiting for a decision while its step is paused.
+    open_cell: Option<code::OpenCell>,
 }
 
 impl Actor for ExecutorAgent {
@@ -57,6 +62,8 @@ impl Actor for ExecutorAgent {
             spec,
             worker: None,
             text_only: false,
+            interpreter: None,
+            open_cell: None,
         })
     }
 

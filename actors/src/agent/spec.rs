@@ -44,13 +44,16 @@ pub struct AgentSpec {
 
 impl AgentSpec {
     /// The system message of agent `name` with `profile` in `workspace`: the profile's
-    /// prompt with `{workspace}` and `{agent}` filled in. It is frozen, and every step's
+    /// prompt with `{workspace}` and `{agent}` filled in, and in code mode how to act by code. It is frozen, and every step's
     /// memory holds a clone, so its JSON is made once for all steps of all flows.
     pub fn opening(profile: &AgentProfile, workspace: &std::path::Path, name: &str) -> Message {
-        let text = profile
+        let mut text = profile
             .system_prompt
             .replace("{workspace}", &workspace.display().to_string())
             .replace("{agent}", name);
+        if profile.action == super::Action::Code {
+            text.push_str(crate::tools::python::code::PROMPT);
+        }
         let mut system = Message::system(text);
         system.freeze();
         system

@@ -9,15 +9,18 @@ use std::time::{Duration, Instant};
 
 use ractor::ActorRef;
 
-use super::AgentState;
 use super::memory::Memory;
 use super::nudges::Nudges;
 use super::prompts::step_prompt;
-use crate::llm::{ChatRequest, LlmErrorKind, Message, ToolChoice, ToolSet, Usage};
+use super::{Action, AgentState};
+use crate::llm::{
+    ChatRequest, FunctionCall, LlmErrorKind, Message, ToolCall, ToolChoice, ToolSet, Usage,
+};
 use crate::mcp::McpToolset;
 use crate::plan::StepStatus;
 use crate::protocol::{AgentMsg, FlowEvent, FlowMsg, StepOutcome, StepRequest};
 use crate::tools;
+use crate::tools::python::code;
 
 /// The text a streaming model writes, passed on as `TextDelta`s in pieces of at least
 /// `DELTA_CHARS` (or what came in `DELTA_EVERY`), and only to a sink that wants them.
@@ -107,6 +110,9 @@ impl<'a> StepRun<'a> {
             _ => memory.pin(Message::user(step_prompt(req))),
         }
         let mut tools = state.spec.tool_specs.clone();
+        if p.action == Action::Code {
+            tools = code_tool(state, &[]);
+        }
         if let Some(share) = p.compact_at {
             let limit = state
                 .spec
@@ -202,8 +208,13 @@ impl<'a> StepRun<'a> {
                 for why in &self.mcp.unavailable {
                     tracing::warn!(agent = %self.state.spec.name, "{why}");
                 }
-                let builtin = self.state.spec.tool_specs.iter();
-                self.tools = builtin.chain(&self.mcp.specs).cloned().collect();
+                self.tools = match self.state.spec.profile.action {
+                    Action::Tools => {
+                        let builtin = self.state.spec.tool_specs.iter();
+                        builtin.chain(&self.mcp.specs).cloned().collect()
+                    }
+                    Action::Code => code_tool(self.state, &self.mcp.specs),
+                };
             }
             // A model call is a side effect too (it costs, and may be seen).
             if let Err(why) = self.req.events.may_act() {
@@ -281,6 +292,21 @@ impl<'a> StepRun<'a> {
             if let Some(why) = self.nudges.repeated(&msg) {
                 return self.outcome(StepStatus::Blocked, why, round);
             }
+            let mut msg = msg;
+            if self.state.spec.profile.action == Action::Code
+                && msg.tool_calls.is_empty()
+                && let Some(cell) = code::fenced_cell(msg.text())
+            {
+                // A model that writes its cell as text: the block is its `python` call.
+                msg.tool_calls.push(ToolCall {
+                    id: format!("cell-{}-{round}", self.req.dispatch),
+                    kind: "function".into(),
+                    function: FunctionCall {
+                        name: code::NAME.into(),
+                        arguments: serde_json::json!({ "code": cell }).to_string(),
+                    },
+                });
+            }
             let calls = msg.tool_calls.clone();
             let text = msg.text().trim().to_string();
             self.memory.push(msg);
@@ -307,6 +333,17 @@ impl<'a> StepRun<'a> {
             max,
         )
     }
+}
+
+/// The one tool of a code-mode agent: `python`, listing its built-in tools and `mcp`'s as
+/// the functions its cells can call.
+fn code_tool(state: &AgentState, mcp: &[crate::llm::ToolSpec]) -> ToolSet {
+    let functions: Vec<code::CellFunction> = code::functions(state.spec.tool_specs.iter())
+        .into_iter()
+        .chain(mcp.iter().map(code::CellFunction::of))
+        .collect();
+    let limit = code::cell_limit(&state.spec.tool_settings).as_secs_f64();
+    ToolSet::new(vec![code::spec(&functions, limit)])
 }
 
 /// The newest assistant text in `memory`, for a summary.

@@ -147,6 +147,11 @@ fn python_name(tool: &str) -> String {
     }
 }
 
+/// How long a cell may run by its own clock: as long as a `python_execute` call.
+pub fn cell_limit(settings: &crate::tools::ToolSettings) -> std::time::Duration {
+    settings.python_timeout
+}
+
 /// The functions a code-mode agent's cells get: every tool it holds but `python_execute`,
 /// whose work the cell itself does.
 pub fn functions<'a>(tools: impl IntoIterator<Item = &'a ToolSpec>) -> Vec<CellFunction> {

@@ -119,65 +119,9 @@ impl PythonExecute {
         if !run.interpreter_lives() {
             self.kept = None;
         }
-        self.cell_report(&note, run)
-    }
-
-    /// What the model is told about a cell of a kept interpreter.
-    fn cell_report(&self, note: &str, run: CellRun) -> Result<ToolOutput, ToolError> {
-        let CellRun { out, err, end } = run;
-        let mut shown_out = out.text();
-        let mut shown_err = err.text();
-        let lost = "a fresh interpreter starts with the next call, and every variable, import \
-                    and loaded data from earlier calls is gone";
-        let (done, ending) = match end {
-            CellEnd::Finished(done) => (done, None),
-            CellEnd::Interrupted(done) => {
-                let why = format!(
-                    "[the cell ran past the {} s limit and was interrupted (KeyboardInterrupt); \
-                     the interpreter keeps what was defined before that. Make the code faster, or \
-                     do less per call]",
-                    self.timeout.as_secs_f64()
-                );
-                (done, Some(why))
-            }
-            CellEnd::Killed => {
-                let why = format!(
-                    "[the cell ran past the {} s limit and did not stop when interrupted, so the \
-                     interpreter was killed: {lost}]",
-                    self.timeout.as_secs_f64()
-                );
-                return Err(ToolError::new(format!(
-                    "{note}{}\n{why}",
-                    report_text(&shown_out, &shown_err)
-                )));
-            }
-            CellEnd::Crashed(how) => {
-                let why = format!("[the Python interpreter {how} while running this cell: {lost}]");
-                return Err(ToolError::new(format!(
-                    "{note}{}\n{why}",
-                    report_text(&shown_out, &shown_err)
-                )));
-            }
-        };
-        if let Some(value) = &done.value {
-            if !shown_out.is_empty() && !shown_out.ends_with('\n') {
-                shown_out.push('\n');
-            }
-            shown_out.push_str(value);
-        }
-        if let Some(traceback) = &done.error
-            && ending.is_none()
-        {
-            shown_err.push_str(traceback);
-        }
-        let text = report_text(&shown_out, &shown_err);
-        match (ending, &done.error) {
-            (Some(why), _) => Err(ToolError::new(format!("{note}{text}\n{why}"))),
-            (None, Some(_)) => Err(ToolError::new(format!(
-                "{note}{text}\n[the cell raised an exception; what it defined before that is kept]"
-            ))),
-            (None, None) => Ok(ToolOutput::text(format!("{note}{text}"))),
-        }
+        cell_report(run, self.timeout, &note)
+            .map(ToolOutput::text)
+            .map_err(ToolError)
     }
 
     /// Run `code` in a new interpreter of its own, ended with the call.
@@ -328,6 +272,65 @@ impl Tool for PythonExecute {
 
     fn call<'a>(&'a mut self, args: Value, ctx: &'a ToolCtx) -> ToolFuture<'a> {
         Box::pin(self.run(args, ctx))
+    }
+}
+
+/// What the model is told about a cell of a kept interpreter whose limit is `limit`: the
+/// text, as a success or a failure. `note` goes first.
+pub(crate) fn cell_report(run: CellRun, limit: Duration, note: &str) -> Result<String, String> {
+    let CellRun { out, err, end } = run;
+    let mut shown_out = out.text();
+    let mut shown_err = err.text();
+    let lost = "a fresh interpreter starts with the next call, and every variable, import \
+                and loaded data from earlier calls is gone";
+    let (done, ending) = match end {
+        CellEnd::Finished(done) => (done, None),
+        CellEnd::Interrupted(done) => {
+            let why = format!(
+                "[the cell ran past the {} s limit and was interrupted (KeyboardInterrupt); \
+                 the interpreter keeps what was defined before that. Make the code faster, or \
+                 do less per call]",
+                limit.as_secs_f64()
+            );
+            (done, Some(why))
+        }
+        CellEnd::Killed => {
+            let why = format!(
+                "[the cell ran past the {} s limit and did not stop when interrupted, so the \
+                 interpreter was killed: {lost}]",
+                limit.as_secs_f64()
+            );
+            return Err(format!(
+                "{note}{}\n{why}",
+                report_text(&shown_out, &shown_err)
+            ));
+        }
+        CellEnd::Crashed(how) => {
+            let why = format!("[the Python interpreter {how} while running this cell: {lost}]");
+            return Err(format!(
+                "{note}{}\n{why}",
+                report_text(&shown_out, &shown_err)
+            ));
+        }
+    };
+    if let Some(value) = &done.value {
+        if !shown_out.is_empty() && !shown_out.ends_with('\n') {
+            shown_out.push('\n');
+        }
+        shown_out.push_str(value);
+    }
+    if let Some(traceback) = &done.error
+        && ending.is_none()
+    {
+        shown_err.push_str(traceback);
+    }
+    let text = report_text(&shown_out, &shown_err);
+    match (ending, &done.error) {
+        (Some(why), _) => Err(format!("{note}{text}\n{why}")),
+        (None, Some(_)) => Err(format!(
+            "{note}{text}\n[the cell raised an exception; what it defined before that is kept]"
+        )),
+        (None, None) => Ok(format!("{note}{text}")),
     }
 }
 

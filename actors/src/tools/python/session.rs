@@ -5,6 +5,7 @@
 
 use std::pin::Pin;
 use std::process::Stdio;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -57,7 +58,7 @@ struct Ready {
 
 /// How the runner says a cell ended.
 #[derive(Deserialize)]
-pub(super) struct Done {
+pub(crate) struct Done {
     id: u64,
     /// The repr of the cell's last bare expression, when it had one that was not `None`.
     pub(super) value: Option<String>,
@@ -102,7 +103,7 @@ impl Cell {
 }
 
 /// How a cell ended, as far as the runtime knows.
-pub(super) enum CellEnd {
+pub(crate) enum CellEnd {
     /// The runner answered: the cell ran to its end or raised.
     Finished(Done),
     /// The cell ran past its limit and stopped when interrupted; the interpreter lives on.
@@ -115,7 +116,7 @@ pub(super) enum CellEnd {
 }
 
 /// A cell's output and end.
-pub(super) struct CellRun {
+pub(crate) struct CellRun {
     pub(super) out: Capture,
     pub(super) err: Capture,
     pub(super) end: CellEnd,
@@ -123,7 +124,7 @@ pub(super) struct CellRun {
 
 impl CellRun {
     /// Whether the interpreter lives on after this cell.
-    pub(super) fn interpreter_lives(&self) -> bool {
+    pub(crate) fn interpreter_lives(&self) -> bool {
         matches!(self.end, CellEnd::Finished(_) | CellEnd::Interrupted(_))
     }
 }
@@ -158,7 +159,7 @@ impl Place {
     }
 
     /// End the runner and everything it started, now.
-    pub(super) async fn kill(&self) {
+    pub(crate) async fn kill(&self) {
         match self {
             Place::Host(process) => process.kill(),
             Place::Container { .. } => self.signal(libc::SIGKILL, "KILL").await,
@@ -167,10 +168,12 @@ impl Place {
 }
 
 /// A running cell runner and the pipes to it.
-pub(super) struct Interpreter {
+pub(crate) struct Interpreter {
     place: Place,
-    input: Pin<Box<dyn AsyncWrite + Send>>,
-    output: Pin<Box<dyn AsyncBufRead + Send>>,
+    /// Its pipes, only ever used through `get_mut`: the mutexes make the interpreter `Sync`,
+    /// as an actor's state must be, without any locking.
+    input: Mutex<Pin<Box<dyn AsyncWrite + Send>>>,
+    output: Mutex<Pin<Box<dyn AsyncBufRead + Send>>>,
     /// A partly read frame, kept when reading is cut short by a limit.
     line: Vec<u8>,
     cells: u64,
@@ -190,7 +193,7 @@ enum Lost {
 
 impl Interpreter {
     /// Start `python` in `workspace` on the host, contained, and wait until it is ready.
-    pub(super) async fn start_on_host(
+    pub(crate) async fn start_on_host(
         python: &str,
         workspace: &std::path::Path,
     ) -> Result<Interpreter, String> {
@@ -211,8 +214,8 @@ impl Interpreter {
         };
         let interpreter = Interpreter {
             place: Place::Host(process),
-            input: Box::pin(stdin),
-            output: Box::pin(tokio::io::BufReader::new(stdout)),
+            input: Mutex::new(Box::pin(stdin)),
+            output: Mutex::new(Box::pin(tokio::io::BufReader::new(stdout))),
             line: Vec::new(),
             cells: 0,
             busy: false,
@@ -221,7 +224,7 @@ impl Interpreter {
     }
 
     /// Start the interpreter in the flow's container and wait until it is ready.
-    pub(super) async fn start_in_container(
+    pub(crate) async fn start_in_container(
         sandbox: &SandboxHandle,
         flow_id: &str,
     ) -> Result<Interpreter, String> {
@@ -238,8 +241,8 @@ impl Interpreter {
                 flow_id: flow_id.into(),
                 group: 0,
             },
-            input,
-            output,
+            input: Mutex::new(input),
+            output: Mutex::new(output),
             line: Vec::new(),
             cells: 0,
             busy: false,
@@ -404,7 +407,7 @@ impl Interpreter {
 
     /// Whether the interpreter ended since its last cell (killed from outside, or its
     /// container removed while idle): what it sends between cells can only be its end.
-    pub(super) async fn ended_between_cells(&mut self) -> Option<String> {
+    pub(crate) async fn ended_between_cells(&mut self) -> Option<String> {
         match tokio::time::timeout(Duration::ZERO, self.frame()).await {
             Err(_) => None,
             Ok(Ok(Frame::Exit(status))) => Some(self.ended(Lost::Exited(status)).await),
@@ -435,7 +438,11 @@ impl Interpreter {
 
     /// The next frame. Cancel-safe: a partly read line stays in `self.line`.
     async fn frame(&mut self) -> Result<Frame, Lost> {
-        let read = (&mut self.output)
+        let output = self
+            .output
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        let read = output
             .take(MAX_FRAME)
             .read_until(b'\n', &mut self.line)
             .await;
@@ -456,8 +463,9 @@ impl Interpreter {
     async fn send(&mut self, frame: &serde_json::Value) -> std::io::Result<()> {
         let mut line = frame.to_string();
         line.push('\n');
-        self.input.write_all(line.as_bytes()).await?;
-        self.input.flush().await
+        let input = self.input.get_mut().unwrap_or_else(PoisonError::into_inner);
+        input.write_all(line.as_bytes()).await?;
+        input.flush().await
     }
 
     async fn signal(&mut self, signal: libc::c_int, name: &str) {
@@ -465,7 +473,7 @@ impl Interpreter {
     }
 
     /// End the runner and everything it started, now.
-    pub(super) async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         self.place.kill().await
     }
 
