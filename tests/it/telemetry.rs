@@ -187,6 +187,78 @@ async fn a_flow_is_one_trace_with_the_genai_tree() {
     }
 }
 
+/// In code mode a cell is an `execute_tool python` span under its agent, and the tool calls
+/// it makes are `execute_tool` spans under the cell's, though they ran in the tool worker.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cells_tool_calls_are_spans_under_the_cell() {
+    use support::llm_server::Reply;
+    let python = |code: &str| Reply::tool("python", serde_json::json!({ "code": code }));
+    let script = "primes = [n for n in range(2, 100) if all(n % d for d in range(2, n))]\n\
+                  open('primes.txt', 'w').write('\\n'.join(map(str, primes)) + '\\n')\n";
+    let server = ScriptedLlm::start().await;
+    let mut replies = vec![example_script().remove(0)];
+    replies.extend([
+        python(&format!(
+            "str_replace_editor(command='create', path='primes.py', file_text={script:?})\n\
+             print(bash('python3 primes.py && wc -l primes.txt'))"
+        )),
+        python("terminate(status='success')"),
+        python(
+            "nums = [int(x) for x in open('primes.txt').read().split()]\n\
+             print(len(nums), sum(nums))\nterminate(status='success')",
+        ),
+        Reply::text("25 primes below 100, summing to 1060."),
+    ]);
+    server.push_all(replies);
+    let otlp = OtlpReceiver::start().await;
+    let dir = Scratch::new("otel-cells");
+    let config = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("telemetry.otlp_endpoint", &format!("{:?}", otlp.endpoint())),
+            ("agents.manus.action", "\"code\""),
+            ("agents.data_analysis.action", "\"code\""),
+        ],
+    );
+    let (out, outcome) = run_cli(&dir, &config, &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("primes.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        25
+    );
+
+    let spans = otlp.spans();
+    let ids = by_id(&spans);
+    let cells = named(&spans, "execute_tool python");
+    assert_eq!(cells.len(), 3, "one span per cell");
+    for cell in &cells {
+        assert!(
+            parent(cell, &ids).is_some_and(|p| p.name.starts_with("invoke_agent ")),
+            "a cell runs under its agent"
+        );
+    }
+    for tool in ["str_replace_editor", "bash", "terminate"] {
+        let calls = named(&spans, &format!("execute_tool {tool}"));
+        assert!(!calls.is_empty(), "{tool} was called");
+        for call in calls {
+            assert_eq!(
+                parent(call, &ids).map(|p| p.name.as_str()),
+                Some("execute_tool python"),
+                "{tool} runs under its cell"
+            );
+        }
+    }
+}
+
 /// A graph plan's independent steps are sibling spans under the workflow that overlap in
 /// time, and a revision after a failed step is a `replan` span under the workflow too.
 #[tokio::test(flavor = "multi_thread")]
