@@ -13,7 +13,7 @@ use manus_rt::engine::plan::StepStatus;
 use manus_rt::store::{RunStatus, RunStore, StoreUrl};
 use serde_json::{Value, json};
 use support::llm_server::{Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, example_script, plan_reply};
+use support::scenario::{Scratch, config_with, done, example_script, observation, plan_reply};
 use support::service::Service;
 
 fn config(server: &ScriptedLlm, dir: &Scratch, extra: &[(&str, &str)]) -> String {
@@ -961,6 +961,73 @@ async fn an_approval_survives_a_sigkill_and_is_answered_over_http() {
     assert_eq!(outcome["status"], "completed", "{outcome}");
     let tally = std::fs::read_to_string(dir.workspace().join("tally.txt")).unwrap();
     assert_eq!(tally, "approved\n", "the edited command ran exactly once");
+}
+
+/// Code mode over HTTP: a cell's `bash` call that a rule names pauses the flow with the cell
+/// waiting (`awaiting_approval`, the request naming the call the cell made); approved over
+/// HTTP, the cell goes on from that call and the flow completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cells_call_waits_for_an_approval_given_over_http() {
+    let python = |code: &str| Reply::tool("python", json!({ "code": code }));
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] Count into tally.txt"]),
+        python(
+            "for i in range(3):\n    bash(f'echo {i} > n{i}.txt')\n\
+             bash('echo counted >> tally.txt')\nprint(open('tally.txt').read().strip())",
+        ),
+        python("terminate(status='success')"),
+        Reply::text("Counted."),
+    ]);
+    let dir = Scratch::new("serve-code-approval");
+    let text = config(
+        &server,
+        &dir,
+        &[
+            ("agents.manus.action", "\"code\""),
+            (
+                "approvals.tools.bash",
+                r#"{ matches = ">>", argument = "command" }"#,
+            ),
+        ],
+    );
+    let svc = Service::start(&dir, &text).await;
+    let id = svc.submit("Count once.").await;
+    let seen = svc
+        .events(&id, None, |kind, _| kind == "approval_requested")
+        .await;
+    let request = &seen.last().unwrap().2;
+    assert_eq!(request["tool"], "bash", "{request}");
+    assert!(
+        request["arguments"]
+            .as_str()
+            .is_some_and(|a| a.contains("echo counted >> tally.txt")),
+        "{request}"
+    );
+    let (_, flow) = svc.get(&format!("/v1/flows/{id}")).await;
+    assert_eq!(flow["status"], "awaiting_approval", "{flow}");
+    // The cell's calls before the one that waits have run; the one that waits has not.
+    assert!(dir.workspace().join("n2.txt").exists());
+    assert!(!dir.workspace().join("tally.txt").exists());
+    let aid = request["id"].as_u64().unwrap();
+    let r = svc
+        .http
+        .post(svc.url(&format!("/v1/flows/{id}/approvals/{aid}")))
+        .json(&json!({"approve": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let events = svc.events(&id, None, |_, _| false).await;
+    let outcome = &events.last().unwrap().2["outcome"];
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    let tally = std::fs::read_to_string(dir.workspace().join("tally.txt")).unwrap();
+    assert_eq!(tally, "counted\n", "the approved call ran once");
+    assert_eq!(
+        observation(&server, 1),
+        "counted\n[tool calls made by this cell: bash, bash, bash, bash]",
+        "the cell went on from the call that waited"
+    );
 }
 
 /// `GET /v1/flows/{id}/events?protocol=ag-ui` streams the run as AG-UI events that the
