@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use manus_actors::llm::{FunctionCall, ToolCall};
 use manus_actors::plan::{Plan, StepStatus};
 use manus_actors::planner::PausedStep;
 use manus_actors::protocol::{Decision, FlowEvent, Pause};
@@ -132,12 +133,24 @@ pub fn paused_steps(
                 .find(|m| m.step == i && m.attempt == s.attempts)?
                 .messages
                 .clone();
-            let call = memory
-                .iter()
-                .rev()
-                .flat_map(|m| m.tool_calls.iter())
-                .find(|c| c.id == request.call_id)?
-                .clone();
+            let calls = || memory.iter().rev().flat_map(|m| m.tool_calls.iter());
+            let call = match calls().find(|c| c.id == request.call_id) {
+                Some(call) => call.clone(),
+                // A call a code-mode cell made: not in the memory itself, but its cell is
+                // (`{cell}.{n}`), and the request says all of it.
+                None => {
+                    let (cell, _) = request.call_id.rsplit_once('.')?;
+                    calls().find(|c| c.id == cell)?;
+                    ToolCall {
+                        id: request.call_id.clone(),
+                        kind: "function".into(),
+                        function: FunctionCall {
+                            name: request.tool.clone(),
+                            arguments: request.arguments.clone(),
+                        },
+                    }
+                }
+            };
             let interrupted = handed_on(events, pending.id, &request.call_id);
             Some(PausedStep {
                 id: pending.id,

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use manus_actors::llm::Usage;
 use manus_actors::plan::{PlanStep, StepStatus};
-use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
+use manus_actors::protocol::{CellRecord, FlowEvent, FlowOutcome, FlowStatus};
 
 use crate::view::FlowView;
 
@@ -103,7 +103,12 @@ impl<W: Write> Board<W> {
                     steps.join("\n")
                 ))
             }
-            FlowEvent::Resumed { plan, rerun, .. } => {
+            FlowEvent::Resumed {
+                plan,
+                rerun,
+                goes_on,
+                ..
+            } => {
                 let Some(plan) = plan else {
                     return Some(
                         "[resumed] the flow was interrupted while planning: planning again".into(),
@@ -111,17 +116,26 @@ impl<W: Write> Board<W> {
                 };
                 self.step_started = vec![None; plan.steps.len()];
                 let done = plan.count(StepStatus::Completed);
-                let again = match rerun.as_slice() {
+                let list = |steps: &[usize]| {
+                    steps
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let mut again = match rerun.as_slice() {
                     [] => String::new(),
                     steps => format!(
                         "; step(s) {} were running at the interruption and start over",
-                        steps
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        list(steps)
                     ),
                 };
+                if !goes_on.is_empty() {
+                    again += &format!(
+                        "; step(s) {} were running and go on after their recorded cells",
+                        list(goes_on)
+                    );
+                }
                 Some(format!(
                     "[resumed] {} ({done}/{} steps completed before the interruption{again})",
                     plan.title,
@@ -162,7 +176,22 @@ impl<W: Write> Board<W> {
                 self.activity = format!("[{step}] {agent}: {}", one_line(text));
                 Some(format!("[step {step}] {agent}: {}", one_line(text)))
             }
-            FlowEvent::LlmCalled { .. } | FlowEvent::StepMemory { .. } => None,
+            FlowEvent::Cell {
+                step,
+                agent,
+                record: CellRecord::Replayed { cells, differed },
+            } => {
+                let how = match differed.is_empty() {
+                    true => "each as before".to_string(),
+                    false => format!("{} not as before", differed.join(", ")),
+                };
+                Some(format!(
+                    "[step {step}] {agent}: interpreter made again from {cells} recorded cell(s), {how}"
+                ))
+            }
+            FlowEvent::LlmCalled { .. } | FlowEvent::StepMemory { .. } | FlowEvent::Cell { .. } => {
+                None
+            }
             FlowEvent::ToolCalled {
                 step,
                 agent,

@@ -5,6 +5,7 @@
 pub mod allocator;
 pub mod approvals;
 pub mod board;
+pub mod cells;
 pub mod cluster;
 pub mod config;
 pub mod eval;

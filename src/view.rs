@@ -183,7 +183,8 @@ impl FlowView {
             | FlowEvent::TextDelta { .. }
             | FlowEvent::ToolCalled { .. }
             | FlowEvent::ToolFinished { .. }
-            | FlowEvent::StepMemory { .. } => {}
+            | FlowEvent::StepMemory { .. }
+            | FlowEvent::Cell { .. } => {}
         }
     }
 

@@ -372,6 +372,9 @@ pub struct StepRequest {
     pub builds_on: Vec<(usize, String)>,
     /// Set when a step paused for approval goes on from where it stopped.
     pub continued: Option<Continued>,
+    /// A code-mode step's rounds from before the flow was interrupted: the step goes on
+    /// after them, its cells run again with their calls answered from the record.
+    pub recorded: Vec<RecordedRound>,
     pub flow: ActorRef<FlowMsg>,
     /// Whether the flow has a token or cost budget. Only then does the agent wait for the
     /// planner's word after each model call; otherwise it reports what it spent and goes on.
@@ -831,7 +834,11 @@ pub enum FlowEvent {
     Resumed {
         plan: Option<Plan>,
         usage: Usage,
+        /// Steps that were running and start over.
         rerun: Vec<usize>,
+        /// Code-mode steps that were running and go on after their recorded rounds.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        goes_on: Vec<usize>,
     },
     PlanCreated {
         plan: Plan,
@@ -957,6 +964,13 @@ pub enum FlowEvent {
         #[serde(default)]
         elapsed_ms: u64,
     },
+    /// Code mode's record of a step's rounds, for the run store: after a crash the step
+    /// goes on from it, its cells run again with their tool calls answered from it.
+    Cell {
+        step: usize,
+        agent: String,
+        record: CellRecord,
+    },
     /// An agent's working memory when its step ended (before `StepFinished`), for the run
     /// store; the next step starts fresh and sees only the plan's notes.
     StepMemory {
@@ -967,6 +981,42 @@ pub enum FlowEvent {
     FlowFinished {
         outcome: FlowOutcome,
     },
+}
+
+/// One entry of a code-mode step's record (`FlowEvent::Cell`), each written before what
+/// depends on it happens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum CellRecord {
+    /// Round `round`'s answer from the model, before any of its calls runs.
+    Answer { round: u32, message: Message },
+    /// A tool call a cell made and its result, before the cell is told.
+    Call {
+        /// The `python` call whose cell made it.
+        cell: String,
+        /// Its number within the cell (1, 2, …).
+        index: u64,
+        tool: String,
+        ok: bool,
+        output: String,
+    },
+    /// What round `round` added to the memory after the answer: its calls' results.
+    Results { round: u32, messages: Vec<Message> },
+    /// After an interruption, `cells` cells ran again from the record; those of the rounds
+    /// named in `differed` did not come out as the first time.
+    Replayed { cells: u32, differed: Vec<String> },
+}
+
+/// A round of a code-mode step as the run store kept it (`CellRecord`s gathered).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRound {
+    pub round: u32,
+    /// The model's answer.
+    pub answer: Message,
+    /// Its cells' tool calls, by (`python` call id, index): tool name, ok, output.
+    pub calls: Vec<(String, u64, String, bool, String)>,
+    /// The results it added to the memory; `None` if the step stopped before they were.
+    pub results: Option<Vec<Message>>,
 }
 
 /// How a flow ended.

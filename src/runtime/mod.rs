@@ -287,6 +287,10 @@ impl Runtime {
             _ => vec![],
         };
         let plan_signoff = crate::approvals::plan_signoff(&events, &outside);
+        let recorded = match &run.plan {
+            Some(plan) => crate::cells::recorded_rounds(plan, &events),
+            None => Default::default(),
+        };
         tracing::info!(run = %run.id, "resuming an interrupted run");
         self.start_flow(Run {
             id: run.id,
@@ -308,6 +312,7 @@ impl Runtime {
                     })
                     .max()
                     .unwrap_or(1),
+                recorded,
             }),
             deltas: false,
             seq,

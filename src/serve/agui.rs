@@ -216,7 +216,10 @@ impl AgUi {
                     }),
                 });
             }
-            FlowEvent::TextDelta { .. } | FlowEvent::LlmCalled { .. } | FlowEvent::StepMemory { .. } => {}
+            FlowEvent::TextDelta { .. }
+            | FlowEvent::LlmCalled { .. }
+            | FlowEvent::StepMemory { .. }
+            | FlowEvent::Cell { .. } => {}
         }
         out
     }

@@ -223,3 +223,165 @@ async fn a_model_without_tool_calls_writes_its_cell_as_a_fenced_block() {
         "files: 1\n[tool calls made by this cell: bash]"
     );
 }
+
+const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
+
+/// The binary in `dir` with `--config config` and `args`.
+fn manus(dir: &Scratch, config: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .arg("--config")
+        .arg(config)
+        .args(args);
+    cmd
+}
+
+/// The lines of the side-effect log the cells' bash calls append to.
+fn effects(dir: &Scratch) -> Vec<String> {
+    std::fs::read_to_string(dir.workspace().join("effects.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A code-mode step killed (SIGKILL) between two cells, and again while a cell's call waits
+/// for approval: each `resume` makes the interpreter again from the recorded cells, their
+/// tool calls answered from the record, so the variables are back, no tool call runs twice
+/// (the log of side effects says so) and the model is not asked again for what it answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_code_step_goes_on_with_its_variables_and_no_call_repeated() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("code-kill");
+    let db = dir.path().join("runs.db");
+    let config = dir.write_config(&config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("store.url", &format!("\"sqlite://{}\"", db.display())),
+            ("agents.manus.action", "\"code\""),
+            (
+                "approvals.tools.bash",
+                r#"{ matches = "needs-approval", argument = "command" }"#,
+            ),
+        ],
+    ));
+    server.push_all([
+        support::scenario::plan_reply(&["[MANUS] Count and log"]),
+        python(
+            "import time\ncount = 0\nfor i in range(3):\n    bash(f'echo cell1-{i} >> effects.log')\n    count += 1\n\
+             started = time.time()\nprint('counted', count)",
+        ),
+        // The model is slow to write the next cell: the process is killed meanwhile.
+        python("print('never run')").delay(600_000),
+    ]);
+    let mut child = manus(&dir, &config, &["run-flow", "Count and log"])
+        .spawn()
+        .unwrap();
+    let asked = tokio::time::timeout(Duration::from_secs(60), async {
+        while server.request_count() < 3 {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    if asked.is_err() || server.request_count() < 3 {
+        let _ = child.start_kill();
+        let out = child.wait_with_output().await.unwrap();
+        panic!(
+            "the second cell was never asked for ({} requests):\n{}",
+            server.request_count(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    assert_eq!(effects(&dir), ["cell1-0", "cell1-1", "cell1-2"]);
+    let before = server.request_count();
+    let store = manus_rt::store::RunStore::open(&manus_rt::store::StoreUrl::Sqlite(db.clone()))
+        .await
+        .unwrap();
+    let id = store.list(1).await.unwrap()[0].id.clone();
+
+    // Resumed: the second cell uses the first's variables, then a call waits for approval.
+    server.push_all([
+        python(
+            "print('count is', count)\nbash('echo cell2 > effects2.log')\n\
+             bash('echo needs-approval >> effects.log')\nprint('after approval', count)",
+        ),
+        // Killed again while that call waits: this answer is never asked for before.
+        python("terminate(status='success')"),
+        Reply::text("Counted and logged."),
+    ]);
+    let mut child = manus(&dir, &config, &["resume", &id, "--json"])
+        .spawn()
+        .unwrap();
+    let paused = async {
+        loop {
+            let run = store.get(&id).await.unwrap().unwrap();
+            let waits = run.plan.as_ref().is_some_and(|p| {
+                p.steps[0].status == manus_rt::engine::plan::StepStatus::AwaitingApproval
+            });
+            if waits && !store.memories(&id).await.unwrap().is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), paused)
+        .await
+        .expect("the step paused for approval");
+    // Killed while the call waits (if it has not stopped by itself yet: no one can answer).
+    let _ = child.start_kill();
+    child.wait().await.unwrap();
+    assert!(dir.workspace().join("effects2.log").exists());
+    assert_eq!(
+        server.request_count(),
+        before + 1,
+        "one new model call: the second cell"
+    );
+
+    // Approved, and resumed again: the cell goes on from the call that waited.
+    let approve = manus(&dir, &config, &["approvals", "approve", &id, "1"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        approve.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approve.stderr)
+    );
+    std::fs::remove_file(dir.workspace().join("effects2.log")).unwrap();
+    let out = manus(&dir, &config, &["resume", &id, "--json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "resume failed:\n{stderr}");
+    assert!(
+        !dir.workspace().join("effects2.log").exists(),
+        "the call before the one that waited did not run again"
+    );
+    assert_eq!(
+        effects(&dir),
+        ["cell1-0", "cell1-1", "cell1-2", "needs-approval"],
+        "every tool call ran once"
+    );
+    // The model saw the first cell's variable in the second, and the cell went on.
+    let requests = server.requests();
+    let second = support::scenario::last_tool_text(&requests[requests.len() - 2]);
+    assert!(
+        second.contains("count is 3") && second.contains("after approval 3"),
+        "{second}"
+    );
+    assert!(second.contains("interrupted and resumed"), "{second}");
+    assert_eq!(requests.len(), before + 3, "no model call was asked twice");
+    store.close().await;
+}

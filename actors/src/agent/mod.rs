@@ -233,6 +233,7 @@ mod tests {
             plan_view: Plan::new("p", "t", vec![step.into()]).view(),
             builds_on: vec![],
             continued: None,
+            recorded: vec![],
             flow: flow.clone(),
             budgeted: false,
             events: crate::protocol::EventSink::new(events, None, false),

@@ -18,7 +18,7 @@ use crate::llm::{
 };
 use crate::mcp::McpToolset;
 use crate::plan::StepStatus;
-use crate::protocol::{AgentMsg, FlowEvent, FlowMsg, StepOutcome, StepRequest};
+use crate::protocol::{AgentMsg, CellRecord, FlowEvent, FlowMsg, StepOutcome, StepRequest};
 use crate::tools;
 use crate::tools::python::code;
 
@@ -88,6 +88,9 @@ pub(super) struct StepRun<'a> {
     nudges: Nudges,
     /// The last round used the browser: the next prompt shows its state.
     pub(super) browsed: bool,
+    /// In code mode after an interruption: what the model is told of its cells run again,
+    /// with the next cell's result.
+    pub(super) replay_note: Option<String>,
 }
 
 impl<'a> StepRun<'a> {
@@ -107,7 +110,16 @@ impl<'a> StepRun<'a> {
                     memory.push(m.clone());
                 }
             }
-            _ => memory.pin(Message::user(step_prompt(req))),
+            _ => {
+                memory.pin(Message::user(step_prompt(req)));
+                // A code-mode step interrupted before: its rounds, as recorded.
+                for round in &req.recorded {
+                    memory.push(round.answer.clone());
+                    for m in round.results.iter().flatten() {
+                        memory.push(m.clone());
+                    }
+                }
+            }
         }
         let mut tools = state.spec.tool_specs.clone();
         if p.action == Action::Code {
@@ -137,6 +149,7 @@ impl<'a> StepRun<'a> {
             mcp: McpToolset::default(),
             usage: Usage::default(),
             browsed: false,
+            replay_note: None,
         }
     }
 
@@ -189,12 +202,28 @@ impl<'a> StepRun<'a> {
     pub(super) async fn run(&mut self) -> StepOutcome {
         let max = self.state.spec.profile.max_steps;
         let mut first = 1;
+        if !self.req.recorded.is_empty() && self.state.open_cell.is_none() {
+            // The step was interrupted: its interpreter is made again from its cells.
+            self.replay_cells().await;
+            if self.req.continued.is_none() {
+                let last = self.req.recorded.last().map_or(0, |r| r.round);
+                let (calls, text) = self.unanswered();
+                if !calls.is_empty() {
+                    if let Some(outcome) = self.act(&calls, text, last, None).await {
+                        return outcome;
+                    }
+                    self.record_results(last).await;
+                }
+                first = last + 1;
+            }
+        }
         if let Some(c) = self.req.continued.clone() {
             // Stopped before a call for approval: the rest of that round's calls first.
             let (calls, text) = self.unanswered();
             if let Some(outcome) = self.act(&calls, text, c.rounds, Some(&c)).await {
                 return outcome;
             }
+            self.record_results(c.rounds).await;
             first = c.rounds + 1;
         }
         for round in first..=max {
@@ -309,6 +338,13 @@ impl<'a> StepRun<'a> {
             }
             let calls = msg.tool_calls.clone();
             let text = msg.text().trim().to_string();
+            if self.state.spec.profile.action == Action::Code {
+                self.record(CellRecord::Answer {
+                    round,
+                    message: msg.clone(),
+                })
+                .await;
+            }
             self.memory.push(msg);
             let cut_off = resp.finish_reason.as_deref() == Some("length");
             if calls.is_empty() {
@@ -325,6 +361,7 @@ impl<'a> StepRun<'a> {
             if let Some(outcome) = self.act(&calls, text, round, None).await {
                 return outcome;
             }
+            self.record_results(round).await;
         }
         let last = last_words(&self.memory);
         self.outcome(

@@ -92,6 +92,9 @@ pub struct PlannerState {
         Vec<PausedStep>,
         Option<(u64, Option<crate::protocol::Decision>)>,
     ),
+    /// A resumed flow's code-mode steps' recorded rounds, handed to each step when it goes
+    /// on (`send_step`).
+    recorded: BTreeMap<usize, Vec<crate::protocol::RecordedRound>>,
     span: tracing::Span,
 }
 
@@ -209,6 +212,7 @@ impl Actor for Planner {
                 .unwrap_or_else(Instant::now),
             deadline: None,
             resume_paused: (before.paused, before.plan_signoff),
+            recorded: before.recorded,
             resume: spec.resume,
             span,
         })
@@ -241,6 +245,7 @@ impl Actor for Planner {
                             plan: None,
                             usage: st.usage,
                             rerun: vec![],
+                            goes_on: vec![],
                         });
                         make_plan(&myself, st);
                     }

@@ -31,10 +31,14 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
     }
     st.replans_tried = plan.revision;
     st.plan = plan;
+    let (goes_on, rerun) = rerun
+        .into_iter()
+        .partition(|step| st.recorded.contains_key(step));
     st.emit(FlowEvent::Resumed {
         plan: Some(st.plan.clone()),
         usage: st.usage,
         rerun,
+        goes_on,
     });
     for p in paused {
         st.next_approval = st.next_approval.max(p.id + 1);

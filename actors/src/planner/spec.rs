@@ -106,6 +106,9 @@ pub struct Resume {
     /// The number the flow's next question gets: above every one it asked before, so an
     /// answer recorded for an earlier question is never taken for a new one.
     pub next_question: u64,
+    /// Code-mode steps' rounds as recorded before the interruption, by step: such a step
+    /// goes on after them instead of starting over.
+    pub recorded: BTreeMap<usize, Vec<crate::protocol::RecordedRound>>,
 }
 
 /// A step stopped before a tool call that needs approval, as the planner keeps it until a
