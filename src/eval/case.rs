@@ -25,6 +25,8 @@ pub struct Case {
     pub answers: Vec<String>,
     /// Whether tool calls held for approval are approved (else rejected).
     pub approve: bool,
+    /// How every agent of the case acts, when the case says (`action`); else as configured.
+    pub action: Option<manus_actors::agent::Action>,
     /// Wall time after which the flow is cancelled (the `seconds` limit).
     pub deadline: Option<Duration>,
     /// The checks, the flow's status first.
@@ -103,6 +105,7 @@ struct CaseToml {
     answers: Vec<String>,
     #[serde(default)]
     approvals: ApprovalsToml,
+    action: Option<manus_actors::agent::Action>,
     #[serde(default)]
     limits: LimitsToml,
     #[serde(default)]
@@ -369,6 +372,7 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
         },
         answers: t.answers,
         approve: t.approvals == ApprovalsToml::Approve,
+        action: t.action,
         deadline: seconds.map(Duration::from_secs),
         checks,
     })

@@ -111,6 +111,11 @@ async fn follow(
     fresh_workspace(workspace, &case.files())?;
     let mut config = config.for_case(&case.dir)?;
     config.workspace = workspace.to_path_buf();
+    if let Some(action) = case.action {
+        for (agent, _) in &mut config.agents {
+            agent.profile.action = action;
+        }
+    }
     let site = match case.site().is_dir() {
         true => Some(Site::start(case.site()).await?),
         false => None,
