@@ -1010,14 +1010,7 @@ async fn a_cells_call_waits_for_an_approval_given_over_http() {
     assert!(dir.workspace().join("n2.txt").exists());
     assert!(!dir.workspace().join("tally.txt").exists());
     let aid = request["id"].as_u64().unwrap();
-    let r = svc
-        .http
-        .post(svc.url(&format!("/v1/flows/{id}/approvals/{aid}")))
-        .json(&json!({"approve": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(svc.decide(&id, aid, json!({"approve": true})).await, 202);
     let events = svc.events(&id, None, |_, _| false).await;
     let outcome = &events.last().unwrap().2["outcome"];
     assert_eq!(outcome["status"], "completed", "{outcome}");

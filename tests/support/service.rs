@@ -133,6 +133,14 @@ impl Service {
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Decide approval `approval` of flow `flow` with `decision` (`{"approve": true}`); the
+    /// HTTP status.
+    pub async fn decide(&self, flow: &str, approval: u64, decision: Value) -> u16 {
+        let path = format!("/v1/flows/{flow}/approvals/{approval}");
+        let r = self.http.post(self.url(&path)).json(&decision).send().await;
+        r.unwrap().status().as_u16()
+    }
+
     /// `get` with `Authorization: Bearer token`.
     pub async fn get_with(&self, path: &str, token: &str) -> (u16, Value) {
         let r = self
