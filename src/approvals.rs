@@ -99,6 +99,29 @@ pub fn plan_signoff(
     }
 }
 
+/// Whether `paused_steps` may find a step of `plan` to go on from: a live step that asked
+/// for an approval and is awaiting it, or is in progress (it went on from the approval
+/// before the run was interrupted, and is stored so as soon as it began again). The run's
+/// memories need reading only then. A step in progress counts too: a run killed after an
+/// approval has none awaiting one, and gated on that alone its step started over and asked
+/// for the same call again.
+pub fn may_have_paused_steps(plan: &Plan, events: &[StoredEvent]) -> bool {
+    plan.live().any(|(i, s)| {
+        may_be_paused(s.status)
+            && events.iter().any(|e| {
+                matches!(&e.event, FlowEvent::ApprovalRequested { step: Some(step), .. } if *step == i)
+            })
+    })
+}
+
+/// A step's status that `paused_steps` looks at.
+fn may_be_paused(status: StepStatus) -> bool {
+    matches!(
+        status,
+        StepStatus::AwaitingApproval | StepStatus::InProgress
+    )
+}
+
 /// The steps of `plan` that wait for approval, or that went on from an approval and were
 /// interrupted before they ended, each with the memory it stopped with and the decision
 /// made since, if any: what a resumed flow goes on from. A step whose memory was not kept
@@ -111,12 +134,7 @@ pub fn paused_steps(
 ) -> Vec<PausedStep> {
     let all = requests(events, outside);
     plan.live()
-        .filter(|(_, s)| {
-            matches!(
-                s.status,
-                StepStatus::AwaitingApproval | StepStatus::InProgress
-            )
-        })
+        .filter(|(_, s)| may_be_paused(s.status))
         .filter_map(|(i, s)| {
             let (pending, decision) = all.iter().rev().find(|(r, _)| r.request.step == Some(i))?;
             let request = &pending.request;

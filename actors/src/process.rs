@@ -119,13 +119,16 @@ fn signal_group(pid: u32, signal: libc::c_int) {
 }
 
 /// A host process started for a tool call, and everything it starts in turn: when it ends
-/// (or this is dropped, or `kill` is called) whatever it left running is ended too.
+/// (or this is dropped, or `kill` is called, or this whole process dies, SIGKILL included)
+/// whatever it left running is ended too.
 ///
 /// It always runs in its own process group, recorded at spawn (`Child::id` is gone once the
-/// child is reaped, while what it left may still run). Where the host allows a PID
-/// namespace (see `pid_namespaces`), the command also runs in one of its own under a small
-/// init: when the command exits, or the init is killed, the kernel kills every process in
-/// the namespace, including those that left the group with `setsid` or a double fork.
+/// child is reaped, while what it left may still run). On Linux the process spawned is a
+/// small watcher (see `contain`) that ends the command's whole tree when our process dies,
+/// and, where the host allows a PID namespace (see `pid_namespaces`), the command also runs
+/// in one of its own under a small init: when the command exits, or the init is killed, the
+/// kernel kills every process in the namespace, including those that left the group with
+/// `setsid` or a double fork.
 pub(crate) struct Contained {
     child: Child,
     group: u32,
@@ -134,13 +137,28 @@ pub(crate) struct Contained {
 impl Contained {
     /// Start `cmd` contained (this sets its process group and `kill_on_drop`).
     pub(crate) fn spawn(cmd: &mut Command) -> io::Result<Contained> {
-        cmd.process_group(0).kill_on_drop(true);
         #[cfg(target_os = "linux")]
-        if let Some(mode) = pidns::mode() {
-            // SAFETY: the hook runs between fork and exec and makes only async-signal-safe
-            // system calls; it allocates nothing and takes no lock.
-            unsafe { cmd.pre_exec(move || pidns::enter(mode)) };
-        }
+        return Contained::spawn_tied(cmd, contain::lifeline()?, contain::mode());
+        #[cfg(not(target_os = "linux"))]
+        Contained::start(cmd)
+    }
+
+    /// Start `cmd` under a watcher that ends its tree once every write end of the pipe whose
+    /// read end is `lifeline` is closed, in a PID namespace of its own if `mode` says so.
+    #[cfg(target_os = "linux")]
+    fn spawn_tied(
+        cmd: &mut Command,
+        lifeline: libc::c_int,
+        mode: Option<contain::Mode>,
+    ) -> io::Result<Contained> {
+        // SAFETY: the hook runs between fork and exec and makes only async-signal-safe
+        // system calls; it allocates nothing and takes no lock.
+        unsafe { cmd.pre_exec(move || contain::enter(mode, lifeline)) };
+        Contained::start(cmd)
+    }
+
+    fn start(cmd: &mut Command) -> io::Result<Contained> {
+        cmd.process_group(0).kill_on_drop(true);
         let child = cmd.spawn()?;
         let group = child
             .id()
@@ -186,24 +204,43 @@ impl Drop for Contained {
 #[cfg(test)]
 pub(crate) fn pid_namespaces() -> bool {
     #[cfg(target_os = "linux")]
-    return pidns::mode().is_some();
+    return contain::mode().is_some();
     #[cfg(not(target_os = "linux"))]
     false
 }
 
-/// A PID namespace per contained command, set up between fork and exec:
+/// What a contained command runs under, set up between fork and exec:
 ///
 /// ```text
-/// tool's child (outer namespace; what tokio waits for)      -- waits, then exits as the command did
-/// └── init (PID 1 of the new namespace; dies with its parent) -- reaps; exits when the command does
+/// tool's child: the watcher (outer namespace; what tokio waits for)
+/// │      waits for its child, then exits as the command did; when our process dies, kills
+/// │      its child and its whole process group
+/// └── init (PID 1 of a new namespace, where the host allows one; dies with the watcher)
+///     │  reaps; exits when the command does, and the kernel then kills the namespace
 ///     └── the command (PID 2), and all it starts
 /// ```
 ///
-/// When init exits or is killed, the kernel kills every process left in the namespace.
-/// Without privileges this needs a user namespace too, which maps only our own uid and gid
-/// onto themselves, so files and permissions look the same inside.
+/// Without a namespace the command is the watcher's child itself.
+///
+/// **Why a lifeline pipe, and not `PR_SET_PDEATHSIG`, tells the watcher that our process
+/// died.** The parent-death signal fires when the *thread* that forked exits, not the
+/// process. Tools spawn from tokio's threads, and its blocking-pool threads exit after idling
+/// for a while, which would kill a healthy shell; a thread kept for spawning alone would need
+/// every spawn sent to it. Instead our process makes one pipe (`lifeline`) at its first
+/// contained spawn and keeps the write end open, never writing to it, for as long as it
+/// lives. Both ends are close-on-exec, and every process forked from ours without exec
+/// (watchers, inits) closes every descriptor it does not use, so no other process holds the
+/// write end for longer than a fork takes. When our process ends, however it ends (SIGKILL
+/// included: the kernel closes its descriptors), the pipe's read end reports a hang-up to
+/// every watcher at once, which kills its child (and so the namespace) and its process group.
+/// A pipe closed before a watcher first looks reports the same, so there is no race with a
+/// death during the spawn. The init is a child of the watcher, a process with one thread, so
+/// `PR_SET_PDEATHSIG` is exact there.
+///
+/// A PID namespace needs, without privileges, a user namespace too, which maps only our own
+/// uid and gid onto themselves, so files and permissions look the same inside.
 #[cfg(target_os = "linux")]
-mod pidns {
+mod contain {
     use std::io;
     use std::sync::OnceLock;
 
@@ -220,6 +257,31 @@ mod pidns {
     pub(super) struct IdMaps {
         uid: String,
         gid: String,
+    }
+
+    /// The read end of this process's lifeline: a pipe whose write end this process alone
+    /// holds until it ends (see the module's comment). Made once; the write end is never
+    /// closed.
+    pub(super) fn lifeline() -> io::Result<c_int> {
+        static READ: OnceLock<c_int> = OnceLock::new();
+        if let Some(&read) = READ.get() {
+            return Ok(read);
+        }
+        let mut ends = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into `ends`.
+        if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let [read, write] = ends;
+        if READ.set(read).is_err() {
+            // Another thread made it first: this pair is not needed.
+            // SAFETY: both descriptors are ours and used nowhere else.
+            unsafe {
+                libc::close(read);
+                libc::close(write);
+            }
+        }
+        Ok(*READ.get().expect("set above"))
     }
 
     /// The namespace mode, or `None` where this host allows none (logged once).
@@ -321,12 +383,19 @@ mod pidns {
         Ok(())
     }
 
-    /// The `pre_exec` hook, in the tool's child after fork: make the namespace, fork its
-    /// init, which forks the command (the only one to return, and so to exec), and stay
-    /// behind to wait for the init and exit as the command did.
-    pub(super) fn enter(mode: Mode) -> io::Result<()> {
+    /// The `pre_exec` hook, in the tool's child after fork: with a namespace, make it and
+    /// fork its init, which forks the command; without, fork the command. The command is the
+    /// only one to return, and so to exec; this process stays behind as the watcher.
+    pub(super) fn enter(mode: Option<Mode>, lifeline: c_int) -> io::Result<()> {
         // SAFETY: between fork and exec; only async-signal-safe system calls below.
         unsafe {
+            let Some(mode) = mode else {
+                return match libc::fork() {
+                    -1 => Err(io::Error::last_os_error()),
+                    0 => Ok(()),
+                    command => watch(command, None, lifeline),
+                };
+            };
             unshare(mode)?;
             let mut status_pipe = [0; 2];
             if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
@@ -336,14 +405,14 @@ mod pidns {
             match libc::fork() {
                 -1 => Err(io::Error::last_os_error()),
                 0 => {
-                    // The init: killed with the process tokio waits for.
+                    // The init: killed with the watcher, a process of one thread.
                     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                     match libc::fork() {
                         0 => Ok(()),
                         command => init(command, status_w),
                     }
                 }
-                init => watch(init, status_r),
+                init => watch(init, Some(status_r), lifeline),
             }
         }
     }
@@ -353,7 +422,7 @@ mod pidns {
     unsafe fn init(command: pid_t, status_w: c_int) -> ! {
         // SAFETY: descriptors and system calls of this process alone.
         unsafe {
-            close_all_but(status_w);
+            close_all_but([status_w, status_w]);
             if command == -1 {
                 libc::_exit(127);
             }
@@ -371,22 +440,56 @@ mod pidns {
         }
     }
 
-    /// The process tokio waits for: wait for the init, then end as the command ended (or as
-    /// the init did, if it was killed first).
-    unsafe fn watch(init: pid_t, status_r: c_int) -> ! {
-        // SAFETY: descriptors and system calls of this process alone.
+    /// Does nothing: its one use is to interrupt `ppoll` when a child ends.
+    extern "C" fn on_child(_: c_int) {}
+
+    /// The watcher, the process tokio waits for: wait for `child` (the init, or the command
+    /// itself) while watching the lifeline, then end as the command ended (or as the init
+    /// did, if it was killed first). When the lifeline hangs up, our process is gone: kill
+    /// the child and the whole process group, this process included.
+    unsafe fn watch(child: pid_t, status_r: Option<c_int>, lifeline: c_int) -> ! {
+        // SAFETY: descriptors, signals and system calls of this process alone.
         unsafe {
-            close_all_but(status_r);
+            close_all_but([status_r.unwrap_or(lifeline), lifeline]);
             // An interrupt sent to the group is for the command (`Contained::signal`).
             libc::signal(libc::SIGINT, libc::SIG_IGN);
+            // SIGCHLD stays blocked but inside `ppoll`, which unblocks it atomically, with a
+            // handler that does nothing, so a child's end between `waitpid` and `ppoll` is
+            // never missed: it interrupts the `ppoll`.
+            let mut blocked: libc::sigset_t = std::mem::zeroed();
+            let mut waiting: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut blocked);
+            libc::sigaddset(&mut blocked, libc::SIGCHLD);
+            libc::sigprocmask(libc::SIG_BLOCK, &blocked, &mut waiting);
+            libc::sigdelset(&mut waiting, libc::SIGCHLD);
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_child as extern "C" fn(c_int) as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
             let mut status = 0;
-            while libc::waitpid(init, &mut status, 0) == -1 {
-                if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                    libc::_exit(127);
+            loop {
+                match libc::waitpid(child, &mut status, libc::WNOHANG) {
+                    0 => {}
+                    -1 if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+                    -1 => libc::_exit(127),
+                    _ => break,
+                }
+                let mut watched = libc::pollfd {
+                    fd: lifeline,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                if libc::ppoll(&mut watched, 1, std::ptr::null(), &waiting) > 0 {
+                    // A hang-up (nothing is ever written): our process is gone.
+                    libc::kill(child, libc::SIGKILL);
+                    libc::kill(0, libc::SIGKILL);
+                    libc::_exit(128 + libc::SIGKILL);
                 }
             }
             let mut command = 0;
-            if libc::read(status_r, (&raw mut command).cast::<c_void>(), 4) == 4 {
+            if let Some(status_r) = status_r
+                && libc::read(status_r, (&raw mut command).cast::<c_void>(), 4) == 4
+            {
                 status = command;
             }
             if libc::WIFSIGNALED(status) {
@@ -398,6 +501,10 @@ mod pidns {
                 };
                 libc::setrlimit(libc::RLIMIT_CORE, &no_core);
                 libc::signal(signal, libc::SIG_DFL);
+                let mut only: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut only);
+                libc::sigaddset(&mut only, signal);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
                 libc::kill(libc::getpid(), signal);
                 libc::_exit(128 + signal);
             }
@@ -405,16 +512,22 @@ mod pidns {
         }
     }
 
-    /// Close every descriptor but `keep`: the pipes of the command and the one the spawner
-    /// reads to learn that exec happened must be held by the command alone.
-    unsafe fn close_all_but(keep: c_int) {
-        let keep = keep as libc::c_uint;
+    /// Close every descriptor but the two in `keep` (which may be the same): the pipes of
+    /// the command, the one the spawner reads to learn that exec happened, and the lifeline's
+    /// write end must be held by the command alone (and the last not even by it).
+    unsafe fn close_all_but(keep: [c_int; 2]) {
+        let low = keep[0].min(keep[1]) as libc::c_uint;
+        let high = keep[0].max(keep[1]) as libc::c_uint;
+        let mut first = 0;
         // SAFETY: closing descriptors of this process, which uses none of them.
         unsafe {
-            if keep > 0 {
-                close_range(0, keep - 1);
+            for kept in [low, high] {
+                if kept > first {
+                    close_range(first, kept - 1);
+                }
+                first = first.max(kept + 1);
             }
-            close_range(keep + 1, libc::c_uint::MAX);
+            close_range(first, libc::c_uint::MAX);
         }
     }
 
@@ -508,5 +621,106 @@ mod tests {
             cap.text(),
             "0123456789..........\n[... 990 bytes of output cut ...]\nabcdefghij"
         );
+    }
+
+    /// The processes running `sleep <seconds>`.
+    #[cfg(target_os = "linux")]
+    fn sleeping(seconds: &str) -> Vec<i32> {
+        let wanted = format!("sleep\0{seconds}\0");
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|line| line == wanted.as_bytes())
+            })
+            .collect()
+    }
+
+    /// Wait up to 5 s for `done`.
+    #[cfg(target_os = "linux")]
+    async fn soon(done: impl Fn() -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !done() {
+            if tokio::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        true
+    }
+
+    /// Our process's death, played by a lifeline of the test's own whose write end it
+    /// closes: the command and the job it left in the background end at once, with and
+    /// without a PID namespace; while the write end is open they run on.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_contained_tree_ends_when_the_lifeline_hangs_up() {
+        let mut modes = vec![None];
+        modes.extend(contain::mode().map(Some));
+        for (n, mode) in modes.into_iter().enumerate() {
+            let mut ends = [0; 2];
+            // SAFETY: pipe2 writes two descriptors into `ends`.
+            assert_eq!(
+                unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) },
+                0
+            );
+            let [read, write] = ends;
+            let id = std::process::id();
+            let (job, command) = (
+                format!("{}.{id}", 400 + 2 * n),
+                format!("{}.{id}", 401 + 2 * n),
+            );
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c")
+                .arg(format!("sleep {job} & exec sleep {command}"))
+                .stdin(std::process::Stdio::null());
+            let mut contained = Contained::spawn_tied(&mut cmd, read, mode).unwrap();
+            let both = || sleeping(&job).len() == 1 && sleeping(&command).len() == 1;
+            assert!(soon(both).await, "mode {n}: the command never started");
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            assert!(both(), "mode {n}: the tree ended with its lifeline held");
+            assert!(contained.child().try_wait().unwrap().is_none());
+            // SAFETY: the descriptor is the test's own.
+            unsafe { libc::close(write) };
+            let status = tokio::time::timeout(std::time::Duration::from_secs(5), contained.wait())
+                .await
+                .expect("the watcher ended at the hang-up")
+                .unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(status.signal(), Some(libc::SIGKILL), "mode {n}: {status:?}");
+            let none = || sleeping(&job).is_empty() && sleeping(&command).is_empty();
+            let gone = soon(none).await;
+            for pid in sleeping(&job).into_iter().chain(sleeping(&command)) {
+                // SAFETY: kill takes two integers.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            // SAFETY: the descriptor is the test's own.
+            unsafe { libc::close(read) };
+            assert!(gone, "mode {n}: the tree outlived its lifeline");
+        }
+    }
+
+    /// Under the watcher, with or without a namespace, the command's exit code and the
+    /// signal that killed it come through as they were.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_watched_command_ends_as_it_ended() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut modes = vec![None];
+        modes.extend(contain::mode().map(Some));
+        for mode in modes {
+            for (script, code, signal) in [
+                ("exit 3", Some(3), None),
+                ("kill -TERM $$", None, Some(libc::SIGTERM)),
+            ] {
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(script);
+                let mut contained =
+                    Contained::spawn_tied(&mut cmd, contain::lifeline().unwrap(), mode).unwrap();
+                let status = contained.wait().await.unwrap();
+                assert_eq!((status.code(), status.signal()), (code, signal), "{script}");
+            }
+        }
     }
 }

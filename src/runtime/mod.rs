@@ -52,7 +52,6 @@ use manus_actors::background::PlanningThread;
 use manus_actors::llm::{self, LlmClient, ReplayFrom};
 use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::server::ServeSettings;
-use manus_actors::plan::StepStatus;
 use manus_actors::planner::{FlowSpec, Resume};
 use manus_actors::protocol::{BrowserMsg, EventObserver, EventSink, SandboxMsg};
 use manus_actors::protocol::{FlowEvent, FlowMode, RootMsg};
@@ -280,7 +279,7 @@ impl Runtime {
         let events = store.events(&run.id).await?;
         let outside = store.take_run_decisions(&run.id).await?;
         let paused = match &run.plan {
-            Some(plan) if plan.count(StepStatus::AwaitingApproval) > 0 => {
+            Some(plan) if crate::approvals::may_have_paused_steps(plan, &events) => {
                 let memories = store.memories(&run.id).await?;
                 crate::approvals::paused_steps(plan, &events, &outside, &memories)
             }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use manus_rt::engine::plan::StepStatus;
 use manus_rt::engine::protocol::Decision;
+use manus_rt::store::{RunStore, StoreUrl};
 use manus_rt::{Config, FlowEvent, FlowHandle, FlowOutcome, FlowStatus, Runtime, SubmitOptions};
 use serde_json::json;
 use support::llm_server::{Reply, ScriptedLlm};
@@ -170,6 +171,110 @@ async fn a_matching_call_waits_while_other_steps_finish_then_runs_once_as_edited
         "{result}"
     );
     rt.shutdown().await;
+}
+
+/// Issue 37, item 1: a run interrupted after an approved call ran, while its step waited
+/// on the model, is stored with that step in progress and none awaiting approval. Resumed,
+/// the step goes on from the approval: the model reads that the call already ran, the call
+/// does not run again, and no one is asked again. (Resume looked for paused steps only when
+/// one awaited approval, so such a step started over and asked for the same call again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_interrupted_after_an_approved_call_ran_goes_on_past_it() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(
+            "planning",
+            json!({"command": "create", "plan_id": "test-plan", "title": "One", "steps": [
+                {"text": "[MANUS] count into tally.txt", "depends_on": []},
+            ]}),
+        ),
+        Reply::text("Counted."),
+    ]);
+    // The model call after the approved call never comes back before the interruption;
+    // the next one (after the resume) ends the step.
+    server.push_for(
+        &job(0),
+        [
+            bash("echo once >> tally.txt"),
+            done("cut short").delay(600_000),
+            done("counted"),
+        ],
+    );
+    let dir = Scratch::new("approve-interrupted");
+    let first = start(&server, &dir, &[]).await;
+    let mut flow = first
+        .submit("count", SubmitOptions::default())
+        .await
+        .unwrap();
+    let run = flow.id.clone();
+    let seen = until(&mut flow, |e| {
+        matches!(e, FlowEvent::ApprovalRequested { .. })
+    })
+    .await;
+    let Some(FlowEvent::ApprovalRequested { id, .. }) = seen.last().cloned() else {
+        unreachable!()
+    };
+    assert!(flow.decide(id, decision(true, None, None)).await.unwrap());
+    until(&mut flow, |e| matches!(e, FlowEvent::ToolFinished { .. })).await;
+    tokio::time::timeout(GUARD, async {
+        while requests_of(&server.requests(), 0).len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the step asked the model again after the call");
+    first.shutdown().await;
+    assert_eq!(tally(&dir.workspace()), "once\n");
+    let store = RunStore::open(&StoreUrl::Sqlite(dir.workspace().with_file_name("runs.db")))
+        .await
+        .unwrap();
+    let stored = store.get(&run).await.unwrap().unwrap();
+    store.close().await;
+    let step = &stored.plan.as_ref().unwrap().steps[0];
+    assert_eq!(
+        (step.status, step.attempts),
+        (StepStatus::InProgress, 1),
+        "stored as it stood at the interruption"
+    );
+
+    let second = start(&server, &dir, &[]).await;
+    let mut resumed = second.resume(&run).await.unwrap();
+    let events = until(&mut resumed, |e| {
+        matches!(e, FlowEvent::FlowFinished { .. })
+    })
+    .await;
+    let o = outcome(resumed).await;
+    let rerun = events.iter().find_map(|e| match e {
+        FlowEvent::Resumed { rerun, .. } => Some(rerun.clone()),
+        _ => None,
+    });
+    assert_eq!(rerun, Some(vec![]), "the step did not start over");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, FlowEvent::ApprovalRequested { .. })),
+        "no one was asked again: {events:?}"
+    );
+    assert_eq!(
+        o.status,
+        FlowStatus::Completed,
+        "{}: {:?}",
+        o.reason,
+        o.plan.steps[0].notes
+    );
+    assert_eq!(tally(&dir.workspace()), "once\n", "the call ran once");
+    let step_requests = requests_of(&server.requests(), 0);
+    assert_eq!(
+        step_requests.len(),
+        3,
+        "the step's model calls: the call, the cut one, one more"
+    );
+    let told = last_tool_text(&step_requests[2]);
+    assert!(
+        told.contains("this call was approved and ran before the run was interrupted"),
+        "{told}"
+    );
+    second.shutdown().await;
 }
 
 /// A rejection's reason is what the model reads as the call's result; the command never

@@ -324,13 +324,22 @@ async fn an_idle_session_is_closed_with_its_shell() {
     let slow = server.bash(&id, "sleep 3; echo still-here").await;
     assert!(slow.contains("still-here"), "{slow}");
     // The shell leaves a command running in the background.
-    // Found by its command line: `$!` may be a PID of the shell's own namespace.
+    // Found by its command line: `$!` may be a PID of the shell's own namespace. The shell
+    // answers once it forked the job, which may exec `sleep` a moment later (under load).
     server.bash(&id, "sleep 299.5 & echo started").await;
-    let sleeper = descendants(server.pid())
-        .into_iter()
-        .find(|(_, cmd)| cmd == "sleep 299.5")
-        .map(|(p, _)| p)
-        .expect("the background command runs under the server");
+    let find = || {
+        descendants(server.pid())
+            .into_iter()
+            .find(|(_, cmd)| cmd == "sleep 299.5")
+            .map(|(p, _)| p)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut sleeper = find();
+    while sleeper.is_none() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        sleeper = find();
+    }
+    let sleeper = sleeper.expect("the background command runs under the server");
     assert_eq!(bash_children(server.pid()), 1, "the session's shell runs");
     assert!(!ended(sleeper));
 

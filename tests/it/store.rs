@@ -509,6 +509,108 @@ async fn a_replayed_run_resumes_reproducibly_from_its_cassette() {
     store.close().await;
 }
 
+/// The processes, other than this one, whose command line names a path in `dir` or whose
+/// working directory is in it: a `manus-rt` run there and all it started. Zombies (already
+/// ended, not yet reaped) have neither, and are not counted.
+fn processes_in(dir: &Path) -> Vec<(i32, String)> {
+    let named = format!("{}/", dir.display());
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&line).replace('\0', " ");
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+            (line.contains(&named) || cwd.is_some_and(|c| c.starts_with(dir)))
+                .then_some((pid, line))
+        })
+        .collect()
+}
+
+/// Issue 37: `run-flow` SIGKILLed while a `bash` call and a `python_execute` call run (two
+/// steps of a graph at once), each with a process left running in the background, leaves
+/// nothing behind: within a few seconds no process runs in the test's folder. The tools'
+/// watchers hold the read end of a pipe only the runtime writes to, and end their trees
+/// when it hangs up.
+#[tokio::test]
+async fn a_killed_run_leaves_no_tool_process_behind() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("store-kill-tools");
+    let ws = dir.workspace();
+    std::fs::create_dir_all(&ws).unwrap();
+    let config = dir.write_config(&config_with(&server, &ws, &[]));
+    server.push_all([Reply::tool(
+        "planning",
+        json!({"command": "create", "plan_id": "test-plan", "title": "Two tools at once",
+            // A graph whose steps need nothing: both run at once.
+            "steps": [{"text": "[MANUS] Run the shell job", "depends_on": []},
+                      {"text": "[MANUS] Run the Python job", "depends_on": []}]}),
+    )]);
+    server.push_for(
+        &support::scenario::job(0),
+        [Reply::tool(
+            "bash",
+            json!({"command": "sleep 600 & touch bash-started; sleep 600"}),
+        )],
+    );
+    server.push_for(
+        &support::scenario::job(1),
+        [Reply::tool(
+            "python_execute",
+            json!({"code": "import pathlib, subprocess, time\n\
+                subprocess.Popen(['sleep', '600'])\n\
+                pathlib.Path('python-started').touch()\n\
+                time.sleep(600)\n"}),
+        )],
+    );
+    let mut child = manus(&dir, &config, &["run-flow", TASK]).spawn().unwrap();
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while !(ws.join("bash-started").exists() && ws.join("python-started").exists()) {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = pipe.read_to_string(&mut stderr).await;
+            }
+            panic!("manus-rt ended ({status}) before both tools ran:\n{stderr}");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tools never both started: {:?}",
+            server.requests().len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let running = processes_in(dir.path());
+    let sleeping = running.iter().filter(|(_, l)| l == "sleep 600 ").count();
+    assert_eq!(
+        sleeping, 3,
+        "a sleep per tool and one in the background: {running:#?}"
+    );
+    // The agent's kept Python interpreter runs the cell.
+    assert!(
+        running
+            .iter()
+            .any(|(_, l)| l.contains("manus-rt's cell runner")),
+        "{running:#?}"
+    );
+
+    kill_hard(&mut child).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut left = processes_in(dir.path());
+    while !left.is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        left = processes_in(dir.path());
+    }
+    for (pid, _) in &left {
+        // SIGKILL, to each leftover's pid, so a failure leaves nothing behind either.
+        // SAFETY: kill takes two integers.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "left running after the kill: {left:#?}");
+}
+
 /// A runtime on the scripted server, recording in the scratch directory's store.
 async fn runtime(server: &ScriptedLlm, dir: &Scratch) -> Runtime {
     let text = config_with(server, &dir.workspace(), &[]);
