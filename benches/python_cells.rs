@@ -4,7 +4,9 @@
 //!
 //! Each way runs a trivial cell (`x = 1`) `CALLS` times (default 200) through the tool
 //! itself, after one warm-up call that starts the interpreter (and the container), and
-//! prints the median, the 90th percentile and the mean per call. The container figures need
+//! prints the median, the 90th percentile and the mean per call. `PYTHON` names the host's
+//! interpreter (default `python3`; a version manager's shim, such as pyenv's, is a shell
+//! script that costs about 100 ms a start, so name the interpreter itself). The container figures need
 //! `MANUS_TEST_DOCKER_HOST` (a Docker engine's URL, as `scripts/test.sh` sets it) and
 //! `MANUS_TEST_SANDBOX_IMAGE` (default `manus-rt-sandbox:test-v2`); without them they are
 //! skipped.
@@ -29,6 +31,7 @@ fn calls() -> usize {
 async fn measure(session: PythonSession, ctx: &ToolCtx, calls: usize) -> Vec<Duration> {
     let settings = ToolSettings {
         python_session: session,
+        python: std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()),
         ..ToolSettings::default()
     };
     let mut tool = make_tool("python_execute", &settings).expect("a built-in tool");

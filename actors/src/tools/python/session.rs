@@ -408,14 +408,16 @@ impl Interpreter {
     /// Whether the interpreter ended since its last cell (killed from outside, or its
     /// container removed while idle): what it sends between cells can only be its end.
     pub(crate) async fn ended_between_cells(&mut self) -> Option<String> {
-        match tokio::time::timeout(Duration::ZERO, self.frame()).await {
-            Err(_) => None,
-            Ok(Ok(Frame::Exit(status))) => Some(self.ended(Lost::Exited(status)).await),
-            Ok(Ok(_)) => {
+        // Polled once, without a timer (a zero timeout would wait for the timer's next tick,
+        // up to a millisecond a call); a partly read frame stays in `self.line`.
+        match futures_util::FutureExt::now_or_never(self.frame()) {
+            None => None,
+            Some(Ok(Frame::Exit(status))) => Some(self.ended(Lost::Exited(status)).await),
+            Some(Ok(_)) => {
                 self.kill().await;
                 Some("spoke out of turn and was stopped".into())
             }
-            Ok(Err(lost)) => Some(self.ended(lost).await),
+            Some(Err(lost)) => Some(self.ended(lost).await),
         }
     }
 
