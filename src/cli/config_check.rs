@@ -5,8 +5,10 @@
 use std::process::ExitCode;
 
 use manus_rt::Config;
+use manus_rt::engine::agent::Action;
 use manus_rt::engine::browser::WebDriverSource;
 use manus_rt::engine::llm::ApiType;
+use manus_rt::engine::tools::python::PythonSession;
 
 use super::args::CODE_ON_HOST;
 
@@ -63,7 +65,7 @@ fn describe(c: &Config) -> String {
     ));
     for (a, llm) in &c.agents {
         s.push_str(&format!(
-            "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}{}\n      {}\n",
+            "  [{}] profile {}, {} replica(s), llm {llm}, max_steps {}, tools: {}{}{}\n      {}\n",
             a.name.to_ascii_uppercase(),
             a.profile.id,
             a.replicas,
@@ -77,9 +79,23 @@ fn describe(c: &Config) -> String {
                     a.mcp_servers.join(", ")
                 )
             },
+            match a.profile.action {
+                Action::Tools => "",
+                Action::Code => "; acts by Python cells that call these tools as functions",
+            },
             a.description
         ));
     }
+    let py = &c.tools;
+    s.push_str(&format!(
+        "Python: `{}`, {} ({} s a call)\n",
+        py.python,
+        match py.python_session {
+            PythonSession::Flow => "one interpreter per agent for the flow: variables carry over",
+            PythonSession::Call => "a fresh interpreter for every call",
+        },
+        py.python_timeout.as_secs()
+    ));
     let t = &c.telemetry;
     match &t.otlp_endpoint {
         Some(url) => s.push_str(&format!(

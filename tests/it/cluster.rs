@@ -23,13 +23,24 @@ async fn started(
     lease: u64,
     secs: f64,
 ) -> Option<(ScriptedLlm, Scratch, Vec<Node>, reqwest::Client)> {
+    let (server, dir, nodes, http, _) = started_with(name, n, lease, any_flow(secs)).await?;
+    Some((server, dir, nodes, http))
+}
+
+/// `started` with the model answering by `responder`; the store's URL too.
+async fn started_with(
+    name: &str,
+    n: usize,
+    lease: u64,
+    responder: Responder,
+) -> Option<(ScriptedLlm, Scratch, Vec<Node>, reqwest::Client, String)> {
     let store = postgres_database()?;
     let server = ScriptedLlm::start().await;
     server.set_recording(false);
-    server.set_responder(Some(any_flow(secs)));
+    server.set_responder(Some(responder));
     let dir = Scratch::new(name);
     let nodes = cluster(&dir, &server, &store, n, lease).await;
-    Some((server, dir, nodes, reqwest::Client::new()))
+    Some((server, dir, nodes, reqwest::Client::new(), store))
 }
 
 /// Every run of the store as `node` lists them, by id.
@@ -367,15 +378,11 @@ async fn a_node_paused_past_its_lease_writes_nothing_and_acts_no_more() {
 /// lost, its process gone) is an orphan, and a node claims it and finishes it.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_orphaned_running_run_is_claimed() {
-    let Some(url) = postgres_database() else {
+    let Some((_server, _dir, nodes, http, url)) =
+        started_with("cluster-orphan", 2, 3, any_flow(2.0)).await
+    else {
         return;
     };
-    let server = ScriptedLlm::start().await;
-    server.set_recording(false);
-    server.set_responder(Some(any_flow(2.0)));
-    let dir = Scratch::new("cluster-orphan");
-    let nodes = cluster(&dir, &server, &url, 2, 3).await;
-    let http = reqwest::Client::new();
     let id = submit(&http, &nodes[0], "an orphan to be").await;
     let holder = running_on(&http, &nodes, &id).await;
     nodes[holder].signal("-KILL");
