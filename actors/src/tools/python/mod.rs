@@ -563,6 +563,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn what_a_background_process_prints_between_calls_comes_with_the_next() {
+        let ws = TempDir::new("background");
+        let ctx = ctx(&ws.0);
+        let mut py = tool(30);
+        let code = "import subprocess\nkept = 7\n\
+                    subprocess.Popen(['sh', '-c', 'sleep 0.3; echo from the background'])\n\
+                    print('started')";
+        assert_eq!(run(&mut py, &ctx, code).await.unwrap(), "started");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        // The interpreter was not taken for broken: its state is there.
+        assert_eq!(
+            run(&mut py, &ctx, "kept").await.unwrap(),
+            "from the background\n7"
+        );
+        assert_eq!(run(&mut py, &ctx, "kept + 1").await.unwrap(), "8");
+    }
+
+    #[tokio::test]
     async fn a_crashed_interpreter_is_replaced_and_the_model_told() {
         let ws = TempDir::new("crash");
         let ctx = ctx(&ws.0);

@@ -176,6 +176,9 @@ pub(crate) struct Interpreter {
     output: Mutex<Pin<Box<dyn AsyncBufRead + Send>>>,
     /// A partly read frame, kept when reading is cut short by a limit.
     line: Vec<u8>,
+    /// What processes a cell left running printed since that cell ended: it goes with the
+    /// next cell's output.
+    since: (Capture, Capture),
     cells: u64,
     /// A cell was sent and its end not yet read.
     pub(super) busy: bool,
@@ -217,6 +220,7 @@ impl Interpreter {
             input: Mutex::new(Box::pin(stdin)),
             output: Mutex::new(Box::pin(tokio::io::BufReader::new(stdout))),
             line: Vec::new(),
+            since: (Capture::new(MAX_STDOUT), Capture::new(MAX_STDERR)),
             cells: 0,
             busy: false,
         };
@@ -244,6 +248,7 @@ impl Interpreter {
             input: Mutex::new(input),
             output: Mutex::new(output),
             line: Vec::new(),
+            since: (Capture::new(MAX_STDOUT), Capture::new(MAX_STDERR)),
             cells: 0,
             busy: false,
         };
@@ -320,11 +325,13 @@ impl Interpreter {
     /// Send a cell; its limit counts only while it runs, not while its tool calls do.
     pub(crate) async fn begin(&mut self, code: &str, limit: Duration) -> Result<Cell, CellRun> {
         self.cells += 1;
+        let fresh = (Capture::new(MAX_STDOUT), Capture::new(MAX_STDERR));
+        let (out, err) = std::mem::replace(&mut self.since, fresh);
         let mut cell = Cell {
             id: self.cells,
             run: CellRun {
-                out: Capture::new(MAX_STDOUT),
-                err: Capture::new(MAX_STDERR),
+                out,
+                err,
                 end: CellEnd::Killed,
             },
             left: limit,
@@ -406,18 +413,30 @@ impl Interpreter {
     }
 
     /// Whether the interpreter ended since its last cell (killed from outside, or its
-    /// container removed while idle): what it sends between cells can only be its end.
+    /// container removed while idle). Between cells it sends only its end, or what processes
+    /// a cell left running print, which is kept for the next cell's output.
     pub(crate) async fn ended_between_cells(&mut self) -> Option<String> {
-        // Polled once, without a timer (a zero timeout would wait for the timer's next tick,
-        // up to a millisecond a call); a partly read frame stays in `self.line`.
-        match futures_util::FutureExt::now_or_never(self.frame()) {
-            None => None,
-            Some(Ok(Frame::Exit(status))) => Some(self.ended(Lost::Exited(status)).await),
-            Some(Ok(_)) => {
-                self.kill().await;
-                Some("spoke out of turn and was stopped".into())
-            }
-            Some(Err(lost)) => Some(self.ended(lost).await),
+        // Read what is there, without a timer (a zero timeout would wait for the timer's
+        // next tick, up to a millisecond a call); a partly read frame stays in `self.line`.
+        loop {
+            return match futures_util::FutureExt::now_or_never(self.frame()) {
+                None => None,
+                // Printed by processes a cell left running: for the next cell's output.
+                Some(Ok(Frame::Out(text))) => {
+                    self.since.0.push(text.as_bytes());
+                    continue;
+                }
+                Some(Ok(Frame::Err(text))) => {
+                    self.since.1.push(text.as_bytes());
+                    continue;
+                }
+                Some(Ok(Frame::Exit(status))) => Some(self.ended(Lost::Exited(status)).await),
+                Some(Ok(_)) => {
+                    self.kill().await;
+                    Some("spoke out of turn and was stopped".into())
+                }
+                Some(Err(lost)) => Some(self.ended(lost).await),
+            };
         }
     }
 
