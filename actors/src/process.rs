@@ -604,6 +604,20 @@ impl Capture {
     }
 }
 
+/// The processes running `sleep <seconds>` (tests start such sleeps to see what ends).
+#[cfg(test)]
+pub(crate) fn sleeping(seconds: &str) -> Vec<i32> {
+    let wanted = format!("sleep\0{seconds}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| line == wanted.as_bytes())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,20 +635,6 @@ mod tests {
             cap.text(),
             "0123456789..........\n[... 990 bytes of output cut ...]\nabcdefghij"
         );
-    }
-
-    /// The processes running `sleep <seconds>`.
-    #[cfg(target_os = "linux")]
-    fn sleeping(seconds: &str) -> Vec<i32> {
-        let wanted = format!("sleep\0{seconds}\0");
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|line| line == wanted.as_bytes())
-            })
-            .collect()
     }
 
     /// Wait up to 5 s for `done`.

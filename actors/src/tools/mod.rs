@@ -261,17 +261,7 @@ pub(crate) mod tests {
     /// (`process::pid_namespaces`); elsewhere it is only cleaned up. Any found are killed by
     /// PID, so a failing test leaves nothing behind.
     pub fn assert_ended(seconds: &str, left_group: bool) {
-        let wanted = format!("sleep\0{seconds}\0");
-        let find = || -> Vec<i32> {
-            std::fs::read_dir("/proc")
-                .unwrap()
-                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-                .filter(|pid| {
-                    std::fs::read(format!("/proc/{pid}/cmdline"))
-                        .is_ok_and(|line| line == wanted.as_bytes())
-                })
-                .collect()
-        };
+        let find = || crate::process::sleeping(seconds);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         let mut left = find();
         while !left.is_empty() && std::time::Instant::now() < deadline {
