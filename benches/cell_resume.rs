@@ -23,8 +23,6 @@ use serde_json::json;
 use support::llm_server::{Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with, plan_reply};
 
-const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
-
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -39,16 +37,10 @@ fn cell(n: usize, calls: usize) -> Reply {
     Reply::tool("python", json!({ "code": code }))
 }
 
+/// The release binary in `dir`, its output dropped.
 fn manus(dir: &Scratch, config: &std::path::Path, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.current_dir(dir.path())
-        .kill_on_drop(true)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .arg("--config")
-        .arg(config)
-        .args(args);
+    let mut cmd = support::scenario::manus_cli(dir, config, args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
     cmd
 }
 

@@ -13,7 +13,7 @@ use manus_actors::protocol::Decision;
 use manus_rt::{Config, FlowEvent, FlowHandle, FlowStatus, Runtime, SubmitOptions};
 use serde_json::json;
 use support::llm_server::{Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, observation};
+use support::scenario::{Scratch, config_with, manus_cli, observation};
 
 fn python(code: &str) -> Reply {
     Reply::tool("python", json!({ "code": code }))
@@ -224,23 +224,6 @@ async fn a_model_without_tool_calls_writes_its_cell_as_a_fenced_block() {
     );
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
-
-/// The binary in `dir` with `--config config` and `args`.
-fn manus(dir: &Scratch, config: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.current_dir(dir.path())
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .arg("--config")
-        .arg(config)
-        .args(args);
-    cmd
-}
-
 /// The lines of the side-effect log the cells' bash calls append to.
 fn effects(dir: &Scratch) -> Vec<String> {
     std::fs::read_to_string(dir.workspace().join("effects.log"))
@@ -280,7 +263,7 @@ async fn a_killed_code_step_goes_on_with_its_variables_and_no_call_repeated() {
         // The model is slow to write the next cell: the process is killed meanwhile.
         python("print('never run')").delay(600_000),
     ]);
-    let mut child = manus(&dir, &config, &["run-flow", "Count and log"])
+    let mut child = manus_cli(&dir, &config, &["run-flow", "Count and log"])
         .spawn()
         .unwrap();
     let asked = tokio::time::timeout(Duration::from_secs(60), async {
@@ -320,7 +303,7 @@ async fn a_killed_code_step_goes_on_with_its_variables_and_no_call_repeated() {
         python("terminate(status='success')"),
         Reply::text("Counted and logged."),
     ]);
-    let mut child = manus(&dir, &config, &["resume", &id, "--json"])
+    let mut child = manus_cli(&dir, &config, &["resume", &id, "--json"])
         .spawn()
         .unwrap();
     let paused = async {
@@ -349,7 +332,7 @@ async fn a_killed_code_step_goes_on_with_its_variables_and_no_call_repeated() {
     );
 
     // Approved, and resumed again: the cell goes on from the call that waited.
-    let approve = manus(&dir, &config, &["approvals", "approve", &id, "1"])
+    let approve = manus_cli(&dir, &config, &["approvals", "approve", &id, "1"])
         .output()
         .await
         .unwrap();
@@ -359,7 +342,7 @@ async fn a_killed_code_step_goes_on_with_its_variables_and_no_call_repeated() {
         String::from_utf8_lossy(&approve.stderr)
     );
     std::fs::remove_file(dir.workspace().join("effects2.log")).unwrap();
-    let out = manus(&dir, &config, &["resume", &id, "--json"])
+    let out = manus_cli(&dir, &config, &["resume", &id, "--json"])
         .output()
         .await
         .unwrap();

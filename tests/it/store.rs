@@ -9,7 +9,7 @@
 use crate::support;
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use manus_rt::engine::plan::StepStatus;
@@ -17,10 +17,10 @@ use manus_rt::store::{RunStatus, RunStore, StoreUrl, StoredRun};
 use manus_rt::{Config, FlowEvent, FlowStatus, Runtime, RuntimeError, SubmitOptions};
 use serde_json::{Value, json};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
-use support::scenario::{Scratch, config_with, done, plan_reply, postgres_database};
+use support::scenario::{
+    Scratch, config_with, done, manus_cli as manus, plan_reply, postgres_database,
+};
 use tokio::io::AsyncReadExt;
-
-const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 
 /// Generous bound on any wait, so a hang fails the test instead of stalling it.
 const GUARD: Duration = Duration::from_secs(90);
@@ -32,21 +32,6 @@ const STEPS: [&str; 4] = [
     "[MANUS] Write note three",
     "[MANUS] Write note four",
 ];
-
-/// The binary in `dir` with `--config config` and `args`; stdin closed.
-fn manus(dir: &Scratch, config: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.current_dir(dir.path())
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .arg("--config")
-        .arg(config)
-        .args(args);
-    cmd
-}
 
 /// Run the command to its end (within the guard).
 async fn finish(mut cmd: tokio::process::Command) -> Output {

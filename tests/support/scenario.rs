@@ -199,6 +199,22 @@ pub async fn start_single(
     (rt, flow)
 }
 
+/// The real binary in `dir` with `--config config` and `args`: stdin closed, stdout and
+/// stderr piped, killed if dropped.
+pub fn manus_cli(dir: &Scratch, config: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"));
+    cmd.current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .arg("--config")
+        .arg(config)
+        .args(args);
+    cmd
+}
+
 /// A free port on 127.0.0.1.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
