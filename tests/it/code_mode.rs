@@ -107,8 +107,7 @@ fn files(dir: &Path) -> BTreeMap<String, String> {
 const CELL: &str = "\
 for i in range(3):
     str_replace_editor(command='create', path=f'note{i}.txt', file_text=f'note {i}\\n')
-    print(bash(f'cat note{i}.txt').strip())
-print(mcp_everything_echo(message='from a cell'))
+    print(bash(f'cat note{i}.txt').strip(), '/', mcp_everything_echo(message=f'note {i} made'))
 try:
     bash('false')
 except ToolError as e:
@@ -154,9 +153,11 @@ async fn a_cell_calls_tools_in_a_loop_waits_for_approval_and_leaves_the_same_fil
     let cell = observation(&server, 0);
     assert_eq!(
         cell,
-        "note 0\nnote 1\nnote 2\nEcho: from a cell\nbash failed: [exit code 1]\nappended\n\
-         [tool calls made by this cell: str_replace_editor, bash, str_replace_editor, bash, \
-         str_replace_editor, bash, mcp_everything_echo, bash, bash]"
+        "note 0 / Echo: note 0 made\nnote 1 / Echo: note 1 made\nnote 2 / Echo: note 2 made\n\
+         bash failed: [exit code 1]\nappended\n\
+         [tool calls made by this cell: str_replace_editor, bash, mcp_everything_echo, \
+         str_replace_editor, bash, mcp_everything_echo, str_replace_editor, bash, \
+         mcp_everything_echo, bash, bash]"
     );
 
     // The same work one JSON call at a time leaves the same files.
@@ -171,11 +172,11 @@ async fn a_cell_calls_tools_in_a_loop_waits_for_approval_and_leaves_the_same_fil
             "bash",
             json!({"command": format!("cat note{i}.txt")}),
         ));
+        replies.push(Reply::tool(
+            "mcp_everything_echo",
+            json!({"message": format!("note {i} made")}),
+        ));
     }
-    replies.push(Reply::tool(
-        "mcp_everything_echo",
-        json!({"message": "from a cell"}),
-    ));
     replies.push(Reply::tool(
         "bash",
         json!({"command": "echo appended >> log.txt"}),
@@ -192,7 +193,7 @@ async fn a_cell_calls_tools_in_a_loop_waits_for_approval_and_leaves_the_same_fil
     let outcome = flow.outcome().await;
     rt.shutdown().await;
     assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
-    assert_eq!(tools.requests().len(), 9, "one model call per tool call");
+    assert_eq!(tools.requests().len(), 11, "one model call per tool call");
     let made = files(&dir.workspace());
     assert_eq!(made.len(), 4, "{made:?}");
     assert_eq!(made, files(&tool_dir.workspace()));
