@@ -16,6 +16,7 @@ pub mod serve;
 pub mod settings;
 pub mod store;
 pub mod telemetry;
+pub mod threads;
 pub mod view;
 
 pub use config::{Config, ConfigError};

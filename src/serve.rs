@@ -229,6 +229,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/flows/{id}", get(show).delete(cancel))
         .route("/v1/flows/{id}/events", get(events))
         .route("/v1/flows/{id}/answers", post(answer))
+        .route("/v1/flows/{id}/follow-up", post(follow_up))
+        .route("/v1/threads/{id}", get(thread))
         .route("/v1/flows/{id}/approvals/{aid}", post(decide))
         .route("/v1/flows/{id}/files/{*path}", get(console::file))
         .route("/v1/approvals", get(approvals))
@@ -375,7 +377,28 @@ async fn submit(
     State(app): State<Arc<App>>,
     parsed: Result<Json<SubmitBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let b = body(parsed)?;
+    start(&app, body(parsed)?, None).await
+}
+
+/// A follow-up to flow `id`: the next turn of its conversation (`SubmitOptions::continues`).
+async fn follow_up(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    parsed: Result<Json<SubmitBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    start(&app, body(parsed)?, Some(id)).await
+}
+
+/// The thread flow `id` belongs to, turn by turn.
+async fn thread(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<flows::ThreadDoc>, ApiError> {
+    Ok(Json(app.thread(&id).await?))
+}
+
+/// Start the flow `b` asks for, continuing `continues`'s conversation if given.
+async fn start(app: &App, b: SubmitBody, continues: Option<String>) -> Result<Response, ApiError> {
     if b.task.trim().is_empty() {
         return Err(ApiError(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -392,7 +415,11 @@ async fn submit(
             ));
         }
     };
-    let options = SubmitOptions { mode, deltas: true };
+    let options = SubmitOptions {
+        mode,
+        deltas: true,
+        continues,
+    };
     let (id, queued) = app.start(&b.task, options).await?;
     Ok(created(&id, if queued { "queued" } else { "running" }))
 }

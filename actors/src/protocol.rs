@@ -366,6 +366,8 @@ pub struct StepRequest {
     pub step: String,
     /// The whole task, for context.
     pub task: String,
+    /// In a follow-up turn of a conversation, what its earlier turns did (`planner::Turn`).
+    pub earlier: Option<Arc<str>>,
     /// The plan with current statuses, as text.
     pub plan_view: String,
     /// The steps this one builds on, each with its notes (a graph plan's dependencies).

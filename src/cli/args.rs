@@ -44,6 +44,10 @@ pub enum Command {
     /// Run the task with the primary agent alone, without a planner
     #[command(after_help = CODE_ON_HOST)]
     Run(RunArgs),
+    /// Talk with the runtime: each line you type is a turn of one conversation, planned and
+    /// run as a flow that sees the earlier turns and works in the same workspace
+    #[command(after_help = CHAT_HELP)]
+    Chat(ChatArgs),
     /// Inspect the config
     Config {
         #[command(subcommand)]
@@ -207,6 +211,27 @@ pub enum RunsAction {
 
 const PRUNE_HELP: &str = "Runs still running, or interrupted and resumable, are never deleted. With neither bound given here nor set in [store], nothing is deleted and the command exits 2. A service with [store] keep_days or keep_runs prunes by itself, in the background.";
 
+const CHAT_HELP: &str = "Each line is a turn: a flow of its own in the run store, linked to the \
+conversation, planned knowing the earlier turns' tasks, plans, notes and answers, in the same \
+workspace. The board shows each turn as it runs. Ctrl-C cancels the running turn and the chat goes \
+on; at the prompt, Ctrl-C, Ctrl-D or /exit ends the chat. `manus-rt runs show ID` shows a turn, \
+`manus-rt chat --continue ID` or `run-flow --continue ID \"…\"` takes the conversation up again later.";
+
+#[derive(clap::Args)]
+pub struct ChatArgs {
+    /// Take up the conversation of run RUN (any of its turns) instead of starting one
+    #[arg(long = "continue", value_name = "RUN")]
+    pub continues: Option<String>,
+    /// Give each turn to the primary agent alone, without a planner
+    #[arg(long)]
+    pub single: bool,
+    /// Write every model exchange to this cassette file
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    #[command(flatten)]
+    pub approvals: ApprovalArgs,
+}
+
 #[derive(clap::Args)]
 pub struct ResumeArgs {
     /// The run's id (as `runs list` shows it)
@@ -279,6 +304,10 @@ pub enum SandboxAction {
 pub struct RunArgs {
     /// What to do, in plain words
     pub task: String,
+    /// Make the task a follow-up to run RUN (any turn of its conversation): the next turn,
+    /// which sees what the earlier turns did and works in the same workspace
+    #[arg(long = "continue", value_name = "RUN")]
+    pub continues: Option<String>,
     /// Print the outcome as JSON on stdout (progress stays on stderr)
     #[arg(long)]
     pub json: bool,

@@ -87,18 +87,20 @@ impl Followed {
 }
 
 /// Run one task to its end, showing its progress; how it ended, or `None` if it could not
-/// start.
+/// start. With `continues`, the task is the next turn of that run's conversation.
 pub async fn drive(
     runtime: &Runtime,
     task: &str,
     json: bool,
     mode: FlowMode,
     on_approval: OnApproval,
+    continues: Option<String>,
 ) -> Option<Followed> {
     // The board shows the model's text as it comes; `--json` prints only the outcome.
     let options = SubmitOptions {
         mode,
         deltas: !json,
+        continues,
     };
     match runtime.submit(task, options).await {
         Ok(flow) => Some(follow(flow, json, on_approval).await),

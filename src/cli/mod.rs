@@ -10,6 +10,7 @@
 
 mod approvals;
 mod args;
+mod chat;
 mod config_check;
 mod eval;
 mod exit;
@@ -45,6 +46,7 @@ pub async fn main() -> ExitCode {
         cli.command,
         Command::RunFlow(_)
             | Command::Run(_)
+            | Command::Chat(_)
             | Command::Config { .. }
             | Command::Serve { .. }
             | Command::Eval(_)
@@ -59,6 +61,7 @@ pub async fn main() -> ExitCode {
     let code = match cli.command {
         Command::RunFlow(args) => run::run(config, args, FlowMode::Plan).await,
         Command::Run(args) => run::run(config, args, FlowMode::Single).await,
+        Command::Chat(args) => chat::run(config, args).await,
         Command::Resume(args) => resume::run(config, args).await,
         Command::Runs { action } => runs::run(&config, action).await,
         Command::Config {

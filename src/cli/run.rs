@@ -18,8 +18,18 @@ pub async fn run(config: Config, args: RunArgs, mode: FlowMode) -> ExitCode {
         args.json,
         mode,
         args.approvals.on_approval,
+        args.continues,
     )
     .await;
+    if let Some(outcome) = followed.as_ref().and_then(|f| f.outcome())
+        && runtime.store().is_some()
+        && !args.json
+    {
+        eprintln!(
+            "note: to follow up on this run: manus-rt run-flow --continue {} \"…\" (or manus-rt chat --continue {0})",
+            outcome.flow_id
+        );
+    }
     runtime.shutdown().await;
     exit::of_followed(followed.as_ref())
 }

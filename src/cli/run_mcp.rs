@@ -42,6 +42,7 @@ pub async fn run(mut config: Config, args: RunMcpArgs) -> ExitCode {
             args.json,
             FlowMode::Single,
             OnApproval::Reject,
+            None,
         )
         .await;
     } else if args.interactive {
@@ -57,6 +58,7 @@ pub async fn run(mut config: Config, args: RunMcpArgs) -> ExitCode {
                 args.json,
                 FlowMode::Single,
                 OnApproval::Reject,
+                None,
             )
             .await;
         }

@@ -14,6 +14,42 @@ pub async fn read_answer() -> String {
     .unwrap_or_default()
 }
 
+/// Lines of stdin, each read when asked for, on a thread of its own: not the async
+/// runtime's blocking pool, so a read still waiting when the command ends never keeps the
+/// process, and not ahead of time, so a flow's questions (`read_answer`) get the lines typed
+/// while it runs.
+pub struct Prompt {
+    ask: std::sync::mpsc::Sender<()>,
+    lines: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
+}
+
+impl Prompt {
+    pub fn new() -> Prompt {
+        let (ask, asked) = std::sync::mpsc::channel::<()>();
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for () in asked {
+                let mut line = String::new();
+                let read = match std::io::stdin().read_line(&mut line) {
+                    Ok(0) | Err(_) => None,
+                    Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+                };
+                let closed = read.is_none();
+                if tx.send(read).is_err() || closed {
+                    break;
+                }
+            }
+        });
+        Prompt { ask, lines }
+    }
+
+    /// The next line, or `None` once stdin is closed.
+    pub async fn line(&mut self) -> Option<String> {
+        self.ask.send(()).ok()?;
+        self.lines.recv().await.flatten()
+    }
+}
+
 /// Resolves on Ctrl-C or SIGTERM, for servers that stop cleanly either way.
 pub async fn stop_signal() {
     let term = async {

@@ -4,13 +4,19 @@
 
 use manus_actors::protocol::FlowMode;
 
-use crate::runtime::{FlowHandle, Run, Runtime, RuntimeError, new_flow_id};
+use crate::runtime::{FlowHandle, Run, Runtime, RuntimeError, new_flow_id, refused};
 use crate::store::{RunStatus, StoredRun};
 
 impl Runtime {
     /// Cluster (`[cluster]`): queue a task for whichever node has room first (this one
-    /// too); its run id. The run is in the store when this returns.
-    pub async fn enqueue(&self, task: &str, mode: FlowMode) -> Result<String, RuntimeError> {
+    /// too); its run id. The run is in the store when this returns. With `continues`, it
+    /// is the next turn of that run's thread (`SubmitOptions::continues`).
+    pub async fn enqueue(
+        &self,
+        task: &str,
+        mode: FlowMode,
+        continues: Option<&str>,
+    ) -> Result<String, RuntimeError> {
         let store = self.store().ok_or(RuntimeError::NoStore)?;
         let now = crate::store::now_ms();
         let run = StoredRun {
@@ -28,7 +34,10 @@ impl Runtime {
             elapsed_ms: 0,
         };
         let id = run.id.clone();
-        store.enqueue(run).await?;
+        store
+            .enqueue(run, continues.map(String::from))
+            .await?
+            .map_err(|why| refused(continues.unwrap_or_default(), why))?;
         Ok(id)
     }
 
@@ -48,6 +57,7 @@ impl Runtime {
         tracing::info!(run = %id, fence, taken_over = seq > 0, "claimed a run");
         let handle = if seq == 0 {
             self.start_flow(Run {
+                turn: self.turn(&run.id).await?,
                 id: run.id,
                 task: run.task,
                 mode: run.mode,

@@ -139,6 +139,7 @@ async fn follow(
             SubmitOptions {
                 mode: case.mode,
                 deltas: false,
+                continues: None,
             },
         )
         .await

@@ -52,7 +52,7 @@ use manus_actors::background::PlanningThread;
 use manus_actors::llm::{self, LlmClient, ReplayFrom};
 use manus_actors::mcp::McpHandle;
 use manus_actors::mcp::server::ServeSettings;
-use manus_actors::planner::{FlowSpec, Resume};
+use manus_actors::planner::{FlowSpec, Resume, Turn};
 use manus_actors::protocol::{BrowserMsg, EventObserver, EventSink, SandboxMsg};
 use manus_actors::protocol::{FlowEvent, FlowMode, RootMsg};
 use ractor::ActorRef;
@@ -60,7 +60,7 @@ use tokio::sync::mpsc::unbounded_channel;
 
 use crate::config::{Config, ConfigError};
 use crate::store::tap::Tap;
-use crate::store::{RunStatus, RunStore, StoreError, StoredRun};
+use crate::store::{Refused, RunStatus, RunStore, StoreError, StoredRun};
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +96,10 @@ pub enum RuntimeError {
         "run {id} is running in another process ({owner}); it can be resumed only once that process is gone"
     )]
     RunBusy { id: String, owner: String },
+    #[error(
+        "the conversation {thread} has a turn that has not ended (run {run}): wait for it, cancel it, or `manus-rt resume {run}` it if it was interrupted, then send the follow-up"
+    )]
+    TurnRunning { thread: String, run: String },
 }
 
 /// A running manus-rt: the root supervisor and the pool every flow is cut from.
@@ -151,6 +155,8 @@ pub(crate) struct Run {
     pub(crate) task: String,
     pub(crate) mode: FlowMode,
     pub(crate) resume: Option<Resume>,
+    /// Set when the flow is a follow-up turn of a conversation.
+    pub(crate) turn: Option<Turn>,
     /// Whether its events include `TextDelta`s.
     pub(crate) deltas: bool,
     /// The number of its next event.
@@ -159,12 +165,17 @@ pub(crate) struct Run {
 }
 
 /// How to run a submitted task.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SubmitOptions {
     pub mode: FlowMode,
     /// Send `FlowEvent::TextDelta`s: the model's text as it streams, for a live view.
     /// Off, none are made.
     pub deltas: bool,
+    /// Continue a conversation: the task is a follow-up to this run (any turn of its
+    /// thread), and the flow is the thread's next turn. It sees what the earlier turns did
+    /// (tasks, plans, notes, answers) and works in the same workspace. Refused while the
+    /// thread's last turn has not ended; needs the run store.
+    pub continues: Option<String>,
 }
 
 impl Default for SubmitOptions {
@@ -172,7 +183,16 @@ impl Default for SubmitOptions {
         SubmitOptions {
             mode: FlowMode::Plan,
             deltas: false,
+            continues: None,
         }
+    }
+}
+
+/// What refusing a follow-up to `continues` says.
+pub(crate) fn refused(continues: &str, why: Refused) -> RuntimeError {
+    match why {
+        Refused::Unknown => RuntimeError::UnknownRun(continues.to_string()),
+        Refused::Busy { thread, run } => RuntimeError::TurnRunning { thread, run },
     }
 }
 
@@ -215,11 +235,24 @@ impl Runtime {
         task: &str,
         options: SubmitOptions,
     ) -> Result<FlowHandle, RuntimeError> {
+        let id = new_flow_id();
+        let turn = match &options.continues {
+            Some(continues) => {
+                let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
+                store
+                    .link_turn(&id, continues)
+                    .await?
+                    .map_err(|why| refused(continues, why))?;
+                self.turn(&id).await?
+            }
+            None => None,
+        };
         let run = Run {
-            id: new_flow_id(),
+            id,
             task: task.to_string(),
             mode: options.mode,
             resume: None,
+            turn,
             deltas: options.deltas,
             seq: 0,
             created_at: crate::store::now_ms(),
@@ -291,7 +324,9 @@ impl Runtime {
             None => Default::default(),
         };
         tracing::info!(run = %run.id, "resuming an interrupted run");
+        let turn = self.turn(&run.id).await?;
         self.start_flow(Run {
+            turn,
             id: run.id,
             task: run.task,
             mode: run.mode,
@@ -318,6 +353,24 @@ impl Runtime {
             created_at: run.created_at,
         })
         .await
+    }
+
+    /// The thread's earlier turns, when run `id` is a follow-up turn of a conversation.
+    pub(crate) async fn turn(&self, id: &str) -> Result<Option<Turn>, RuntimeError> {
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        let place = store.turn_of(id).await?;
+        if place.turn == 0 {
+            return Ok(None);
+        }
+        let mut turns = store.turns(&place.thread).await?;
+        turns.retain(|(n, _)| *n < place.turn);
+        Ok(Some(Turn {
+            earlier: crate::threads::earlier(&turns).into(),
+            thread: place.thread,
+            number: place.turn,
+        }))
     }
 
     /// Start the planner of `run`, recording it when there is a store.
@@ -402,6 +455,7 @@ impl Runtime {
             sandbox: self.sandbox.clone(),
             browser: self.browser.clone(),
             resume: run.resume,
+            turn: run.turn,
         };
         let planner = manus_actors::root::start_flow(&self.root, spec)
             .await

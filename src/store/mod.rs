@@ -16,6 +16,7 @@ mod prune;
 mod sql;
 mod sqlite;
 pub(crate) mod tap;
+mod threads;
 mod writer;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use serde::Serialize;
 pub use crate::view::RunStatus;
 
 pub use prune::Retention;
+pub use threads::{Refused, TurnOf};
 pub use writer::RunStore;
 
 /// Where runs are stored: `[store] url`.

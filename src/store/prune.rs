@@ -69,9 +69,10 @@ fn first_text(row: Vec<Val>) -> Option<String> {
     })
 }
 
-/// The statements that forget run `id`: its events, memories and row. An ended run never
-/// runs again (only a `running` run is resumed), so a candidate stays one.
-fn forget(id: &str) -> [Stmt; 4] {
+/// The statements that forget run `id`: its events, memories, place in its thread and row.
+/// An ended run never runs again (only a `running` run is resumed), so a candidate stays
+/// one. The later turns of its thread keep their place.
+fn forget(id: &str) -> [Stmt; 5] {
     let id = || vec![Val::Text(id.to_string())];
     [
         Stmt {
@@ -84,6 +85,10 @@ fn forget(id: &str) -> [Stmt; 4] {
         },
         Stmt {
             sql: "DELETE FROM manus_memories WHERE run_id = $1",
+            params: id(),
+        },
+        Stmt {
+            sql: "DELETE FROM manus_threads WHERE run_id = $1",
             params: id(),
         },
         Stmt {

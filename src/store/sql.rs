@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Backend, RunStatus, Stmt, StoredEvent, StoredMemory, StoredRun, Val};
 
-pub const SCHEMA: [&str; 5] = [
+pub const SCHEMA: [&str; 6] = [
     "CREATE TABLE IF NOT EXISTS manus_runs (
         id TEXT PRIMARY KEY,
         task TEXT NOT NULL,
@@ -45,6 +45,13 @@ pub const SCHEMA: [&str; 5] = [
         decision TEXT NOT NULL,
         applied BIGINT NOT NULL,
         PRIMARY KEY (run_id, approval_id))",
+    // The turns of conversations (`threads.rs`): a run that continues a thread has a row;
+    // a thread's first run (turn 0, whose id is the thread's) needs none.
+    "CREATE TABLE IF NOT EXISTS manus_threads (
+        run_id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        turn BIGINT NOT NULL,
+        UNIQUE (thread_id, turn))",
     "CREATE TABLE IF NOT EXISTS manus_owners (
         id TEXT PRIMARY KEY,
         host TEXT NOT NULL,
@@ -61,7 +68,7 @@ fn json_or_null(v: Option<&impl Serialize>) -> Val {
     v.map_or(Val::Null, json)
 }
 
-fn text(s: &str) -> Val {
+pub(super) fn text(s: &str) -> Val {
     Val::Text(s.to_string())
 }
 
@@ -232,6 +239,21 @@ pub fn get(db: &mut dyn Backend, id: &str) -> Result<Option<StoredRun>, String> 
         .first()
         .map(|r| run_of(r))
         .transpose()
+}
+
+/// The runs whose rows meet `condition` (SQL over the runs' columns), oldest first; a row
+/// that cannot be read is reported and skipped.
+pub(super) fn runs_where(
+    db: &mut dyn Backend,
+    condition: &str,
+    params: &[Val],
+) -> Result<Vec<StoredRun>, String> {
+    let sql = format!("{RUN_COLUMNS} WHERE {condition} ORDER BY created_at, id");
+    Ok(db
+        .query(&sql, params)?
+        .iter()
+        .filter_map(|r| readable(r[0].text().unwrap_or_default(), "run", run_of(r)))
+        .collect())
 }
 
 pub fn events(db: &mut dyn Backend, id: &str) -> Result<Vec<StoredEvent>, String> {

@@ -16,6 +16,7 @@ use super::lease::LeaseClock;
 use super::prune::{self, Retention};
 use super::sql::{self, Owner};
 use super::tap::Folds;
+use super::threads::{self, Refused, TurnOf};
 use super::{Backend, StoreError, StoreUrl, StoredEvent, StoredMemory, StoredRun, now_ms};
 use manus_actors::protocol::FlowEvent;
 
@@ -430,11 +431,55 @@ impl RunStore {
     }
 
     /// Cluster: queue a run for whichever node has room first, and tell the nodes: the
-    /// run is committed when this returns.
-    pub(crate) async fn enqueue(&self, run: StoredRun) -> Result<(), StoreError> {
+    /// run is committed when this returns. With `continues`, the run is the next turn of
+    /// that run's thread, linked in the same transaction (or refused, and not queued).
+    pub(crate) async fn enqueue(
+        &self,
+        run: StoredRun,
+        continues: Option<String>,
+    ) -> Result<Result<Option<TurnOf>, Refused>, StoreError> {
         self.read(move |db, _| {
             let now = now_ms();
-            db.transaction(&[run.insert(now), super::cluster::announce(&run.id)])
+            let mut stmts = vec![run.insert(now), super::cluster::announce(&run.id)];
+            let mut turn = None;
+            if let Some(continues) = continues {
+                match threads::next_turn(db, &run.id, &continues)? {
+                    Ok((place, link)) => {
+                        stmts.push(link);
+                        turn = Some(place);
+                    }
+                    Err(refused) => return Ok(Err(refused)),
+                }
+            }
+            db.transaction(&stmts).map(|()| Ok(turn))
+        })
+        .await
+    }
+
+    /// Where run `id` stands in its conversation.
+    pub async fn turn_of(&self, id: &str) -> Result<TurnOf, StoreError> {
+        let id = id.to_string();
+        self.read(move |db, _| threads::turn_of(db, &id)).await
+    }
+
+    /// The runs of thread `thread`, turn by turn.
+    pub async fn turns(&self, thread: &str) -> Result<Vec<(u32, StoredRun)>, StoreError> {
+        let thread = thread.to_string();
+        self.read(move |db, _| threads::turns(db, &thread)).await
+    }
+
+    /// Make run `run` (not started yet) the next turn of the thread run `continues` belongs
+    /// to, committed when this returns; refused while that thread's last turn has not
+    /// ended.
+    pub(crate) async fn link_turn(
+        &self,
+        run: &str,
+        continues: &str,
+    ) -> Result<Result<TurnOf, Refused>, StoreError> {
+        let (run, continues) = (run.to_string(), continues.to_string());
+        self.read(move |db, _| match threads::next_turn(db, &run, &continues)? {
+            Ok((place, link)) => db.transaction(&[link]).map(|()| Ok(place)),
+            Err(refused) => Ok(Err(refused)),
         })
         .await
     }

@@ -22,6 +22,7 @@ mod spec;
 mod step;
 
 pub use profile::{Action, AgentProfile};
+pub use prompts::earlier_turns;
 pub use spec::AgentSpec;
 
 use std::sync::Arc;
@@ -230,6 +231,7 @@ mod tests {
             step_index: 0,
             step: step.into(),
             task: "t".into(),
+            earlier: None,
             plan_view: Plan::new("p", "t", vec![step.into()]).view(),
             builds_on: vec![],
             continued: None,

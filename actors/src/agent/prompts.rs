@@ -82,6 +82,14 @@ plan. Later steps, done by other agents, read them to build on the work. Rewrite
 250 words: keep every file name and path, every number and result, every decision and every open \
 problem exactly as written; drop narration and repeated output. Plain text, no preamble.";
 
+/// How a conversation's earlier turns are introduced, to the planner and to each step.
+pub fn earlier_turns(earlier: &str) -> String {
+    format!(
+        "This task is the next turn of a conversation. Its earlier turns worked in this same \
+         workspace, and their files are still there. What they did:\n\n{earlier}"
+    )
+}
+
 /// The opening user message of a step: the task, the plan, what the steps it builds on
 /// found, and the one step to do now.
 pub(super) fn step_prompt(req: &StepRequest) -> String {
@@ -95,8 +103,11 @@ pub(super) fn step_prompt(req: &StepRequest) -> String {
     if !found.is_empty() {
         found.push('\n');
     }
+    let earlier = req.earlier.as_deref().map_or(String::new(), |e| {
+        format!("{}\n\n", earlier_turns(e))
+    });
     format!(
-        "The overall task: {}\n\n{}\n{found}Your job now is step {} only: {}\n\n\
+        "{earlier}The overall task: {}\n\n{}\n{found}Your job now is step {} only: {}\n\n\
          Do this step and nothing beyond it; later steps belong to other agents or later turns. \
          When it is done, summarise what you did and call `terminate`.",
         req.task, req.plan_view, req.step_index, req.step

@@ -25,7 +25,7 @@ mod spec;
 mod steps;
 
 pub use calls::planning_opening;
-pub use spec::{FlowSettings, FlowSpec, OnStepFailure, PausedStep, Resume};
+pub use spec::{FlowSettings, FlowSpec, OnStepFailure, PausedStep, Resume, Turn};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -46,6 +46,8 @@ pub struct Planner;
 pub struct PlannerState {
     id: String,
     task: String,
+    /// In a follow-up turn, what the thread's earlier turns did (`Turn::earlier`).
+    earlier: Option<Arc<str>>,
     mode: FlowMode,
     settings: FlowSettings,
     llm: LlmClient,
@@ -144,6 +146,7 @@ impl PlannerState {
         calls::Caller {
             id: self.id.clone(),
             task: self.task.clone(),
+            earlier: self.earlier.clone(),
             system: self.planning_opening.clone(),
             llm: self.llm.clone(),
             slots: self.planner_slots.clone(),
@@ -171,6 +174,8 @@ impl Actor for Planner {
             gen_ai.operation.name = "invoke_workflow",
             manus.flow.id = %spec.id,
             manus.flow.mode = ?spec.mode,
+            manus.thread.id = spec.turn.as_ref().map_or(spec.id.as_str(), |t| t.thread.as_str()),
+            manus.thread.turn = spec.turn.as_ref().map_or(0, |t| t.number),
             manus.flow.status = tracing::field::Empty,
             manus.flow.reason = tracing::field::Empty,
             manus.plan.revisions = tracing::field::Empty,
@@ -183,6 +188,7 @@ impl Actor for Planner {
         Ok(PlannerState {
             id: spec.id,
             task: spec.task,
+            earlier: spec.turn.map(|t| t.earlier),
             mode: spec.mode,
             settings: spec.settings,
             llm: spec.planner_llm,

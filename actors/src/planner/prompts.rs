@@ -28,15 +28,27 @@ pub fn planner_system(agents: &[(String, String)]) -> String {
     s
 }
 
-pub fn planner_user(task: &str) -> String {
-    format!("Task: {task}")
+pub fn planner_user(task: &str, earlier: Option<&str>) -> String {
+    task_text(task, earlier)
+}
+
+/// The task as the planner's calls give it: alone, or, in a follow-up turn, after what the
+/// conversation's earlier turns did.
+fn task_text(task: &str, earlier: Option<&str>) -> String {
+    match earlier {
+        None => format!("Task: {task}"),
+        Some(earlier) => format!(
+            "{}\n\nTask (this turn; plan only what it asks, building on what was done): {task}",
+            crate::agent::earlier_turns(earlier)
+        ),
+    }
 }
 
 /// The revision call's request: what was done, what went wrong, and how to answer.
-pub fn revise_user(task: &str, plan: &Plan, why: &str) -> String {
+pub fn revise_user(task: &str, earlier: Option<&str>, plan: &Plan, why: &str) -> String {
     let first = plan.steps.len();
     format!(
-        "Task: {task}\n\nThe plan is being carried out, and it has run into trouble: {why}\n\n{}\n\
+        "{}\n\nThe plan is being carried out, and it has run into trouble: {why}\n\n{}\n\
          Revise the plan. Completed steps stand as they are, with their notes, and running \
          steps (and steps waiting for a person's approval) go on. Every other step that is not completed (failed, blocked or not started) \
          is replaced by the steps you give now. Plan a different way to reach the goal: do not \
@@ -45,6 +57,7 @@ pub fn revise_user(task: &str, plan: &Plan, why: &str) -> String {
          new steps. They are numbered from {first}, in the order you give them. A step's \
          `depends_on` may name completed or running steps by their numbers above, and new \
          steps by their new numbers.",
+        task_text(task, earlier),
         plan.view(),
         plan.id,
     )
@@ -52,10 +65,10 @@ pub fn revise_user(task: &str, plan: &Plan, why: &str) -> String {
 
 /// The review call's request, after a step completed: keep the plan, or revise what has
 /// not started.
-pub fn review_user(task: &str, plan: &Plan, what: &str) -> String {
+pub fn review_user(task: &str, earlier: Option<&str>, plan: &Plan, what: &str) -> String {
     let first = plan.steps.len();
     format!(
-        "Task: {task}\n\nThe plan is being carried out. Just now {what}\n\n{}\n\
+        "{}\n\nThe plan is being carried out. Just now {what}\n\n{}\n\
          Check the steps not yet started against what has been found so far. If they still \
          lead to the goal, answer with the one word KEEP and call no tool. If they do not \
          (a step is now pointless, missing, or should be done differently), call the \
@@ -63,6 +76,7 @@ pub fn review_user(task: &str, plan: &Plan, what: &str) -> String {
          that should still be done, in place of all the steps not yet started. They are \
          numbered from {first}; `depends_on` may name completed or running steps by their \
          numbers above, and new steps by their new numbers.",
+        task_text(task, earlier),
         plan.view(),
         plan.id,
     )

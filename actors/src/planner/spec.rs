@@ -84,6 +84,21 @@ pub struct FlowSpec {
     pub browser: Option<ActorRef<BrowserMsg>>,
     /// Set to continue an interrupted flow (same id) instead of starting it afresh.
     pub resume: Option<Resume>,
+    /// Set when the flow is a follow-up turn of a conversation (a thread of runs).
+    pub turn: Option<Turn>,
+}
+
+/// A flow that continues a thread: which thread, which of its turns this is, and what its
+/// earlier turns did, as text the planner and every step read before the task.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// The thread's id: the id of its first run.
+    pub thread: String,
+    /// This turn's number in its thread (the first run is turn 0).
+    pub number: u32,
+    /// The earlier turns: each one's task, plan with notes, and answer, the oldest cut down
+    /// when they are long.
+    pub earlier: Arc<str>,
 }
 
 /// Where an interrupted flow stood. The planner skips the planning call when there is a

@@ -177,6 +177,7 @@ pub(super) async fn send_step(
         step_index: step,
         step: body,
         task: st.task.clone(),
+        earlier: st.earlier.clone(),
         plan_view: st.plan.view(),
         builds_on,
         continued,

@@ -9,6 +9,7 @@
 
 mod doc;
 mod held;
+mod thread;
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ use crate::view::FlowView;
 pub(super) use doc::{FlowApproval, FlowDoc};
 use held::Entry;
 pub(super) use held::Held;
+pub(super) use thread::ThreadDoc;
 
 /// A flow's events with their numbers (from 1), from wherever they are kept.
 pub(super) type Numbered = std::pin::Pin<Box<dyn Stream<Item = (u64, FlowEvent)> + Send>>;
@@ -101,10 +103,21 @@ impl App {
             ));
         };
         let refused = |e: crate::runtime::RuntimeError| {
-            ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            use crate::runtime::RuntimeError as E;
+            let status = match e {
+                E::UnknownRun(_) => StatusCode::NOT_FOUND,
+                E::TurnRunning { .. } => StatusCode::CONFLICT,
+                E::NoStore => StatusCode::BAD_REQUEST,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            ApiError(status, e.to_string())
         };
         if self.node.is_some() {
-            let id = runtime.enqueue(task, options.mode).await.map_err(refused)?;
+            let continues = options.continues.as_deref();
+            let id = runtime
+                .enqueue(task, options.mode, continues)
+                .await
+                .map_err(refused)?;
             return Ok((id, true));
         }
         let handle = runtime.submit(task, options).await.map_err(refused)?;

@@ -1,0 +1,102 @@
+//! Conversations: a thread is a run and the runs that continued it, its turns. A run that
+//! was never continued is turn 0 of a thread of its own, whose id is the run's; a follow-up
+//! gets a row in `manus_threads` naming its thread and turn. Turns of a thread run one at a
+//! time: a follow-up is refused while the thread's last turn has not ended, and two
+//! follow-ups racing for the same turn number cannot both commit (the table's UNIQUE).
+
+use serde::Serialize;
+
+use super::sql::{runs_where, text};
+use super::{Backend, RunStatus, Stmt, StoredRun, Val};
+
+/// Where a run stands in its conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TurnOf {
+    /// The thread's id: the id of its first run.
+    pub thread: String,
+    /// The run's turn (the first run is turn 0).
+    pub turn: u32,
+}
+
+/// Why a run cannot be continued now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// No such run in the store.
+    Unknown,
+    /// The thread's last turn, `run`, is still queued or running (or was interrupted and
+    /// waits for `resume`).
+    Busy { thread: String, run: String },
+}
+
+/// Where run `id` stands in its thread (a run with no row is its own thread's turn 0).
+pub fn turn_of(db: &mut dyn Backend, id: &str) -> Result<TurnOf, String> {
+    let rows = db.query(
+        "SELECT thread_id, turn FROM manus_threads WHERE run_id = $1",
+        &[text(id)],
+    )?;
+    Ok(match rows.first() {
+        Some(row) => TurnOf {
+            thread: row[0].text().unwrap_or(id).to_string(),
+            turn: row[1].int().max(0) as u32,
+        },
+        None => TurnOf {
+            thread: id.to_string(),
+            turn: 0,
+        },
+    })
+}
+
+/// The runs of thread `thread`, turn by turn.
+pub fn turns(db: &mut dyn Backend, thread: &str) -> Result<Vec<(u32, StoredRun)>, String> {
+    let numbers: std::collections::HashMap<String, u32> = db
+        .query(
+            "SELECT run_id, turn FROM manus_threads WHERE thread_id = $1",
+            &[text(thread)],
+        )?
+        .iter()
+        .map(|r| {
+            let run = r[0].text().unwrap_or_default().to_string();
+            (run, r[1].int().max(0) as u32)
+        })
+        .collect();
+    let runs = runs_where(
+        db,
+        "id = $1 OR id IN (SELECT run_id FROM manus_threads WHERE thread_id = $1)",
+        &[text(thread)],
+    )?;
+    let mut turns: Vec<(u32, StoredRun)> = runs
+        .into_iter()
+        .map(|run| (numbers.get(&run.id).copied().unwrap_or(0), run))
+        .collect();
+    turns.sort_by_key(|(turn, _)| *turn);
+    Ok(turns)
+}
+
+/// The next turn of the thread run `continues` belongs to, if its last turn has ended:
+/// the place, and the statement that takes it for run `run` (run it in the transaction
+/// that stores the run, or before the run starts).
+pub fn next_turn(
+    db: &mut dyn Backend,
+    run: &str,
+    continues: &str,
+) -> Result<Result<(TurnOf, Stmt), Refused>, String> {
+    if super::sql::get(db, continues)?.is_none() {
+        return Ok(Err(Refused::Unknown));
+    }
+    let TurnOf { thread, .. } = turn_of(db, continues)?;
+    let turns = turns(db, &thread)?;
+    if let Some((_, last)) = turns.last()
+        && matches!(last.status, RunStatus::Running | RunStatus::Queued)
+    {
+        return Ok(Err(Refused::Busy {
+            thread,
+            run: last.id.clone(),
+        }));
+    }
+    let turn = turns.last().map_or(1, |(n, _)| n + 1);
+    let link = Stmt {
+        sql: "INSERT INTO manus_threads (run_id, thread_id, turn) VALUES ($1, $2, $3)",
+        params: vec![text(run), text(&thread), Val::Int(i64::from(turn))],
+    };
+    Ok(Ok((TurnOf { thread, turn }, link)))
+}
