@@ -21,7 +21,10 @@ pub fn earlier(turns: &[(u32, StoredRun)]) -> String {
     let whole: Vec<String> = turns.iter().map(|(n, run)| whole(*n, run)).collect();
     let short: Vec<String> = turns.iter().map(|(n, run)| short(*n, run)).collect();
     let size = |whole_from: usize, from: usize| -> usize {
-        short[from..whole_from].iter().map(String::len).sum::<usize>()
+        short[from..whole_from]
+            .iter()
+            .map(String::len)
+            .sum::<usize>()
             + whole[whole_from..].iter().map(String::len).sum::<usize>()
     };
     // The turns from `whole_from` on are whole, the ones before it short: as many whole
@@ -84,7 +87,11 @@ fn short(n: u32, run: &StoredRun) -> String {
     let answer = answer(run.outcome.as_ref());
     if !answer.is_empty() {
         let cut = &answer[..answer.floor_char_boundary(SHORT_ANSWER)];
-        let more = if cut.len() < answer.len() { " […]" } else { "" };
+        let more = if cut.len() < answer.len() {
+            " […]"
+        } else {
+            ""
+        };
         out.push_str(&format!("\nAnswer given: {cut}{more}"));
     }
     out.push('\n');

@@ -173,6 +173,8 @@ fn named(params: &Value) -> Result<&str, Refusal> {
 /// the flow, wherever it is kept.
 struct Task {
     id: String,
+    /// Its conversation: the thread of runs its flow belongs to (`contextId`).
+    context: String,
     view: FlowView,
     seen: u64,
     /// Queued in a cluster's store, not yet started by any node.
@@ -195,6 +197,7 @@ async fn find(app: &App, id: &str) -> Result<Task, Refusal> {
         .map_err(|ApiError(_, why)| (INTERNAL, why))?;
     Ok(Task {
         id: id.to_string(),
+        context: app.thread_id(id).await,
         view,
         seen,
         queued: flow.queued(),
@@ -260,7 +263,7 @@ impl Task {
         };
         let mut status = json!({"state": state});
         if let Some(text) = said {
-            status["message"] = agent_message(&self.id, &text);
+            status["message"] = agent_message(&self.id, &self.context, &text);
         }
         status
     }
@@ -275,7 +278,7 @@ impl Task {
 
     /// The task as A2A shows it.
     fn json(&self) -> Value {
-        let mut task = json!({"id": self.id, "contextId": self.id, "status": self.status()});
+        let mut task = json!({"id": self.id, "contextId": self.context, "status": self.status()});
         if let Some(artifacts) = self.artifacts() {
             task["artifacts"] = artifacts;
         }
@@ -334,15 +337,24 @@ async fn accept(app: &App, params: &Value, headers: &HeaderMap) -> Result<Task, 
         reply_to(&mut task, text, headers).await?;
         return Ok(task);
     }
+    // A message in a known context with no task starts the context's next turn; an
+    // unknown context starts a new one (whose id is then the context's).
+    let continues = match message["contextId"].as_str() {
+        Some(context) if app.knows_thread(context).await => Some(context.to_string()),
+        _ => None,
+    };
     let options = SubmitOptions {
         mode: FlowMode::Plan,
         deltas: false,
-        continues: None,
+        continues,
     };
-    let (id, _) = app
-        .start(&text, options)
-        .await
-        .map_err(|ApiError(_, why)| (INTERNAL, why))?;
+    let (id, _) =
+        app.start(&text, options)
+            .await
+            .map_err(|ApiError(status, why)| match status {
+                StatusCode::CONFLICT => (INVALID_PARAMS, why),
+                _ => (INTERNAL, why),
+            })?;
     find(app, &id).await
 }
 
@@ -409,17 +421,17 @@ fn approves(reply: &str) -> bool {
 }
 
 /// A stream's frame saying task `task`'s status is now `status`.
-fn status_update(task: &str, status: Value) -> Value {
-    json!({"statusUpdate": {"taskId": task, "contextId": task, "status": status}})
+fn status_update(task: &Task, status: Value) -> Value {
+    json!({"statusUpdate": {"taskId": task.id, "contextId": task.context, "status": status}})
 }
 
-fn agent_message(task: &str, text: &str) -> Value {
+fn agent_message(task: &str, context: &str, text: &str) -> Value {
     json!({
         "messageId": format!("{task}-m{}", now_ms()),
         "role": "ROLE_AGENT",
         "parts": [{"text": text}],
         "taskId": task,
-        "contextId": task,
+        "contextId": context,
     })
 }
 
@@ -444,19 +456,18 @@ fn stream(
             if done {
                 return None;
             }
-            let tid = task.id.clone();
             if ended(&task.view) || waits(&task.view) {
                 let mut out = vec![];
                 for artifact in task.artifacts().iter().flat_map(|a| a.as_array()).flatten() {
-                    out.push(frame(&id, json!({"artifactUpdate": {"taskId": tid, "contextId": tid, "artifact": artifact}})));
+                    out.push(frame(&id, json!({"artifactUpdate": {"taskId": task.id, "contextId": task.context, "artifact": artifact}})));
                 }
-                out.push(frame(&id, status_update(&tid, task.status())));
+                out.push(frame(&id, status_update(&task, task.status())));
                 return Some((out, (task, events, id, true)));
             }
             let Some((n, e)) = events.next().await else {
                 // The events could not be followed further (the store failed): the task
                 // as it stands is the last word.
-                let last = frame(&id, status_update(&tid, task.status()));
+                let last = frame(&id, status_update(&task, task.status()));
                 return Some((vec![last], (task, events, id, true)));
             };
             task.apply(n, &e);
@@ -464,9 +475,9 @@ fn stream(
             if let FlowEvent::Thought { text, .. } = &e
                 && !text.trim().is_empty()
             {
-                let working =
-                    json!({"state": "TASK_STATE_WORKING", "message": agent_message(&tid, text)});
-                out.push(frame(&id, status_update(&tid, working)));
+                let message = agent_message(&task.id, &task.context, text);
+                let working = json!({"state": "TASK_STATE_WORKING", "message": message});
+                out.push(frame(&id, status_update(&task, working)));
             }
             Some((out, (task, events, id, false)))
         },

@@ -477,10 +477,12 @@ impl RunStore {
         continues: &str,
     ) -> Result<Result<TurnOf, Refused>, StoreError> {
         let (run, continues) = (run.to_string(), continues.to_string());
-        self.read(move |db, _| match threads::next_turn(db, &run, &continues)? {
-            Ok((place, link)) => db.transaction(&[link]).map(|()| Ok(place)),
-            Err(refused) => Ok(Err(refused)),
-        })
+        self.read(
+            move |db, _| match threads::next_turn(db, &run, &continues)? {
+                Ok((place, link)) => db.transaction(&[link]).map(|()| Ok(place)),
+                Err(refused) => Ok(Err(refused)),
+            },
+        )
         .await
     }
 

@@ -11,6 +11,7 @@ mod cluster;
 mod code_mode;
 mod compaction;
 mod console;
+mod conversations;
 mod data_analysis;
 mod evals;
 mod example_cassette;

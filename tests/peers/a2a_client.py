@@ -6,7 +6,7 @@ Client.get_task, Client.cancel_task); no hand-made HTTP. Needs `a2a-sdk` (pinned
 
 Usage:
     a2a_client.py BASE_URL --token T --text "task" [--stream] [--answer TEXT ...]
-                  [--cancel-after-working] [--timeout SECONDS]
+                  [--context CONTEXT_ID] [--cancel-after-working] [--timeout SECONDS]
 
 The agent card is resolved from BASE_URL/.well-known/agent-card.json. The SDK picks the
 wire dialect from the card: an interface with protocolVersion "1.0" gets the v1.0 methods
@@ -17,8 +17,9 @@ SDK's AuthInterceptor, so the card must declare an HTTP bearer security scheme a
 Prints one JSON line per event received:
     {"kind": "task"|"message"|"status-update"|"artifact-update", "state": ..., "text": ..., "task_id": ...}
 When a task stops at input-required and an --answer is left, the next answer is sent as a new
-message carrying the same taskId/contextId. Ends with
-    {"final_state": ..., "task_id": ..., "events": N}
+message carrying the same taskId/contextId. With --context, the first message carries that
+contextId and no taskId: a follow-up in an existing conversation. Ends with
+    {"final_state": ..., "task_id": ..., "context_id": ..., "events": N}
 (kind "cancel" is the Task returned by CancelTask.) Exit code: 0 when the final state is
 completed (canceled with --cancel-after-working); 2 any other end state (or a bare Message
 reply, final_state "message"); 1 protocol/SDK error or timeout (printed as {"error": ...}).
@@ -97,7 +98,7 @@ class Run:
         self.events = 0
         self.state: str | None = None
         self.task_id = ""
-        self.context_id = ""
+        self.context_id = args.context or ""
         self.cancel_sent = False
 
     def emit(self, kind: str, state: str | None, text: str) -> None:
@@ -234,7 +235,12 @@ async def main_async(args) -> int:
         await client.close()
     print(
         json.dumps(
-            {"final_state": run.state, "task_id": run.task_id, "events": run.events}
+            {
+                "final_state": run.state,
+                "task_id": run.task_id,
+                "context_id": run.context_id,
+                "events": run.events,
+            }
         ),
         flush=True,
     )
@@ -250,6 +256,7 @@ def main() -> int:
     ap.add_argument("--stream", action="store_true", help="use SendStreamingMessage (SSE)")
     ap.add_argument("--answer", action="append",
                     help="reply sent when the task is input-required (repeatable, used in order)")
+    ap.add_argument("--context", help="contextId of the first message (a follow-up in that context)")
     ap.add_argument("--cancel-after-working", action="store_true",
                     help="call CancelTask once the task is seen working; exit 0 only if it ends canceled")
     ap.add_argument("--timeout", type=float, default=60.0, help="overall time limit, seconds")

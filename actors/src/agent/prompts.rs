@@ -103,9 +103,10 @@ pub(super) fn step_prompt(req: &StepRequest) -> String {
     if !found.is_empty() {
         found.push('\n');
     }
-    let earlier = req.earlier.as_deref().map_or(String::new(), |e| {
-        format!("{}\n\n", earlier_turns(e))
-    });
+    let earlier = req
+        .earlier
+        .as_deref()
+        .map_or(String::new(), |e| format!("{}\n\n", earlier_turns(e)));
     format!(
         "{earlier}The overall task: {}\n\n{}\n{found}Your job now is step {} only: {}\n\n\
          Do this step and nothing beyond it; later steps belong to other agents or later turns. \

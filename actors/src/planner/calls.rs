@@ -255,7 +255,10 @@ const DEFAULT_ID: &str = "plan";
 /// Ask the model for a plan. A plan whose dependencies do not form a graph is refused once;
 /// then its steps run in order. A model that makes no plan gets the task as its one step.
 pub(super) async fn make_plan(caller: Caller) -> (Result<Plan, String>, Usage) {
-    let user = Message::user(prompts::planner_user(&caller.task, caller.earlier.as_deref()));
+    let user = Message::user(prompts::planner_user(
+        &caller.task,
+        caller.earlier.as_deref(),
+    ));
     let in_order = |p: &Proposed| {
         Plan::new(
             &p.id,
@@ -298,9 +301,19 @@ pub(super) async fn revise_plan(
     review: bool,
 ) -> (Option<Vec<(String, Needs)>>, Usage) {
     let user = if review {
-        Message::user(prompts::review_user(&caller.task, caller.earlier.as_deref(), &plan, &why))
+        Message::user(prompts::review_user(
+            &caller.task,
+            caller.earlier.as_deref(),
+            &plan,
+            &why,
+        ))
     } else {
-        Message::user(prompts::revise_user(&caller.task, caller.earlier.as_deref(), &plan, &why))
+        Message::user(prompts::revise_user(
+            &caller.task,
+            caller.earlier.as_deref(),
+            &plan,
+            &why,
+        ))
     };
     let replace = plan.replaceable();
     let check = |p: &Proposed| plan.clone().revise(p.steps.clone(), &replace).map(drop);

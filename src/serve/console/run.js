@@ -1,7 +1,8 @@
-// One run's page: its status and usage, the plan as a graph with live statuses, what waits
-// for a person (questions, approvals) with the buttons to answer, each step's messages as
-// the model writes them and its tool calls with their results, the images the agents made,
-// and the outcome. The event stream drives the step logs; the flow's own JSON
+// One run's page: its status and usage, the conversation it is a turn of, the plan as a
+// graph with live statuses, what waits for a person (questions, approvals) with the
+// buttons to answer, each step's messages as the model writes them and its tool calls with
+// their results, the images the agents made, the outcome, and once it has ended a box for
+// a follow-up (the conversation's next turn). The event stream drives the step logs; the flow's own JSON
 // (GET /v1/flows/ID) is the truth for statuses, usage and what is pending, re-read after
 // events and every few seconds while the run goes on.
 
@@ -39,11 +40,15 @@ export function showRun(main, id, failed) {
   const galleryBox = h("section", { hidden: true }, h("h2", {}, "Images"), gallery);
   const steps = h("div", { id: "steps" });
   const result = h("section", { id: "result", hidden: true });
+  const turns = h("nav", { id: "turns", class: "card", hidden: true, "aria-label": "Conversation" });
+  const followUp = followUpForm();
   main.replaceChildren(
     h("p", {}, h("a", { href: "#/" }, "← Runs")),
     h("header", { class: "run-head card" }, title, h("div", { class: "row" }, status, usage, h("span", { class: "grow" }), cancel), notice),
+    turns,
     pending,
     result,
+    followUp,
     galleryBox,
     h("div", { class: "columns" }, h("section", { class: "plan card" }, h("h2", {}, "Plan"), graph), h("section", { class: "log" }, h("h2", {}, "Steps"), steps)),
   );
@@ -80,6 +85,64 @@ export function showRun(main, id, failed) {
     showPending(flow.questions || [], flow.approvals || []);
     if (!running) showResult();
     else refreshTimer = setTimeout(refresh, 3000);
+    followUp.hidden = running;
+    showTurns();
+  }
+
+  // ── The conversation: its turns, and the next one ──────────────────────────────────
+  let shownTurns = "";
+
+  async function showTurns() {
+    let thread;
+    try {
+      thread = await get(`/v1/threads/${encodeURIComponent(id)}`);
+    } catch (_) {
+      return; // No run store here: a run is a conversation of one turn.
+    }
+    const key = JSON.stringify(thread.turns.map((t) => [t.id, t.status]));
+    if (ended.signal.aborted || key === shownTurns) return;
+    shownTurns = key;
+    turns.hidden = thread.turns.length < 2;
+    turns.replaceChildren(
+      h("h2", {}, "Conversation"),
+      h(
+        "ol",
+        { class: "turns", start: 0 },
+        ...thread.turns.map((t) =>
+          h(
+            "li",
+            { data: { turn: t.turn }, class: t.id === id ? "current" : undefined },
+            badge(t.status),
+            " ",
+            t.id === id ? h("strong", {}, t.task) : h("a", { href: `#/runs/${encodeURIComponent(t.id)}` }, t.task),
+          ),
+        ),
+      ),
+    );
+  }
+
+  function followUpForm() {
+    const text = h("textarea", { id: "follow-up-text", rows: 2, placeholder: "A follow-up: it sees this run and works in the same workspace", "aria-label": "Follow-up" });
+    const error = h("p", { class: "error", role: "alert" });
+    const send = async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      if (!text.value.trim()) return;
+      try {
+        const made = await call("POST", `/v1/flows/${encodeURIComponent(id)}/follow-up`, { task: text.value });
+        location.hash = `#/runs/${encodeURIComponent(made.id)}`;
+      } catch (err) {
+        error.textContent = err.message;
+      }
+    };
+    return h(
+      "form",
+      { id: "follow-up", class: "card", hidden: true, onsubmit: send },
+      h("h2", {}, "Follow up"),
+      text,
+      h("div", { class: "row" }, h("button", { type: "submit" }, "Send")),
+      error,
+    );
   }
 
   /** Re-read the flow soon (events come in bursts). */

@@ -44,6 +44,23 @@ impl App {
             })
     }
 
+    /// The id of the thread run `id` belongs to: its own when runs are not stored (or the
+    /// store cannot say).
+    pub(in crate::serve) async fn thread_id(&self, id: &str) -> String {
+        match self.thread_store().await {
+            Ok(store) => store.turn_of(id).await.map_or(id.to_string(), |t| t.thread),
+            Err(_) => id.to_string(),
+        }
+    }
+
+    /// Whether `id` is a run in the store, so a thread to continue.
+    pub(in crate::serve) async fn knows_thread(&self, id: &str) -> bool {
+        match self.thread_store().await {
+            Ok(store) => store.get(id).await.is_ok_and(|r| r.is_some()),
+            Err(_) => false,
+        }
+    }
+
     /// The thread run `id` belongs to (`id` may be the thread's or any of its turns').
     pub(in crate::serve) async fn thread(&self, id: &str) -> Result<ThreadDoc, ApiError> {
         let store = self.thread_store().await?;
