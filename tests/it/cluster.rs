@@ -810,3 +810,72 @@ async fn a2a_tasks_run_on_any_node_and_are_steered_from_any_node() {
         "{cancelled}"
     );
 }
+
+/// Conversations on a cluster: a turn submitted through node A is continued through node B
+/// (`POST /v1/flows/{id}/follow-up`, queued like any run and claimed by whichever node has
+/// room); the follow-up's model requests show the first turn, and both nodes list the
+/// thread's two turns.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_started_through_one_node_is_continued_through_the_other() {
+    let Some((server, _dir, nodes, http)) = started("cluster-thread", 2, 5, 0.0).await else {
+        return;
+    };
+    server.set_recording(true);
+    let first = submit(&http, &nodes[0], "Count the parts").await;
+    all_completed(
+        &http,
+        &nodes[0],
+        std::slice::from_ref(&first),
+        Duration::from_secs(60),
+    )
+    .await;
+    let r = http
+        .post(format!("{}/v1/flows/{first}/follow-up", nodes[1].url))
+        .json(&json!({"task": "Now count them again"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "queued");
+    let second = body["id"].as_str().unwrap().to_string();
+    all_completed(
+        &http,
+        &nodes[1],
+        std::slice::from_ref(&second),
+        Duration::from_secs(60),
+    )
+    .await;
+    let planning = server
+        .requests()
+        .into_iter()
+        .map(|r| r.first_user_text())
+        .find(|t| t.contains("Now count them again") && t.contains("Task (this turn"))
+        .expect("the follow-up's planning request");
+    assert!(
+        planning.contains("Turn 0: Count the parts") && planning.contains("Both parts are done."),
+        "{planning}"
+    );
+    for node in &nodes {
+        let thread: Value = http
+            .get(format!("{}/v1/threads/{second}", node.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let ids: Vec<&str> = thread["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            [first.as_str(), second.as_str()],
+            "{}: {thread}",
+            node.name
+        );
+    }
+}

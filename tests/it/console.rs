@@ -544,3 +544,98 @@ async fn the_console_follows_a_real_models_run_to_its_end() {
     b.screenshot("run-llama-desktop.png", DESKTOP).await;
     b.client.clone().close().await.unwrap();
 }
+
+/// A conversation in the console: under a finished run, the follow-up box starts the next
+/// turn, whose page lists the thread's turns; the follow-up's model requests show the first
+/// turn's answer, and it edits the file the first turn wrote.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follow_up_from_the_console_continues_the_conversation() {
+    let server = ScriptedLlm::start().await;
+    let edit = |args: Value| Reply::tool("str_replace_editor", args);
+    server.push_all([
+        support::scenario::plan_reply(&["[MANUS] Write the note"]),
+        edit(json!({"command": "create", "path": "note.txt", "file_text": "tide: low\n"})),
+        done("note.txt says low."),
+        Reply::text("note.txt says the tide is low."),
+        support::scenario::plan_reply(&["[MANUS] Change the note"]),
+        edit(json!({"command": "str_replace", "path": "note.txt", "old_str": "low", "new_str": "high"})),
+        done("note.txt says high."),
+        Reply::text("note.txt now says the tide is high."),
+    ]);
+    let dir = Scratch::new("console-thread");
+    let svc = Service::start(&dir, &config_with(&server, &dir.workspace(), &[])).await;
+    let b = Browser::start().await;
+    b.client.goto(&svc.url("/")).await.unwrap();
+    b.shows("the start box, no login", "#task").await;
+    let first = b.start_run("Write note.txt about the tide", "plan").await;
+    assert_eq!(
+        b.run_end("the first turn's end", 60).await,
+        json!("completed")
+    );
+    b.until(
+        "the follow-up box",
+        30,
+        "const f = document.querySelector('#follow-up'); return f && !f.hidden",
+    )
+    .await;
+    b.fill("#follow-up-text", "Now say the tide is high").await;
+    b.click("#follow-up button[type=submit]").await;
+    let second = b
+        .until(
+            "the follow-up's page",
+            30,
+            &format!(
+                "return location.hash.startsWith('#/runs/') && location.hash.slice(7) !== '{first}' \
+                 && location.hash.slice(7)"
+            ),
+        )
+        .await;
+    assert_eq!(
+        b.run_end("the follow-up's end", 60).await,
+        json!("completed")
+    );
+    let turns = b
+        .until(
+            "the conversation's turns",
+            30,
+            "const t = [...document.querySelectorAll('#turns li')]; \
+             return t.length === 2 && t.map(li => li.textContent)",
+        )
+        .await;
+    assert!(
+        turns[0]
+            .as_str()
+            .unwrap()
+            .contains("Write note.txt about the tide")
+            && turns[1]
+                .as_str()
+                .unwrap()
+                .contains("Now say the tide is high"),
+        "{turns}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap(),
+        "tide: high\n"
+    );
+    let (code, thread) = svc
+        .get(&format!("/v1/threads/{}", second.as_str().unwrap()))
+        .await;
+    assert_eq!((code, thread["id"].clone()), (200, json!(first)));
+    // The follow-up's planning and step requests (the summary, which has no tools, reports
+    // on this turn alone).
+    let follow_up: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| !r.tool_names().is_empty())
+        .map(|r| r.first_user_text())
+        .filter(|t| t.contains("Now say the tide is high"))
+        .collect();
+    assert_eq!(follow_up.len(), 3, "{follow_up:#?}");
+    for t in &follow_up {
+        assert!(
+            t.contains("Answer given: note.txt says the tide is low."),
+            "{t}"
+        );
+    }
+    b.client.clone().close().await.unwrap();
+}

@@ -741,7 +741,10 @@ async fn retention_prunes_ended_runs_and_keeps_the_interrupted_one() {
         ended.push(outcome.flow_id);
     }
     server.push(done("cut short").delay(600_000));
-    let cut = first.submit("Write a long note", single.clone()).await.unwrap();
+    let cut = first
+        .submit("Write a long note", single.clone())
+        .await
+        .unwrap();
     while server.request_count() < 4 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -791,7 +794,10 @@ async fn runs_prune_deletes_the_older_ended_runs() {
     let mut ended = vec![];
     for n in 0..3 {
         server.push(done(&format!("note {n} written")));
-        let flow = rt.submit(&format!("Write note {n}"), single.clone()).await.unwrap();
+        let flow = rt
+            .submit(&format!("Write note {n}"), single.clone())
+            .await
+            .unwrap();
         let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
         assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
         ended.push(outcome.flow_id);
