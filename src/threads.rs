@@ -97,3 +97,88 @@ fn short(n: u32, run: &StoredRun) -> String {
     out.push('\n');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manus_actors::plan::Plan;
+    use manus_actors::protocol::FlowStatus;
+
+    use crate::store::RunStatus;
+
+    fn turn(n: u32, notes: &str) -> (u32, StoredRun) {
+        let mut plan = Plan::new("p", "t", vec![format!("[MANUS] step of turn {n}")]);
+        plan.steps[0].notes = notes.to_string();
+        let outcome = FlowOutcome {
+            flow_id: format!("r{n}"),
+            status: FlowStatus::Completed,
+            reason: "every step completed".into(),
+            plan: plan.clone(),
+            summary: format!("answer of turn {n}"),
+            usage: Default::default(),
+            usage_by_agent: Default::default(),
+            elapsed_ms: 0,
+        };
+        let run = StoredRun {
+            id: format!("r{n}"),
+            task: format!("task of turn {n}"),
+            mode: manus_actors::protocol::FlowMode::Plan,
+            status: RunStatus::Completed,
+            plan: Some(plan),
+            usage: Default::default(),
+            usage_by_agent: Default::default(),
+            outcome: Some(outcome),
+            owner: None,
+            created_at: 0,
+            updated_at: 0,
+            elapsed_ms: 0,
+        };
+        (n, run)
+    }
+
+    /// Short turns are all shown whole: task, status, plan with notes, answer.
+    #[test]
+    fn short_threads_are_shown_whole() {
+        let text = earlier(&[turn(0, "wrote a.txt"), turn(1, "wrote b.txt")]);
+        for n in 0..2 {
+            assert!(
+                text.contains(&format!("Turn {n}: task of turn {n}")),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!("Answer given: answer of turn {n}")),
+                "{text}"
+            );
+            assert!(text.contains(&format!("step of turn {n}")), "{text}");
+        }
+        assert!(
+            text.contains("It ended completed: every step completed."),
+            "{text}"
+        );
+        assert!(text.contains("wrote a.txt") && text.contains("wrote b.txt"));
+        assert!(!text.contains("left out"));
+    }
+
+    /// Long threads keep the newest turn whole, cut older ones down to their task and
+    /// answer, and leave the oldest out with a line that says so, within the budget.
+    #[test]
+    fn long_threads_are_cut_down_oldest_first() {
+        let notes = "n".repeat(400);
+        let turns: Vec<_> = (0..200).map(|n| turn(n, &notes)).collect();
+        let text = earlier(&turns);
+        assert!(text.len() <= EARLIER_CHARS + 200, "{} chars", text.len());
+        // The newest turn, whole.
+        assert!(text.contains("step of turn 199"), "{text}");
+        assert!(text.ends_with("Answer given: answer of turn 199"), "{text}");
+        // Older ones short: their answer, not their plan.
+        assert!(text.contains("Answer given: answer of turn 150"), "{text}");
+        assert!(!text.contains("step of turn 150"), "{text}");
+        // The oldest, left out and counted.
+        assert!(!text.contains("Turn 0:"), "{text}");
+        let left = text.lines().next().unwrap();
+        assert!(left.contains("earlier turns are left out"), "{left}");
+        // One turn longer than the budget is still shown (the newest always is).
+        let huge = earlier(&[turn(0, &"x".repeat(EARLIER_CHARS * 2))]);
+        assert!(huge.contains("Turn 0: task of turn 0"));
+    }
+}

@@ -150,8 +150,10 @@ async fn show_run(store: &RunStore, id: &str, json: bool) -> Result<ExitCode, St
     };
     let events = store.events(id).await?;
     let memories = store.memories(id).await?;
+    let place = store.turn_of(id).await?;
+    let turns = store.turns(&place.thread).await?;
     if json {
-        let all = serde_json::json!({"run": run, "events": events, "memories": memories});
+        let all = serde_json::json!({"run": run, "thread": place, "events": events, "memories": memories});
         println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
@@ -164,7 +166,20 @@ async fn show_run(store: &RunStore, id: &str, json: bool) -> Result<ExitCode, St
         run.usage.calls,
         run.elapsed_ms / 1000
     );
-    println!("task: {}\n", run.task);
+    println!("task: {}", run.task);
+    if turns.len() > 1 {
+        println!(
+            "conversation {}: this is turn {} of {}",
+            place.thread,
+            place.turn,
+            turns.len()
+        );
+        for (n, turn) in &turns {
+            let here = if turn.id == run.id { "▸" } else { " " };
+            println!("  {here} turn {n}: {} ({})", turn.id, turn.status.as_str());
+        }
+    }
+    println!();
     match &run.plan {
         Some(plan) => println!("{}", plan.view()),
         None => println!("(no plan yet: it was planning)\n"),

@@ -184,6 +184,15 @@ async fn follow_ups_over_the_cli_see_the_earlier_turns_and_edit_the_same_file() 
     );
     assert_eq!(store.turn_of(&second).await.unwrap().thread, first);
     store.close().await;
+    let shown = manus(&dir, &config, &["runs", "show", &second])
+        .output()
+        .await
+        .unwrap();
+    let shown = text(&shown.stdout);
+    assert!(
+        shown.contains(&format!("conversation {first}: this is turn 1 of 3")),
+        "{shown}"
+    );
 
     let out = manus(
         &dir,
@@ -421,4 +430,65 @@ async fn follow_ups_over_http_and_a2a_continue_the_same_thread() {
         .unwrap();
     assert_eq!(r.status(), 422);
     assert_eq!(svc.get("/v1/threads/nope").await.0, 404);
+}
+
+/// Traces: each turn is a trace of its own whose root span names the thread and the turn
+/// (`manus.thread.id`, `manus.thread.turn`), so a tracing backend finds a conversation's
+/// turns by the thread's id.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_turn_is_a_trace_linked_to_its_thread() {
+    let server = ScriptedLlm::start().await;
+    let otlp = support::otlp::OtlpReceiver::start().await;
+    let dir = Scratch::new("threads-otel");
+    let endpoint = format!("\"{}\"", otlp.endpoint());
+    let config = dir.write_config(&config_with(
+        &server,
+        &dir.workspace(),
+        &[("telemetry.otlp_endpoint", &endpoint)],
+    ));
+    server.push_all(first_turn());
+    server.push_all(recolour("red", "blue"));
+    let out = manus(&dir, &config, &["run-flow", FIRST, "--json"])
+        .output()
+        .await
+        .unwrap();
+    let first = flow_id(&out.stdout);
+    let out = manus(
+        &dir,
+        &config,
+        &[
+            "run-flow",
+            "--continue",
+            &first,
+            "Now make it blue",
+            "--json",
+        ],
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let second = flow_id(&out.stdout);
+    let spans = otlp.spans();
+    let roots: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_workflow planning_flow")
+        .collect();
+    assert_eq!(roots.len(), 2);
+    let root_of = |id: &str| {
+        *roots
+            .iter()
+            .find(|s| s.attr("manus.flow.id") == Some(id))
+            .unwrap_or_else(|| panic!("no trace of {id}"))
+    };
+    let (a, b) = (root_of(&first), root_of(&second));
+    assert_ne!(a.trace_id, b.trace_id, "one trace per turn");
+    assert_eq!(
+        (a.attr("manus.thread.id"), a.int("manus.thread.turn")),
+        (Some(first.as_str()), Some(0))
+    );
+    assert_eq!(
+        (b.attr("manus.thread.id"), b.int("manus.thread.turn")),
+        (Some(first.as_str()), Some(1))
+    );
 }

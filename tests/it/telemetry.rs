@@ -81,6 +81,10 @@ async fn a_flow_is_one_trace_with_the_genai_tree() {
     assert!(root.parent_span_id.is_empty() || !ids.contains_key(&root.parent_span_id));
     assert_eq!(root.attr("gen_ai.operation.name"), Some("invoke_workflow"));
     assert_eq!(root.attr("manus.flow.status"), Some("Completed"));
+    // A first run is turn 0 of a conversation of its own (a follow-up's trace names the
+    // thread it continues: `manus.thread.id`, `manus.thread.turn`).
+    assert!(root.attr("manus.flow.id").is_some());
+    assert_eq!(root.attr("manus.thread.id"), root.attr("manus.flow.id"));
 
     for (step, agent) in [(0, "manus"), (1, "data_analysis")] {
         let steps = named(&spans, &format!("step {step}"));
