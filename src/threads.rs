@@ -86,7 +86,11 @@ fn short(n: u32, run: &StoredRun) -> String {
     let mut out = heading(n, run);
     let answer = answer(run.outcome.as_ref());
     if !answer.is_empty() {
-        let cut = &answer[..answer.floor_char_boundary(SHORT_ANSWER)];
+        let mut end = SHORT_ANSWER.min(answer.len());
+        while !answer.is_char_boundary(end) {
+            end -= 1;
+        }
+        let cut = &answer[..end];
         let more = if cut.len() < answer.len() {
             " […]"
         } else {
