@@ -31,6 +31,21 @@ pub struct Case {
     pub deadline: Option<Duration>,
     /// The checks, the flow's status first.
     pub checks: Vec<Check>,
+    /// The turns after the first (`[[turns]]`), in order, each run once the one before
+    /// has ended and been checked.
+    pub turns: Vec<Turn>,
+}
+
+/// A later turn of a case: a follow-up in the same conversation, or a new run beside it
+/// (same workspace, run store and memory), with what a person answers and its own checks.
+#[derive(Debug)]
+pub struct Turn {
+    pub task: String,
+    /// A new conversation instead of the previous turn's next turn (`new_thread = true`).
+    pub new_thread: bool,
+    pub answers: Vec<String>,
+    /// The turn's checks, its flow's status first.
+    pub checks: Vec<Check>,
 }
 
 impl Case {
@@ -108,6 +123,21 @@ struct CaseToml {
     action: Option<manus_actors::agent::Action>,
     #[serde(default)]
     limits: LimitsToml,
+    #[serde(default)]
+    checks: Vec<toml::Spanned<CheckToml>>,
+    #[serde(default)]
+    turns: Vec<toml::Spanned<TurnToml>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnToml {
+    task: String,
+    #[serde(default)]
+    new_thread: bool,
+    expect: Option<FlowStatus>,
+    #[serde(default)]
+    answers: Vec<String>,
     #[serde(default)]
     checks: Vec<toml::Spanned<CheckToml>>,
 }
@@ -201,10 +231,87 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
             file.display()
         ));
     }
-    let mut checks = vec![Check::Status(t.expect.unwrap_or(FlowStatus::Completed))];
-    for (i, spanned) in t.checks.into_iter().enumerate() {
+    let mut checks = checks_of(t.checks, t.expect, "", dir, &at)?;
+    let mut turns = vec![];
+    for (n, spanned) in t.turns.into_iter().enumerate() {
         let span = spanned.span();
-        let key = |k: &str| format!("checks[{i}].{k}");
+        let turn = spanned.into_inner();
+        if turn.task.trim().is_empty() {
+            return Err(at(
+                span,
+                &format!("turns[{n}].task"),
+                "is empty; say what the turn asks".into(),
+            ));
+        }
+        let prefix = format!("turns[{n}].");
+        turns.push(Turn {
+            checks: checks_of(turn.checks, turn.expect, &prefix, dir, &at)?,
+            task: turn.task,
+            new_thread: turn.new_thread,
+            answers: turn.answers,
+        });
+    }
+    // `allowed` says what `1..=most` is in words.
+    let limit = |v: Option<toml::Spanned<u64>>, key: &str, most: u64, allowed: &str| {
+        let Some(v) = v else { return Ok(None) };
+        let n = *v.get_ref();
+        if (1..=most).contains(&n) {
+            return Ok(Some(n));
+        }
+        Err(at(
+            v.span(),
+            &format!("limits.{key}"),
+            format!("{n} is out of range: use {allowed}"),
+        ))
+    };
+    let tokens = limit(t.limits.tokens, "tokens", u64::MAX, "at least 1")?;
+    let model_calls = limit(t.limits.model_calls, "model_calls", u64::MAX, "at least 1")?;
+    let seconds = limit(
+        t.limits.seconds,
+        "seconds",
+        MAX_SECS,
+        &format!("1 to {MAX_SECS} seconds (a week)"),
+    )?;
+    // The limits hold for each turn's flow.
+    let limits = || {
+        let tokens = tokens.map(Check::Tokens);
+        let calls = model_calls.map(Check::ModelCalls);
+        tokens.into_iter().chain(calls).chain(seconds.map(Check::Seconds))
+    };
+    checks.extend(limits());
+    for turn in &mut turns {
+        turn.checks.extend(limits());
+    }
+    Ok(Case {
+        name,
+        dir: dir.to_path_buf(),
+        task: t.task,
+        mode: match t.mode {
+            ModeToml::Flow => FlowMode::Plan,
+            ModeToml::Single => FlowMode::Single,
+        },
+        answers: t.answers,
+        approve: t.approvals == ApprovalsToml::Approve,
+        action: t.action,
+        deadline: seconds.map(Duration::from_secs),
+        checks,
+        turns,
+    })
+}
+
+/// A flow's checks from their TOML (`prefix` names where they are: "" or "turns[N]."),
+/// the flow's status (`expect`, else completed) first.
+fn checks_of(
+    list: Vec<toml::Spanned<CheckToml>>,
+    expect: Option<FlowStatus>,
+    prefix: &str,
+    dir: &Path,
+    at: &impl Fn(std::ops::Range<usize>, &str, String) -> String,
+) -> Result<Vec<Check>, String> {
+    let mut checks = vec![Check::Status(expect.unwrap_or(FlowStatus::Completed))];
+    for (i, spanned) in list.into_iter().enumerate() {
+        let span = spanned.span();
+        let key = |k: &str| format!("{prefix}checks[{i}].{k}");
         let check = match spanned.into_inner() {
             CheckToml::File {
                 path,
@@ -334,48 +441,7 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
         };
         checks.push(check);
     }
-    // `allowed` says what `1..=most` is in words.
-    let limit = |v: Option<toml::Spanned<u64>>, key: &str, most: u64, allowed: &str| {
-        let Some(v) = v else { return Ok(None) };
-        let n = *v.get_ref();
-        if (1..=most).contains(&n) {
-            return Ok(Some(n));
-        }
-        Err(at(
-            v.span(),
-            &format!("limits.{key}"),
-            format!("{n} is out of range: use {allowed}"),
-        ))
-    };
-    if let Some(n) = limit(t.limits.tokens, "tokens", u64::MAX, "at least 1")? {
-        checks.push(Check::Tokens(n));
-    }
-    if let Some(n) = limit(t.limits.model_calls, "model_calls", u64::MAX, "at least 1")? {
-        checks.push(Check::ModelCalls(n));
-    }
-    let seconds = limit(
-        t.limits.seconds,
-        "seconds",
-        MAX_SECS,
-        &format!("1 to {MAX_SECS} seconds (a week)"),
-    )?;
-    if let Some(n) = seconds {
-        checks.push(Check::Seconds(n));
-    }
-    Ok(Case {
-        name,
-        dir: dir.to_path_buf(),
-        task: t.task,
-        mode: match t.mode {
-            ModeToml::Flow => FlowMode::Plan,
-            ModeToml::Single => FlowMode::Single,
-        },
-        answers: t.answers,
-        approve: t.approvals == ApprovalsToml::Approve,
-        action: t.action,
-        deadline: seconds.map(Duration::from_secs),
-        checks,
-    })
+    Ok(checks)
 }
 
 /// `path` is relative and does not go up (no `..`).

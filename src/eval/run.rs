@@ -1,7 +1,9 @@
 //! One run of one case: a fresh workspace with the case's files, the case's own cassette
 //! (for replay profiles that name `{case}`) and site, a runtime of its own, the flow followed
 //! to its end (questions answered from the case, approvals decided as it says, cancelled at
-//! its time limit), then the checks. Knows nothing of suites, repeats or reports.
+//! its time limit), then the checks; then each later turn the same way, in the same runtime
+//! and workspace, once the one before has been checked. Knows nothing of suites, repeats or
+//! reports.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -11,7 +13,7 @@ use crate::{Config, FlowEvent, FlowOutcome, Runtime, SubmitOptions};
 use serde::{Deserialize, Serialize};
 
 use super::case::Case;
-use super::checks::{Call, Run, Verdict, status_word};
+use super::checks::{Call, Check, Run, Verdict, status_word};
 use super::site::Site;
 
 /// What one run of a case came to.
@@ -54,29 +56,41 @@ pub async fn run_case(
 ) -> CaseRun {
     let workspace = workspace_of(out, &case.name, attempt);
     let mut run = CaseRun::new(&case.name, attempt, workspace.clone());
-    match follow(config, case, &workspace, record).await {
-        Ok((outcome, calls)) => {
-            let evidence = Run {
-                outcome: &outcome,
-                calls: &calls,
-                workspace: &workspace,
-            };
-            for check in &case.checks {
-                run.verdicts.push(check.verdict(&evidence).await);
-            }
-            run.passed = run.verdicts.iter().all(|v| v.passed);
-            run.run_id = outcome.flow_id.clone();
-            run.status = status_word(outcome.status);
-            run.input_tokens = outcome.usage.prompt_tokens;
-            run.output_tokens = outcome.usage.completion_tokens;
-            run.cost = outcome.usage.cost;
-            run.model_calls = outcome.usage.calls;
-            run.elapsed_ms = outcome.elapsed_ms;
-            run.tool_calls = calls;
-        }
-        Err(why) => run.error = Some(why),
+    if let Err(why) = follow(config, case, &workspace, record, &mut run).await {
+        run.error = Some(why);
     }
+    run.passed = run.error.is_none() && run.verdicts.iter().all(|v| v.passed);
     run
+}
+
+impl CaseRun {
+    /// Take in turn `n`'s flow: its checks' verdicts (named by the turn when the case has
+    /// several), its status (the last turn's is the run's), usage, time and calls.
+    async fn take(&mut self, n: usize, several: bool, turn: (FlowOutcome, Vec<Call>), checks: &[Check]) {
+        let (outcome, calls) = turn;
+        let evidence = Run {
+            outcome: &outcome,
+            calls: &calls,
+            workspace: &self.workspace,
+        };
+        for check in checks {
+            let mut verdict = check.verdict(&evidence).await;
+            if several {
+                verdict.check = format!("turn {n}: {}", verdict.check);
+            }
+            self.verdicts.push(verdict);
+        }
+        if n == 0 {
+            self.run_id = outcome.flow_id.clone();
+        }
+        self.status = status_word(outcome.status);
+        self.input_tokens += outcome.usage.prompt_tokens;
+        self.output_tokens += outcome.usage.completion_tokens;
+        self.cost += outcome.usage.cost;
+        self.model_calls += outcome.usage.calls;
+        self.elapsed_ms += outcome.elapsed_ms;
+        self.tool_calls.extend(calls);
+    }
 }
 
 impl CaseRun {
@@ -101,16 +115,26 @@ impl CaseRun {
     }
 }
 
-/// Prepare the workspace, start a runtime for the case, run its flow to the end.
+/// Prepare the workspace, start a runtime for the case, run its flow and then each later
+/// turn's to the end, checking each before the next starts, into `run`.
 async fn follow(
     config: &Config,
     case: &Case,
     workspace: &Path,
     record: bool,
-) -> Result<(FlowOutcome, Vec<Call>), String> {
+    run: &mut CaseRun,
+) -> Result<(), String> {
     fresh_workspace(workspace, &case.files())?;
     let mut config = config.for_case(&case.dir)?;
     config.workspace = workspace.to_path_buf();
+    if !case.turns.is_empty() {
+        // Turns are linked in a run store: the run's own, beside its workspace.
+        let store = workspace.with_file_name("runs.db");
+        for file in ["runs.db", "runs.db-wal", "runs.db-shm"] {
+            let _ = std::fs::remove_file(workspace.with_file_name(file));
+        }
+        config.store = Some(crate::store::StoreUrl::Sqlite(store));
+    }
     if let Some(action) = case.action {
         for (agent, _) in &mut config.agents {
             agent.profile.action = action;
@@ -133,20 +157,35 @@ async fn follow(
         .start()
         .await
         .map_err(|e| format!("the runtime did not start: {e}"))?;
-    let followed = match runtime
-        .submit(
-            &case.task,
-            SubmitOptions {
-                mode: case.mode,
-                deltas: false,
-                continues: None,
-            },
-        )
-        .await
-    {
-        Ok(flow) => Ok(watch(flow, case).await),
-        Err(e) => Err(format!("the flow did not start: {e}")),
-    };
+    let several = !case.turns.is_empty();
+    let first = std::iter::once((case.task.as_str(), false, &case.answers, &case.checks));
+    let later = case
+        .turns
+        .iter()
+        .map(|t| (t.task.as_str(), t.new_thread, &t.answers, &t.checks));
+    let mut followed = Ok(());
+    let mut previous: Option<String> = None;
+    for (n, (task, new_thread, answers, checks)) in first.chain(later).enumerate() {
+        let options = SubmitOptions {
+            mode: case.mode,
+            deltas: false,
+            continues: previous.take().filter(|_| !new_thread),
+        };
+        match runtime.submit(task, options).await {
+            Ok(flow) => {
+                previous = Some(flow.id.clone());
+                let turn = watch(flow, case, answers).await;
+                run.take(n, several, turn, checks).await;
+            }
+            Err(e) => {
+                followed = Err(match n {
+                    0 => format!("the flow did not start: {e}"),
+                    _ => format!("turn {n} did not start: {e}"),
+                });
+                break;
+            }
+        }
+    }
     runtime.shutdown().await;
     if record && recording.exists() {
         std::fs::rename(&recording, &cassette)
@@ -155,9 +194,13 @@ async fn follow(
     followed
 }
 
-/// Follow the flow: answer its questions and approvals as the case says, keep its tool
-/// calls, cancel it at the case's time limit.
-async fn watch(mut flow: crate::FlowHandle, case: &Case) -> (FlowOutcome, Vec<Call>) {
+/// Follow the flow: answer its questions with `answers` and its approvals as the case says,
+/// keep its tool calls, cancel it at the case's time limit.
+async fn watch(
+    mut flow: crate::FlowHandle,
+    case: &Case,
+    answers: &[String],
+) -> (FlowOutcome, Vec<Call>) {
     let started = Instant::now();
     let deadline = case
         .deadline
@@ -165,7 +208,7 @@ async fn watch(mut flow: crate::FlowHandle, case: &Case) -> (FlowOutcome, Vec<Ca
     let never = tokio::time::Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600);
     let timer = tokio::time::sleep_until(deadline.unwrap_or(never));
     tokio::pin!(timer);
-    let mut answers = case.answers.iter();
+    let mut answers = answers.iter();
     let mut calls = vec![];
     loop {
         tokio::select! {

@@ -381,9 +381,11 @@ impl Runtime {
             .iter_mut()
             .flat_map(|a| std::iter::once(&mut a.llm).chain(a.compact_llm.as_mut()))
             .chain(std::iter::once(&mut planner_llm));
-        let from = match run.resume {
-            Some(_) => ReplayFrom::FirstMatch,
-            None => ReplayFrom::Start,
+        // A resumed run, or a later turn of a conversation, picks its cassette up at its
+        // own first request (a turn's opens with its history, so it is found).
+        let from = match (&run.resume, &run.turn) {
+            (None, None) => ReplayFrom::Start,
+            _ => ReplayFrom::FirstMatch,
         };
         llm::rewind(clients, from);
         let (tx, events) = unbounded_channel();
