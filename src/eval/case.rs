@@ -276,7 +276,10 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
     let limits = || {
         let tokens = tokens.map(Check::Tokens);
         let calls = model_calls.map(Check::ModelCalls);
-        tokens.into_iter().chain(calls).chain(seconds.map(Check::Seconds))
+        tokens
+            .into_iter()
+            .chain(calls)
+            .chain(seconds.map(Check::Seconds))
     };
     checks.extend(limits());
     for turn in &mut turns {
@@ -489,6 +492,38 @@ mod tests {
         let loaded = load_case(&dir, "c".into());
         std::fs::remove_dir_all(&dir).unwrap();
         loaded
+    }
+
+    /// Later turns carry their own task, answers and checks (status first), the limits
+    /// apply to each, and a bad turn is named with its line.
+    #[test]
+    fn turns_carry_their_own_checks() {
+        let c = case(
+            "task = \"one\"\n[limits]\ntokens = 100\n\n[[turns]]\ntask = \"two\"\nanswers = [\"yes\"]\n\
+             [[turns.checks]]\nkind = \"answer\"\ncontains = [\"x\"]\n\n\
+             [[turns]]\ntask = \"three\"\nnew_thread = true\nexpect = \"failed\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.turns.len(), 2);
+        assert_eq!(
+            (c.turns[0].task.as_str(), c.turns[0].new_thread),
+            ("two", false)
+        );
+        assert_eq!(c.turns[0].answers, ["yes"]);
+        let names = |checks: &[Check]| checks.iter().map(Check::name).collect::<Vec<_>>();
+        assert_eq!(names(&c.turns[0].checks), ["status", "answer", "tokens"]);
+        assert!(c.turns[1].new_thread);
+        assert!(matches!(
+            c.turns[1].checks[0],
+            Check::Status(FlowStatus::Failed)
+        ));
+        let bad = case(
+            "task = \"one\"\n\n[[turns]]\ntask = \"two\"\n[[turns.checks]]\nkind = \"answer\"\n",
+        )
+        .unwrap_err();
+        assert!(bad.contains("line 5: turns[0].checks[0].matches"), "{bad}");
+        let empty = case("task = \"one\"\n[[turns]]\ntask = \" \"\n").unwrap_err();
+        assert!(empty.contains("turns[0].task: is empty"), "{empty}");
     }
 
     #[test]

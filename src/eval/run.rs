@@ -66,7 +66,13 @@ pub async fn run_case(
 impl CaseRun {
     /// Take in turn `n`'s flow: its checks' verdicts (named by the turn when the case has
     /// several), its status (the last turn's is the run's), usage, time and calls.
-    async fn take(&mut self, n: usize, several: bool, turn: (FlowOutcome, Vec<Call>), checks: &[Check]) {
+    async fn take(
+        &mut self,
+        n: usize,
+        several: bool,
+        turn: (FlowOutcome, Vec<Call>),
+        checks: &[Check],
+    ) {
         let (outcome, calls) = turn;
         let evidence = Run {
             outcome: &outcome,
