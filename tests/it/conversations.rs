@@ -9,7 +9,6 @@ use crate::support;
 use std::time::Duration;
 
 use manus_rt::store::{RunStore, StoreUrl};
-use manus_rt::{Config, FlowStatus, Runtime, RuntimeError, SubmitOptions};
 use serde_json::{Value, json};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
 use support::scenario::{Scratch, config_with, done, manus_cli as manus, plan_reply};
@@ -210,66 +209,61 @@ async fn follow_ups_over_the_cli_see_the_earlier_turns_and_edit_the_same_file() 
     );
 }
 
-/// A runtime on the scripted server, recording in the scratch directory's store.
-async fn runtime(server: &ScriptedLlm, dir: &Scratch) -> Runtime {
-    let text = config_with(server, &dir.workspace(), &[]);
-    let config = Config::from_text(&text, "test.toml", None).unwrap();
-    Runtime::builder().config(config).start().await.unwrap()
-}
-
-fn continuing(run: &str) -> SubmitOptions {
-    SubmitOptions {
-        continues: Some(run.to_string()),
-        ..Default::default()
-    }
-}
-
-/// Through the runtime API: a follow-up turn interrupted mid-step (its runtime shut down)
-/// is resumed by the next runtime with its history (the resumed step's request still shows
-/// the first turn), and while it is interrupted no further turn may start.
+/// A follow-up turn killed mid-step (SIGKILL of `run-flow --continue`) is resumed by
+/// `manus-rt resume` with its history (the resumed step's requests still show the first
+/// turn) and finishes the edit; while it is interrupted, no further turn may start.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_follow_up_interrupted_mid_turn_resumes_with_the_earlier_turns() {
+async fn a_follow_up_killed_mid_turn_resumes_with_the_earlier_turns() {
     let server = ScriptedLlm::start().await;
     let dir = Scratch::new("threads-resume");
-    let first_rt = runtime(&server, &dir).await;
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
     server.push_all(first_turn());
-    let first = first_rt
-        .submit(FIRST, SubmitOptions::default())
+    let out = manus(&dir, &config, &["run-flow", FIRST, "--json"])
+        .output()
         .await
         .unwrap();
-    let first_id = first.id.clone();
-    assert_eq!(first.outcome().await.status, FlowStatus::Completed);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let first = flow_id(&out.stdout);
 
+    // The follow-up's step never hears back before the kill.
     let mut turn = recolour("red", "blue");
     let cut = turn.remove(1).delay(600_000);
     server.push_all([turn.remove(0), cut]);
-    let second = first_rt
-        .submit("Now make it blue", continuing(&first_id))
-        .await
-        .unwrap();
-    let second_id = second.id.clone();
+    let mut child = manus(
+        &dir,
+        &config,
+        &["run-flow", "--continue", &first, "Now make it blue"],
+    )
+    .spawn()
+    .unwrap();
     let deadline = tokio::time::Instant::now() + GUARD;
     while turn_requests(&server, "Now make it blue").len() < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the step never asked"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "the step never asked");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    drop(second);
-    first_rt.shutdown().await;
+    child.start_kill().unwrap();
+    assert!(!child.wait().await.unwrap().success());
 
-    let rt = runtime(&server, &dir).await;
+    let store = RunStore::open(&StoreUrl::Sqlite(dir.workspace().with_file_name("runs.db")))
+        .await
+        .unwrap();
+    let turns = store.turns(&first).await.unwrap();
+    let second = turns.last().unwrap().1.id.clone();
+    assert_eq!((turns.len(), turns[1].0), (2, 1));
+    store.close().await;
     // The thread's last turn has not ended: no next turn until it is resumed.
-    match rt.submit("and then?", continuing(&first_id)).await {
-        Err(RuntimeError::TurnRunning { thread, run }) => {
-            assert_eq!((thread, run), (first_id.clone(), second_id.clone()));
-        }
-        other => panic!(
-            "a turn started beside an interrupted one: {:?}",
-            other.err()
-        ),
-    }
+    let refused = manus(&dir, &config, &["run-flow", "--continue", &first, "and then?"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains(&format!("has a turn that has not ended (run {second})"))
+            && said.contains(&format!("manus-rt resume {second}")),
+        "{said}"
+    );
+
     let before = turn_requests(&server, "Now make it blue").len();
     server.push_all([
         Reply::tool(
@@ -279,8 +273,11 @@ async fn a_follow_up_interrupted_mid_turn_resumes_with_the_earlier_turns() {
         done("report.txt says blue."),
         Reply::text("report.txt now says the colour is blue."),
     ]);
-    let outcome = rt.resume(&second_id).await.unwrap().outcome().await;
-    assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
+    let out = tokio::time::timeout(GUARD, manus(&dir, &config, &["resume", &second]).output())
+        .await
+        .expect("resume ended")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         std::fs::read_to_string(dir.workspace().join("report.txt")).unwrap(),
         "colour: blue\n"
@@ -295,7 +292,6 @@ async fn a_follow_up_interrupted_mid_turn_resumes_with_the_earlier_turns() {
             r.first_user_text()
         );
     }
-    rt.shutdown().await;
 }
 
 /// Wait until flow `id` of `svc` has ended; its document.

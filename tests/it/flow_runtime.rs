@@ -1366,13 +1366,14 @@ async fn the_flow_timeout_ends_a_flow_whose_step_runs_on() {
     ]);
     server.set_fallback(Some(Reply::text("fallback")));
     let dir = Scratch::new("flowtimeout");
-    let rt = start(&server, &dir, &[("flow.flow_timeout_secs", "1")]).await;
+    // Long enough that planning ends first on a loaded machine: the step is what runs on.
+    let rt = start(&server, &dir, &[("flow.flow_timeout_secs", "4")]).await;
     let (events, outcome) = run(&rt, "Wait").await;
     rt.shutdown().await;
 
     assert_eq!(outcome.status, FlowStatus::TimedOut, "{outcome:#?}");
     assert!(
-        outcome.reason.contains("flow_timeout_secs (1s)"),
+        outcome.reason.contains("flow_timeout_secs (4s)"),
         "{}",
         outcome.reason
     );
