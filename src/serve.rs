@@ -392,7 +392,11 @@ async fn submit(
             ));
         }
     };
-    let options = SubmitOptions { mode, deltas: true };
+    let options = SubmitOptions {
+        mode,
+        deltas: true,
+        user: None,
+    };
     let (id, queued) = app.start(&b.task, options).await?;
     Ok(created(&id, if queued { "queued" } else { "running" }))
 }

@@ -99,6 +99,8 @@ pub async fn drive(
     let options = SubmitOptions {
         mode,
         deltas: !json,
+        // With [memory], the notes of whoever runs the CLI here.
+        user: std::env::var("USER").ok().filter(|u| !u.is_empty()),
     };
     match runtime.submit(task, options).await {
         Ok(flow) => Some(follow(flow, json, on_approval).await),

@@ -138,7 +138,7 @@ async fn follow(
             &case.task,
             SubmitOptions {
                 mode: case.mode,
-                deltas: false,
+                ..Default::default()
             },
         )
         .await

@@ -59,8 +59,10 @@ use ractor::ActorRef;
 use tokio::sync::mpsc::unbounded_channel;
 
 use crate::config::{Config, ConfigError};
+use crate::store::memory::{Owners, StoreBook};
 use crate::store::tap::Tap;
 use crate::store::{RunStatus, RunStore, StoreError, StoredRun};
+use manus_actors::tools::memory::MemoryBook;
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
@@ -156,15 +158,20 @@ pub(crate) struct Run {
     /// The number of its next event.
     pub(crate) seq: u64,
     pub(crate) created_at: i64,
+    /// Who started it (`SubmitOptions::user`), for its memory's `user` namespace.
+    pub(crate) user: Option<String>,
 }
 
 /// How to run a submitted task.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SubmitOptions {
     pub mode: FlowMode,
     /// Send `FlowEvent::TextDelta`s: the model's text as it streams, for a live view.
     /// Off, none are made.
     pub deltas: bool,
+    /// Who asks: the service's token, the CLI's local user. With `[memory]`, the flow saves
+    /// and searches the notes of `user:NAME` (`local` when unset).
+    pub user: Option<String>,
 }
 
 impl Default for SubmitOptions {
@@ -172,6 +179,7 @@ impl Default for SubmitOptions {
         SubmitOptions {
             mode: FlowMode::Plan,
             deltas: false,
+            user: None,
         }
     }
 }
@@ -223,6 +231,7 @@ impl Runtime {
             deltas: options.deltas,
             seq: 0,
             created_at: crate::store::now_ms(),
+            user: options.user,
         };
         self.start_flow(run).await
     }
@@ -316,6 +325,7 @@ impl Runtime {
             deltas: false,
             seq,
             created_at: run.created_at,
+            user: None,
         })
         .await
     }
@@ -333,6 +343,18 @@ impl Runtime {
             None => ReplayFrom::Start,
         };
         llm::rewind(clients, from);
+        if let (Some(store), Some(memory)) = (&self.store, &self.config.memory) {
+            let owners = Owners {
+                // thread id: the run's own until threads land
+                thread: run.id.clone(),
+                user: run.user.clone().unwrap_or_else(|| "local".into()),
+            };
+            let book: Arc<dyn MemoryBook> =
+                Arc::new(StoreBook::new(store.clone(), memory, &owners));
+            for agent in &mut pool {
+                agent.memory = Some(book.clone());
+            }
+        }
         let (tx, events) = unbounded_channel();
         // Cluster: the flow acts, and is recorded, only while the node's leases hold
         // without a lapse from now on (`store::lease`).
