@@ -1066,7 +1066,7 @@ async fn concurrent_flows_each_get_their_own_agents() {
         mode: FlowMode::Single,
         ..Default::default()
     };
-    let a = submit(&rt, "Task A: write a file", single).await;
+    let a = submit(&rt, "Task A: write a file", single.clone()).await;
     let b = submit(&rt, "Task B: write a file", single).await;
     assert_ne!(a.id, b.id);
     let ((_, oa), (_, ob)) = tokio::join!(drive(a), drive(b));
@@ -1128,7 +1128,7 @@ async fn a_step_waiting_for_a_replica_is_queued_not_timed_out() {
         mode: FlowMode::Single,
         ..Default::default()
     };
-    let a = submit(&rt, "Task A", single).await;
+    let a = submit(&rt, "Task A", single.clone()).await;
     let b = submit(&rt, "Task B", single).await;
     let ((ea, oa), (eb, ob)) = tokio::join!(drive(a), drive(b));
     rt.shutdown().await;

@@ -322,7 +322,7 @@ async fn sandboxes_beyond_max_sandboxes_are_refused_clearly() {
         mode: FlowMode::Single,
         ..Default::default()
     };
-    let a = rt.submit("flow a", single).await.unwrap();
+    let a = rt.submit("flow a", single.clone()).await.unwrap();
     tokio::time::timeout(Duration::from_secs(60), async {
         while server.requests().len() < 2 {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -733,7 +733,7 @@ async fn retention_prunes_ended_runs_and_keeps_the_interrupted_one() {
     for n in 0..3 {
         server.push(done(&format!("note {n} written")));
         let flow = first
-            .submit(&format!("Write note {n}"), single)
+            .submit(&format!("Write note {n}"), single.clone())
             .await
             .unwrap();
         let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
@@ -791,7 +791,7 @@ async fn runs_prune_deletes_the_older_ended_runs() {
     let mut ended = vec![];
     for n in 0..3 {
         server.push(done(&format!("note {n} written")));
-        let flow = rt.submit(&format!("Write note {n}"), single).await.unwrap();
+        let flow = rt.submit(&format!("Write note {n}"), single.clone()).await.unwrap();
         let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
         assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
         ended.push(outcome.flow_id);

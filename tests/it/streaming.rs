@@ -123,6 +123,7 @@ async fn live_text_reaches_only_flows_that_ask_and_is_not_stored() {
         let options = SubmitOptions {
             mode: FlowMode::Single,
             deltas,
+            ..Default::default()
         };
         let mut flow = rt.submit("Greet", options).await.unwrap();
         let (mut live, mut thought) = (String::new(), None);
