@@ -791,7 +791,10 @@ async fn runs_prune_deletes_the_older_ended_runs() {
     let mut ended = vec![];
     for n in 0..3 {
         server.push(done(&format!("note {n} written")));
-        let flow = rt.submit(&format!("Write note {n}"), single.clone()).await.unwrap();
+        let flow = rt
+            .submit(&format!("Write note {n}"), single.clone())
+            .await
+            .unwrap();
         let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
         assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:?}");
         ended.push(outcome.flow_id);
