@@ -56,7 +56,6 @@ pub(super) struct MemoryToml {
     pub(super) enabled: Option<bool>,
     pub(super) save_to: Option<Spanned<String>>,
     pub(super) search: Option<Spanned<Vec<String>>>,
-    pub(super) distill: Option<bool>,
     pub(super) max_results: Option<Spanned<i64>>,
 }
 

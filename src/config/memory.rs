@@ -1,6 +1,6 @@
 //! `[memory]`: notes that outlast runs, checked: whether agents may keep them, which
-//! namespace a note is saved in (`save_to`), which ones a search reads (`search`), the
-//! end-of-run pass (`distill`) and how many notes a search returns. `resolve` checks the
+//! namespace a note is saved in (`save_to`), which ones a search reads (`search`) and how
+//! many notes a search returns. `resolve` checks the
 //! run store they live in is on.
 
 use crate::store::memory::{MemorySettings, Scope};
@@ -61,7 +61,6 @@ pub(super) fn build(m: &MemoryToml, lines: Lines) -> Result<Option<MemorySetting
     let settings = MemorySettings {
         save_to,
         search,
-        distill: m.distill.unwrap_or(defaults.distill),
         max_results: table
             .number(&m.max_results, "max_results", RESULTS)?
             .map_or(defaults.max_results, |n| n as usize),

@@ -992,7 +992,7 @@ fn memory_settings_parse_and_bad_values_name_line_key_and_choices() {
     assert!(held.contains(&"memory_search".to_string()), "{held:?}");
 
     let set = load(&format!(
-        "{MINIMAL}\n[memory]\nenabled = true\nsave_to = \"global\"\nsearch = [\"global\", \"thread\"]\ndistill = true\nmax_results = 3\n"
+        "{MINIMAL}\n[memory]\nenabled = true\nsave_to = \"global\"\nsearch = [\"global\", \"thread\"]\nmax_results = 3\n"
     ))
     .unwrap();
     assert_eq!(
@@ -1000,7 +1000,6 @@ fn memory_settings_parse_and_bad_values_name_line_key_and_choices() {
         Some(MemorySettings {
             save_to: Scope::Global,
             search: vec![Scope::Global, Scope::Thread],
-            distill: true,
             max_results: 3,
         })
     );

@@ -42,8 +42,6 @@ pub struct MemorySettings {
     pub save_to: Scope,
     /// Which namespaces `memory_search` reads, in this order of preference on equal rank.
     pub search: Vec<Scope>,
-    /// After a flow ends, ask the planner's model what from it is worth keeping.
-    pub distill: bool,
     /// Notes a search returns when the model does not say.
     pub max_results: usize,
 }
@@ -53,7 +51,6 @@ impl Default for MemorySettings {
         MemorySettings {
             save_to: Scope::User,
             search: vec![Scope::Thread, Scope::User, Scope::Global],
-            distill: false,
             max_results: 5,
         }
     }
@@ -443,7 +440,7 @@ mod tests {
                 .memory_forget(&[a.id.clone(), "nope".into()])
                 .await
                 .unwrap(),
-            [a.id.clone()]
+            std::slice::from_ref(&a.id)
         );
         assert!(
             store
