@@ -327,6 +327,25 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
     }
 }
 
+/// Who asks, by the bearer token of a request let in: `token-` and the first 12 hex digits
+/// of the token's SHA-256 (so the run store never holds a token). It names the `user`
+/// namespace of the notes the flows it starts keep ([memory]); `None` without tokens, and
+/// such flows are the `local` user's.
+pub fn caller(tokens: &[String], headers: &HeaderMap) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let token = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?;
+    if !tokens.iter().any(|t| t == token) {
+        return None;
+    }
+    let digest = Sha256::digest(token.as_bytes());
+    let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!("token-{hex}"))
+}
+
 /// The 401 for a request whose `headers` do not carry one of `tokens` as `Authorization:
 /// Bearer`, when there are tokens; `None` lets it through. `serve` and `mcp-server
 /// --transport http` check their requests with this.
@@ -373,6 +392,7 @@ struct SubmitBody {
 
 async fn submit(
     State(app): State<Arc<App>>,
+    headers: HeaderMap,
     parsed: Result<Json<SubmitBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(parsed)?;
@@ -395,7 +415,7 @@ async fn submit(
     let options = SubmitOptions {
         mode,
         deltas: true,
-        user: None,
+        user: caller(&app.settings.api_tokens, &headers),
     };
     let (id, queued) = app.start(&b.task, options).await?;
     Ok(created(&id, if queued { "queued" } else { "running" }))

@@ -337,7 +337,7 @@ async fn accept(app: &App, params: &Value, headers: &HeaderMap) -> Result<Task, 
     let options = SubmitOptions {
         mode: FlowMode::Plan,
         deltas: false,
-        user: None,
+        user: super::caller(&app.settings.api_tokens, headers),
     };
     let (id, _) = app
         .start(&text, options)

@@ -196,3 +196,73 @@ async fn a_note_saved_in_one_run_is_found_by_the_next_of_its_user_on_postgres() 
     };
     notes_outlast_runs("memory-postgres", Some(url)).await;
 }
+
+/// Over HTTP, a flow is its bearer token's user: a note saved by one token's flow is found
+/// by that token's next flow and not by another token's, and no token is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_each_token_is_its_own_user() {
+    use support::service::Service;
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("memory-http");
+    let config = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("memory.enabled", "true"),
+            ("server.api_tokens", "[\"alice-s3cret\", \"bob-s3cret\"]"),
+        ],
+    );
+    let svc = Service::start(&dir, &config).await;
+    let run = |token: &'static str, task: &'static str, replies: Vec<Reply>| {
+        let (svc, server) = (&svc, &server);
+        async move {
+            let before = server.requests().len();
+            server.push_all(replies);
+            let r = svc
+                .http
+                .post(svc.url("/v1/flows"))
+                .bearer_auth(token)
+                .json(&json!({"task": task, "mode": "single"}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201);
+            let id = r.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let deadline = tokio::time::Instant::now() + GUARD;
+            loop {
+                let (_, doc) = svc.get_with(&format!("/v1/flows/{id}"), token).await;
+                if doc["finished"] == true {
+                    assert_eq!(doc["status"], "completed", "{doc}");
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{doc}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            last_tool_text(&server.requests()[before + 1])
+        }
+    };
+    let said = run("alice-s3cret", "Note where the deploy key is.", save(FACT)).await;
+    assert!(said.contains("in user:token-"), "{said}");
+    let elsewhere = run(
+        "bob-s3cret",
+        "Where is the deploy key?",
+        search("deploy key"),
+    )
+    .await;
+    assert_eq!(elsewhere, "No saved note matches \"deploy key\".");
+    let found = run(
+        "alice-s3cret",
+        "Where is the deploy key?",
+        search("deploy key"),
+    )
+    .await;
+    assert!(found.contains(&format!("> {FACT}\n")), "{found}");
+    for file in ["runs.db", "runs.db-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("alice-s3cret"), "{file} holds no token");
+    }
+}
