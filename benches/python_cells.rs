@@ -118,6 +118,8 @@ async fn main() {
         sandbox: None,
         browser: None,
         llm: None,
+        memory: None,
+        step: None,
     };
     println!("python_execute per call, a trivial cell (`x = 1`):");
     both("host", &ctx).await;

@@ -329,6 +329,25 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
     }
 }
 
+/// Who asks, by the bearer token of a request let in: `token-` and the first 12 hex digits
+/// of the token's SHA-256 (so the run store never holds a token). It names the `user`
+/// namespace of the notes the flows it starts keep ([memory]); `None` without tokens, and
+/// such flows are the `local` user's.
+pub fn caller(tokens: &[String], headers: &HeaderMap) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let token = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?;
+    if !tokens.iter().any(|t| t == token) {
+        return None;
+    }
+    let digest = Sha256::digest(token.as_bytes());
+    let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!("token-{hex}"))
+}
+
 /// The 401 for a request whose `headers` do not carry one of `tokens` as `Authorization:
 /// Bearer`, when there are tokens; `None` lets it through. `serve` and `mcp-server
 /// --transport http` check their requests with this.
@@ -375,18 +394,20 @@ struct SubmitBody {
 
 async fn submit(
     State(app): State<Arc<App>>,
+    headers: HeaderMap,
     parsed: Result<Json<SubmitBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    start(&app, body(parsed)?, None).await
+    start(&app, &headers, body(parsed)?, None).await
 }
 
 /// A follow-up to flow `id`: the next turn of its conversation (`SubmitOptions::continues`).
 async fn follow_up(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     parsed: Result<Json<SubmitBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    start(&app, body(parsed)?, Some(id)).await
+    start(&app, &headers, body(parsed)?, Some(id)).await
 }
 
 /// The thread flow `id` belongs to, turn by turn.
@@ -398,7 +419,12 @@ async fn thread(
 }
 
 /// Start the flow `b` asks for, continuing `continues`'s conversation if given.
-async fn start(app: &App, b: SubmitBody, continues: Option<String>) -> Result<Response, ApiError> {
+async fn start(
+    app: &App,
+    headers: &HeaderMap,
+    b: SubmitBody,
+    continues: Option<String>,
+) -> Result<Response, ApiError> {
     if b.task.trim().is_empty() {
         return Err(ApiError(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -419,6 +445,7 @@ async fn start(app: &App, b: SubmitBody, continues: Option<String>) -> Result<Re
         mode,
         deltas: true,
         continues,
+        user: caller(&app.settings.api_tokens, headers),
     };
     let (id, queued) = app.start(&b.task, options).await?;
     Ok(created(&id, if queued { "queued" } else { "running" }))

@@ -316,6 +316,11 @@ impl FlowLink {
         }
     }
 
+    /// The kind of agent this link speaks for (`manus`, `data_analysis`).
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
     /// The link for the tool call `call_id`: what it asks carries that id.
     pub fn for_call(&mut self, call_id: &str) {
         self.call = Some(call_id.to_string());
@@ -482,6 +487,8 @@ pub struct ToolInvocation {
     pub mcp: Option<McpRoute>,
     /// The calling agent's span, so the tool's span is its child across the actor boundary.
     pub span: tracing::Span,
+    /// The step the call works for, when an agent of a flow makes it.
+    pub step: Option<usize>,
 }
 
 /// The result of one tool call, success or not.

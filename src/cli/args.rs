@@ -99,6 +99,50 @@ and /metrics need a bearer token. With [cluster], flows are queued in the shared
         #[command(subcommand)]
         action: ApprovalsAction,
     },
+    /// The notes agents saved across runs ([memory]): list, search or forget them
+    #[command(after_help = MEMORY_HELP)]
+    Memory {
+        #[command(subcommand)]
+        action: MemoryAction,
+    },
+}
+
+const MEMORY_HELP: &str = "Notes live in the run store ([store] url) in namespaces: `thread:ID` (one conversation), `user:NAME` (a service token's user, or the local user of the CLI) and `global`. Deleting runs (`runs prune`, [store] keep_days/keep_runs) never deletes notes; `memory forget` does.";
+
+#[derive(Subcommand)]
+pub enum MemoryAction {
+    /// The newest notes: id, namespace, source, text
+    List {
+        /// Only the notes of this namespace (`user:alice`, `thread:ID`, `global`)
+        #[arg(long)]
+        namespace: Option<String>,
+        /// How many notes to show
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print them as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// The notes that match any word of QUERY, best first
+    Search {
+        query: String,
+        /// Only these namespaces (repeat it for several); every one by default
+        #[arg(long)]
+        namespace: Vec<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Print them as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete notes by id (as `memory list` shows them)
+    Forget {
+        #[arg(required = true)]
+        ids: Vec<String>,
+        /// Print the ids deleted as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 const EVAL_HELP: &str = "Each case runs as a flow of its own, in a fresh workspace (kept under \

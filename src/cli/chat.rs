@@ -53,6 +53,7 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
             mode,
             deltas: true,
             continues: last.clone(),
+            user: Some(manus_rt::approvals::local_user()),
         };
         match runtime.submit(line, options).await {
             Ok(handle) => {

@@ -101,6 +101,8 @@ pub async fn drive(
         mode,
         deltas: !json,
         continues,
+        // With [memory], the notes of whoever runs the CLI here.
+        user: Some(local_user()),
     };
     match runtime.submit(task, options).await {
         Ok(flow) => Some(follow(flow, json, on_approval).await),

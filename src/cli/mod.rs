@@ -16,6 +16,7 @@ mod eval;
 mod exit;
 mod flow;
 mod mcp_server;
+mod memory;
 mod probe;
 mod resume;
 mod run;
@@ -78,6 +79,7 @@ pub async fn main() -> ExitCode {
         Command::Serve { bind } => serve::run(config, &bind).await,
         Command::Approvals { action } => approvals::run(&config, action).await,
         Command::Eval(args) => eval::run(config, args).await,
+        Command::Memory { action } => memory::run(&config, action).await,
     };
     // The last spans of a short run are still in the batch: send them before exiting.
     telemetry.shutdown().await;

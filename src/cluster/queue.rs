@@ -65,6 +65,8 @@ impl Runtime {
                 deltas,
                 seq,
                 created_at: run.created_at,
+                // A queued run does not keep who asked: its notes are the `local` user's.
+                user: None,
             })
             .await
         } else {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use manus_actors::agent::{Action, profile};
 use manus_actors::plan::split_tag;
+use manus_actors::tools::memory;
 use toml::Spanned;
 
 use super::AgentTemplate;
@@ -37,6 +38,7 @@ pub(super) fn pool(
     agents: &BTreeMap<String, Spanned<AgentToml>>,
     llm: &[(String, LlmDraft)],
     approvals: &manus_actors::approvals::Approvals,
+    memory: bool,
     lines: Lines,
 ) -> Result<Vec<AgentDraft>, Problem> {
     if agents.is_empty() {
@@ -77,7 +79,7 @@ pub(super) fn pool(
     }
     agents
         .iter()
-        .map(|(name, spanned)| agent(name, spanned, llm, approvals, lines))
+        .map(|(name, spanned)| agent(name, spanned, llm, approvals, memory, lines))
         .collect()
 }
 
@@ -99,6 +101,7 @@ fn agent(
     spanned: &Spanned<AgentToml>,
     llm: &[(String, LlmDraft)],
     approvals: &manus_actors::approvals::Approvals,
+    memory: bool,
     lines: Lines,
 ) -> Result<AgentDraft, Problem> {
     let a = spanned.get_ref();
@@ -126,8 +129,24 @@ fn agent(
             ),
         )
     })?;
-    if let Some(tools) = &a.tools {
-        prof.tools = known_tools(tools, &key("tools"), lines)?;
+    let remembers = [memory::SAVE, memory::SEARCH];
+    match &a.tools {
+        Some(tools) => {
+            prof.tools = known_tools(tools, &key("tools"), lines)?;
+            if let Some(t) = prof.tools.iter().find(|t| remembers.contains(&t.as_str()))
+                && !memory
+            {
+                let key = key("tools");
+                return Err(Problem::at(
+                    lines.of(tools),
+                    &key,
+                    format!("{key}: `{t}` needs [memory] enabled = true"),
+                ));
+            }
+        }
+        // With [memory], the built-in profiles keep notes too.
+        None if memory => prof.tools.extend(remembers.map(String::from)),
+        None => {}
     }
     let mcp_servers = a.mcp_servers.as_ref().map(|ids| Listed {
         names: ids.get_ref().clone(),

@@ -46,6 +46,17 @@ pub(super) struct ConfigFile {
     pub(super) cluster: ClusterToml,
     #[serde(default)]
     pub(super) approvals: ApprovalsToml,
+    #[serde(default)]
+    pub(super) memory: MemoryToml,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MemoryToml {
+    pub(super) enabled: Option<bool>,
+    pub(super) save_to: Option<Spanned<String>>,
+    pub(super) search: Option<Spanned<Vec<String>>>,
+    pub(super) max_results: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -19,6 +19,7 @@ mod flow;
 mod llm;
 mod mcp;
 pub mod mcp_servers;
+mod memory;
 mod parse;
 mod resolve;
 mod sandbox;
@@ -90,6 +91,8 @@ pub struct Config {
     pub server: crate::settings::ServerSettings,
     /// `[cluster]`: this node shares queued flows with the others of the store.
     pub cluster: Option<crate::settings::ClusterSettings>,
+    /// `[memory]` when `enabled = true`: notes kept in the run store across runs.
+    pub memory: Option<crate::store::memory::MemorySettings>,
     /// The shipped example is in use (no config file of the user's): its model may be
     /// one found on this machine (`discover`).
     pub example: bool,
@@ -145,6 +148,7 @@ impl AgentTemplate {
             approvals: self.approvals.clone(),
             compact_llm: models.compact,
             system: AgentSpec::opening(&self.profile, workspace, &self.name),
+            memory: None,
         }
     }
 

@@ -23,7 +23,7 @@ use super::file::ConfigFile;
 use super::llm::{self, LlmDraft};
 use super::mcp::{self, ServersFile};
 use super::values::Table;
-use super::{browser, cluster, flow, sandbox, service, telemetry, tools};
+use super::{browser, cluster, flow, memory, sandbox, service, telemetry, tools};
 
 /// A config as its text says it, checked: everything but what the environment and the disk
 /// supply. `Parsed::resolve` makes it a `Config`.
@@ -56,6 +56,8 @@ pub struct Parsed {
     pub(super) server: ServerSettings,
     /// With the line of `[cluster] enabled`, for the store check `resolve` makes.
     pub(super) cluster: Option<(crate::settings::ClusterSettings, Option<usize>)>,
+    /// With the line of `[memory]`, for the store check `resolve` makes.
+    pub(super) memory: Option<(crate::store::memory::MemorySettings, Option<usize>)>,
 }
 
 /// Parse and check config text; `source` names it in errors.
@@ -89,7 +91,9 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         &Default::default(),
         lines,
     )?;
-    let agents = agents::pool(&file.agents, &llm, &shared, lines)?;
+    let memory = memory::build(&file.memory, lines)?;
+    let agents = agents::pool(&file.agents, &llm, &shared, memory.is_some(), lines)?;
+    let memory = memory.map(|m| (m, lines.header("[memory]")));
     let (mut flow, planner_llm) = flow::build(&file.flow, &agents, &llm, lines)?;
     flow.approval_timeout = approvals::timeout(&file.approvals, lines)?;
     let (tools, brave_key_env) =
@@ -125,5 +129,6 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         retention,
         server,
         cluster,
+        memory,
     })
 }

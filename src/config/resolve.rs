@@ -73,6 +73,14 @@ impl Parsed {
                     .map_err(|why| in_file(Problem::whole(format!("MANUS_STORE_URL: {why}"))))?,
             );
         }
+        if let (Some((_, line)), None) = (&self.memory, &store) {
+            return Err(in_file(Problem::at(
+                *line,
+                "[memory] enabled",
+                "[memory] enabled = true keeps notes in the run store: turn it on ([store] enabled = true)"
+                    .into(),
+            )));
+        }
         let cluster = match self.cluster {
             None => None,
             Some((mut c, line)) => {
@@ -117,6 +125,7 @@ impl Parsed {
             mcp_http: self.mcp_http,
             store,
             cluster,
+            memory: self.memory.map(|(m, _)| m),
             retention: self.retention,
             server,
             example: false,

@@ -976,3 +976,72 @@ fn the_invalid_values_of_issue_37_are_refused_naming_file_line_key_and_range() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn memory_settings_parse_and_bad_values_name_line_key_and_choices() {
+    use crate::store::memory::{MemorySettings, Scope};
+    let tools = |c: &Config| c.agents[0].0.profile.tools.clone();
+    let off = load(MINIMAL).unwrap();
+    assert_eq!(off.memory, None);
+    assert!(!tools(&off).iter().any(|t| t.starts_with("memory_")));
+
+    let on = load(&format!("{MINIMAL}\n[memory]\nenabled = true\n")).unwrap();
+    assert_eq!(on.memory, Some(MemorySettings::default()));
+    let held = tools(&on);
+    assert!(held.contains(&"memory_save".to_string()), "{held:?}");
+    assert!(held.contains(&"memory_search".to_string()), "{held:?}");
+
+    let set = load(&format!(
+        "{MINIMAL}\n[memory]\nenabled = true\nsave_to = \"global\"\nsearch = [\"global\", \"thread\"]\nmax_results = 3\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        set.memory,
+        Some(MemorySettings {
+            save_to: Scope::Global,
+            search: vec![Scope::Global, Scope::Thread],
+            max_results: 3,
+        })
+    );
+    // An agent that lists its tools holds the memory tools only if it lists them.
+    let listed = load(&format!(
+        "{MINIMAL}tools = [\"bash\"]\n\n[memory]\nenabled = true\n"
+    ))
+    .unwrap();
+    assert_eq!(tools(&listed), ["bash", "terminate"]);
+
+    let refused =
+        |tail: &str| load(&format!("{MINIMAL}\n[memory]\nenabled = true\n{tail}")).unwrap_err();
+    let e = refused("save_to = \"team\"\n");
+    assert_eq!((e.source.as_str(), e.line), ("test.toml", Some(9)), "{e}");
+    assert_eq!(e.key.as_deref(), Some("[memory] save_to"), "{e}");
+    assert!(e.message.contains("use one of thread, user, global"), "{e}");
+    let e = refused("search = [\"user\", \"everyone\"]\n");
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(9), Some("[memory] search")),
+        "{e}"
+    );
+    assert!(e.message.contains("\"everyone\" is no namespace"), "{e}");
+    let e = refused("search = []\n");
+    assert!(e.message.contains("[memory] search is empty"), "{e}");
+    let e = refused("max_results = 0\n");
+    assert_eq!(e.line, Some(9), "{e}");
+    assert!(e.message.contains("use 1 to 20"), "{e}");
+    let e = refused("forget_after = 3\n");
+    assert!(e.message.contains("forget_after"), "{e}");
+
+    let e = load(&format!("{MINIMAL}tools = [\"memory_save\"]\n")).unwrap_err();
+    assert_eq!(e.line, Some(6), "{e}");
+    assert!(
+        e.message
+            .contains("`memory_save` needs [memory] enabled = true"),
+        "{e}"
+    );
+    let e = load(&format!(
+        "{MINIMAL}\n[store]\nenabled = false\n\n[memory]\nenabled = true\n"
+    ))
+    .unwrap_err();
+    assert_eq!(e.line, Some(10), "{e}");
+    assert!(e.message.contains("keeps notes in the run store"), "{e}");
+}

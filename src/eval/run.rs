@@ -176,6 +176,7 @@ async fn follow(
             mode: case.mode,
             deltas: false,
             continues: previous.take().filter(|_| !new_thread),
+            ..Default::default()
         };
         match runtime.submit(task, options).await {
             Ok(flow) => {

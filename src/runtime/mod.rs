@@ -59,8 +59,10 @@ use ractor::ActorRef;
 use tokio::sync::mpsc::unbounded_channel;
 
 use crate::config::{Config, ConfigError};
+use crate::store::memory::{Owners, StoreBook};
 use crate::store::tap::Tap;
 use crate::store::{Refused, RunStatus, RunStore, StoreError, StoredRun};
+use manus_actors::tools::memory::MemoryBook;
 
 /// Why the runtime or a flow could not start.
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +164,8 @@ pub(crate) struct Run {
     /// The number of its next event.
     pub(crate) seq: u64,
     pub(crate) created_at: i64,
+    /// Who started it (`SubmitOptions::user`), for its memory's `user` namespace.
+    pub(crate) user: Option<String>,
 }
 
 /// How to run a submitted task.
@@ -176,6 +180,9 @@ pub struct SubmitOptions {
     /// (tasks, plans, notes, answers) and works in the same workspace. Refused while the
     /// thread's last turn has not ended; needs the run store.
     pub continues: Option<String>,
+    /// Who asks: the service's token, the CLI's local user. With `[memory]`, the flow saves
+    /// and searches the notes of `user:NAME` (`local` when unset).
+    pub user: Option<String>,
 }
 
 impl Default for SubmitOptions {
@@ -184,6 +191,7 @@ impl Default for SubmitOptions {
             mode: FlowMode::Plan,
             deltas: false,
             continues: None,
+            user: None,
         }
     }
 }
@@ -256,6 +264,7 @@ impl Runtime {
             deltas: options.deltas,
             seq: 0,
             created_at: crate::store::now_ms(),
+            user: options.user,
         };
         self.start_flow(run).await
     }
@@ -351,6 +360,7 @@ impl Runtime {
             deltas: false,
             seq,
             created_at: run.created_at,
+            user: None,
         })
         .await
     }
@@ -388,6 +398,17 @@ impl Runtime {
             _ => ReplayFrom::FirstMatch,
         };
         llm::rewind(clients, from);
+        if let (Some(store), Some(memory)) = (&self.store, &self.config.memory) {
+            let owners = Owners {
+                thread: run.turn.as_ref().map_or(&run.id, |t| &t.thread).clone(),
+                user: run.user.clone().unwrap_or_else(|| "local".into()),
+            };
+            let book: Arc<dyn MemoryBook> =
+                Arc::new(StoreBook::new(store.clone(), memory, &owners));
+            for agent in &mut pool {
+                agent.memory = Some(book.clone());
+            }
+        }
         let (tx, events) = unbounded_channel();
         // Cluster: the flow acts, and is recorded, only while the node's leases hold
         // without a lapse from now on (`store::lease`).

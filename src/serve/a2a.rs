@@ -347,6 +347,7 @@ async fn accept(app: &App, params: &Value, headers: &HeaderMap) -> Result<Task, 
         mode: FlowMode::Plan,
         deltas: false,
         continues,
+        user: super::caller(&app.settings.api_tokens, headers),
     };
     let (id, _) =
         app.start(&text, options)

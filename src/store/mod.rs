@@ -8,9 +8,11 @@
 //! batches them into one transaction, and a failed write is logged, never felt by a flow.
 //! `tap.rs` sits between a flow's planner and its `FlowHandle` and turns events into writes.
 //! `prune.rs` forgets ended runs past the retention (`[store] keep_days`, `keep_runs`).
+//! `memory.rs` keeps the notes of `[memory]`, which outlive runs.
 
 pub(crate) mod cluster;
 pub mod lease;
+pub mod memory;
 mod postgres;
 mod prune;
 mod sql;
@@ -138,6 +140,10 @@ pub trait Backend: Send {
     fn execute(&mut self, sql: &str, params: &[Val]) -> Result<u64, String>;
     /// The rows of a query, each column an integer, a text or NULL.
     fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, String>;
+    /// Whether this is PostgreSQL, for the SQL the backends write differently (`memory.rs`).
+    fn postgres(&self) -> bool {
+        false
+    }
     /// As `transaction`, for a cluster node (`cluster.rs`): `fences` are the runs `node`
     /// holds, with the fence of its claim. Their leases are locked first; the statements of
     /// a run whose lease is now another's, or at another fence, are left out, and such runs
@@ -180,6 +186,9 @@ impl Backend for Counted {
     fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, String> {
         self.add(1);
         self.inner.query(sql, params)
+    }
+    fn postgres(&self) -> bool {
+        self.inner.postgres()
     }
     fn fenced(
         &mut self,

@@ -108,6 +108,10 @@ fn refs(boxed: &[Box<dyn ToSql + Sync>]) -> Vec<&(dyn ToSql + Sync)> {
 }
 
 impl Backend for Postgres {
+    fn postgres(&self) -> bool {
+        true
+    }
+
     fn transaction(&mut self, stmts: &[Stmt]) -> Result<(), String> {
         self.client()?;
         let mut tx = self.client.transaction().map_err(why)?;

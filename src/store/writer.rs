@@ -163,6 +163,12 @@ impl RunStore {
                             params: vec![],
                         })
                         .collect();
+                    setup.extend(super::memory::schema(db.postgres()).iter().map(|s| {
+                        super::Stmt {
+                            sql: s,
+                            params: vec![],
+                        }
+                    }));
                     if node.is_some() {
                         setup.extend(super::cluster::SCHEMA.iter().map(|s| super::Stmt {
                             sql: s,
@@ -310,7 +316,7 @@ impl RunStore {
     }
 
     /// Run `f` on the store's thread, after every write queued before it.
-    async fn read<T: Send + 'static>(
+    pub(super) async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut dyn Backend, &Owner) -> Result<T, String> + Send + 'static,
     ) -> Result<T, StoreError> {

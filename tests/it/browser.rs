@@ -590,6 +590,8 @@ mod web_tools {
             sandbox: None,
             browser: None,
             llm: None,
+            memory: None,
+            step: None,
         };
         let mut t = make_tool(tool, settings).unwrap();
         t.call(args, &ctx).await.map(|o| o.text).map_err(|e| e.0)

@@ -238,7 +238,10 @@ async fn a_follow_up_killed_mid_turn_resumes_with_the_earlier_turns() {
     .unwrap();
     let deadline = tokio::time::Instant::now() + GUARD;
     while turn_requests(&server, "Now make it blue").len() < 2 {
-        assert!(tokio::time::Instant::now() < deadline, "the step never asked");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the step never asked"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     child.start_kill().unwrap();
@@ -252,10 +255,14 @@ async fn a_follow_up_killed_mid_turn_resumes_with_the_earlier_turns() {
     assert_eq!((turns.len(), turns[1].0), (2, 1));
     store.close().await;
     // The thread's last turn has not ended: no next turn until it is resumed.
-    let refused = manus(&dir, &config, &["run-flow", "--continue", &first, "and then?"])
-        .output()
-        .await
-        .unwrap();
+    let refused = manus(
+        &dir,
+        &config,
+        &["run-flow", "--continue", &first, "and then?"],
+    )
+    .output()
+    .await
+    .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     let said = text(&refused.stderr);
     assert!(

@@ -22,6 +22,8 @@ fn ctx(workspace: &Path) -> ToolCtx {
         sandbox: None,
         browser: None,
         llm: None,
+        memory: None,
+        step: None,
     }
 }
 

@@ -21,6 +21,7 @@ mod llama;
 mod llm_server_selftest;
 mod mcp;
 mod mcp_http;
+mod memory;
 mod python;
 mod sandbox;
 mod serve;

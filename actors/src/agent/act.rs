@@ -265,6 +265,7 @@ impl StepRun<'_> {
             args,
             span: tracing::Span::current(),
             mcp: route,
+            step: Some(self.req.step_index),
         };
         // The tools enforce their own limits; this bound only catches a worker that hangs.
         // Saturating: settings built by hand may hold any duration.
@@ -328,6 +329,8 @@ async fn spawn_worker(
             sandbox: spec.sandbox.clone(),
             browser: spec.browser.clone(),
             llm: Some(spec.llm.clone()),
+            memory: spec.memory.clone(),
+            step: None,
         },
     };
     let (worker, _) = Actor::spawn_linked(None, ToolWorker, args, myself.get_cell()).await?;

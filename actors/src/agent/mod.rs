@@ -284,6 +284,7 @@ mod tests {
             compact_llm: None,
             system: AgentSpec::opening(&profile, workspace, "manus"),
             profile,
+            memory: None,
         }
     }
 

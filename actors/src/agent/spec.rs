@@ -40,6 +40,8 @@ pub struct AgentSpec {
     pub compact_llm: Option<LlmClient>,
     /// The system message every step opens with, made once (`AgentSpec::opening`).
     pub system: Message,
+    /// With `[memory]`, the flow's notes (set per flow by the host).
+    pub memory: Option<Arc<dyn crate::tools::memory::MemoryBook>>,
 }
 
 impl AgentSpec {

@@ -80,6 +80,8 @@ impl ToolServer {
                         sandbox: self.serve.sandbox.clone(),
                         browser: None,
                         llm: None,
+                        memory: None,
+                        step: None,
                     },
                 };
                 let (w, _) = Actor::spawn(None, ToolWorker, args)
@@ -104,6 +106,7 @@ impl ToolServer {
             args,
             mcp: None,
             span: tracing::Span::current(),
+            step: None,
         };
         let s = &self.serve.settings;
         let limit = s

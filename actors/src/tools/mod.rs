@@ -16,6 +16,7 @@ pub mod editor;
 pub(crate) mod files;
 #[cfg(test)]
 mod fuzz;
+pub mod memory;
 pub mod planning;
 pub mod python;
 pub mod recall;
@@ -95,6 +96,10 @@ pub struct ToolCtx {
     pub browser: Option<crate::browser::BrowserHandle>,
     /// The calling agent's model, for tools that ask it something (`extract_content`).
     pub llm: Option<crate::llm::LlmClient>,
+    /// With `[memory]`, the flow's notes that outlast it (`memory_save`, `memory_search`).
+    pub memory: Option<std::sync::Arc<dyn memory::MemoryBook>>,
+    /// The step the current call works for (set by the worker before each call).
+    pub step: Option<usize>,
 }
 
 /// Settings shared by the tools of one agent.
@@ -181,6 +186,8 @@ pub const BUILTINS: &[Builtin] = &[
     browser_use::TOOL,
     web_search::TOOL,
     crawl::TOOL,
+    memory::SAVE_TOOL,
+    memory::SEARCH_TOOL,
 ];
 
 /// Every tool name this build knows, in the order `tools list` prints them.
@@ -287,6 +294,8 @@ pub(crate) mod tests {
             sandbox: None,
             browser: None,
             llm: None,
+            memory: None,
+            step: None,
         }
     }
 

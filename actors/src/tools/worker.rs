@@ -127,6 +127,7 @@ impl Actor for ToolWorker {
                 if let Some(link) = state.ctx.flow.as_mut() {
                     link.for_call(&inv.call.id);
                 }
+                state.ctx.step = inv.step;
                 let result = match tool
                     .call(inv.args, &state.ctx)
                     .instrument(span.clone())
