@@ -27,6 +27,9 @@ pub struct Case {
     pub approve: bool,
     /// How every agent of the case acts, when the case says (`action`); else as configured.
     pub action: Option<manus_actors::agent::Action>,
+    /// The case's runs keep notes across runs (`memory = true`): `[memory]` on, with its
+    /// defaults unless the config sets it, in the case run's own store.
+    pub memory: bool,
     /// Wall time after which the flow is cancelled (the `seconds` limit).
     pub deadline: Option<Duration>,
     /// The checks, the flow's status first.
@@ -121,6 +124,8 @@ struct CaseToml {
     #[serde(default)]
     approvals: ApprovalsToml,
     action: Option<manus_actors::agent::Action>,
+    #[serde(default)]
+    memory: bool,
     #[serde(default)]
     limits: LimitsToml,
     #[serde(default)]
@@ -296,6 +301,7 @@ fn load_case(dir: &Path, name: String) -> Result<Case, String> {
         answers: t.answers,
         approve: t.approvals == ApprovalsToml::Approve,
         action: t.action,
+        memory: t.memory,
         deadline: seconds.map(Duration::from_secs),
         checks,
         turns,

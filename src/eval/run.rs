@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::case::Case;
 use super::checks::{Call, Check, Run, Verdict, status_word};
 use super::site::Site;
+use manus_actors::tools::memory;
 
 /// What one run of a case came to.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -133,8 +134,19 @@ async fn follow(
     fresh_workspace(workspace, &case.files())?;
     let mut config = config.for_case(&case.dir)?;
     config.workspace = workspace.to_path_buf();
-    if !case.turns.is_empty() {
-        // Turns are linked in a run store: the run's own, beside its workspace.
+    if case.memory {
+        config.memory.get_or_insert_with(Default::default);
+        for (agent, _) in &mut config.agents {
+            for tool in [memory::SAVE, memory::SEARCH] {
+                if !agent.profile.tools.iter().any(|t| t == tool) {
+                    agent.profile.tools.push(tool.to_string());
+                }
+            }
+        }
+    }
+    if !case.turns.is_empty() || case.memory {
+        // Turns are linked, and notes kept, in a run store: the run's own, beside its
+        // workspace.
         let store = workspace.with_file_name("runs.db");
         for file in ["runs.db", "runs.db-wal", "runs.db-shm"] {
             let _ = std::fs::remove_file(workspace.with_file_name(file));
