@@ -57,6 +57,7 @@ pub(super) struct MemoryToml {
     pub(super) save_to: Option<Spanned<String>>,
     pub(super) search: Option<Spanned<Vec<String>>>,
     pub(super) max_results: Option<Spanned<i64>>,
+    pub(super) distill: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

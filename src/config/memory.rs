@@ -64,6 +64,7 @@ pub(super) fn build(m: &MemoryToml, lines: Lines) -> Result<Option<MemorySetting
         max_results: table
             .number(&m.max_results, "max_results", RESULTS)?
             .map_or(defaults.max_results, |n| n as usize),
+        distill: m.distill.unwrap_or(defaults.distill),
     };
     Ok(m.enabled.unwrap_or(false).then_some(settings))
 }

@@ -992,7 +992,7 @@ fn memory_settings_parse_and_bad_values_name_line_key_and_choices() {
     assert!(held.contains(&"memory_search".to_string()), "{held:?}");
 
     let set = load(&format!(
-        "{MINIMAL}\n[memory]\nenabled = true\nsave_to = \"global\"\nsearch = [\"global\", \"thread\"]\nmax_results = 3\n"
+        "{MINIMAL}\n[memory]\nenabled = true\nsave_to = \"global\"\nsearch = [\"global\", \"thread\"]\nmax_results = 3\ndistill = true\n"
     ))
     .unwrap();
     assert_eq!(
@@ -1001,6 +1001,7 @@ fn memory_settings_parse_and_bad_values_name_line_key_and_choices() {
             save_to: Scope::Global,
             search: vec![Scope::Global, Scope::Thread],
             max_results: 3,
+            distill: true,
         })
     );
     // An agent that lists its tools holds the memory tools only if it lists them.

@@ -398,6 +398,7 @@ impl Runtime {
             _ => ReplayFrom::FirstMatch,
         };
         llm::rewind(clients, from);
+        let mut distill = None;
         if let (Some(store), Some(memory)) = (&self.store, &self.config.memory) {
             let owners = Owners {
                 thread: run.turn.as_ref().map_or(&run.id, |t| &t.thread).clone(),
@@ -408,6 +409,7 @@ impl Runtime {
             for agent in &mut pool {
                 agent.memory = Some(book.clone());
             }
+            distill = memory.distill.then_some(book);
         }
         let (tx, events) = unbounded_channel();
         // Cluster: the flow acts, and is recorded, only while the node's leases hold
@@ -479,6 +481,7 @@ impl Runtime {
             browser: self.browser.clone(),
             resume: run.resume,
             turn: run.turn,
+            distill,
         };
         let planner = manus_actors::root::start_flow(&self.root, spec)
             .await

@@ -44,6 +44,8 @@ pub struct MemorySettings {
     pub search: Vec<Scope>,
     /// Notes a search returns when the model does not say.
     pub max_results: usize,
+    /// At the end of each run, ask the model what of it is worth keeping, and keep that.
+    pub distill: bool,
 }
 
 impl Default for MemorySettings {
@@ -52,6 +54,7 @@ impl Default for MemorySettings {
             save_to: Scope::User,
             search: vec![Scope::Thread, Scope::User, Scope::Global],
             max_results: 5,
+            distill: false,
         }
     }
 }

@@ -266,3 +266,117 @@ async fn over_http_each_token_is_its_own_user() {
         assert!(!text.contains("alice-s3cret"), "{file} holds no token");
     }
 }
+
+/// `[memory] distill = true`: once a run has ended, the model is asked what of it is worth
+/// keeping, and each fact it lists is kept with the run as its source (no step, agent
+/// `planner`), counted in the run's usage; a later run of the same user finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_run_pass_keeps_what_the_model_lists() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("memory-distill");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("memory.enabled", "true"), ("memory.distill", "true")],
+    );
+    let config_path = dir.write_config(&text);
+    let config = Config::from_text(&text, "test.toml", None).unwrap();
+    let rt = Runtime::builder().config(config).start().await.unwrap();
+    server.push_all([
+        done("The staging database answers on port 6543."),
+        Reply::text(
+            "- The staging database listens on port 6543.\n- The user wants answers in YAML.\nThat is all.",
+        ),
+    ]);
+    let options = SubmitOptions {
+        mode: FlowMode::Single,
+        user: Some("carol".into()),
+        ..Default::default()
+    };
+    let flow = rt.submit("Find the staging port.", options).await.unwrap();
+    let run = flow.id.clone();
+    let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
+    assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+    assert_eq!(outcome.usage.calls, 2, "the step's call and the pass's");
+    let asked = server.requests().last().unwrap().first_user_text();
+    assert!(
+        asked.contains("Task: Find the staging port.") && asked.contains("port 6543"),
+        "{asked}"
+    );
+    let (ok, listed) = memory_cli(
+        &dir,
+        &config_path,
+        &["list", "--namespace", "user:carol", "--json"],
+    )
+    .await;
+    assert!(ok, "{listed}");
+    let notes: Vec<Value> = serde_json::from_str(&listed).unwrap();
+    let mut texts: Vec<&str> = notes.iter().map(|n| n["text"].as_str().unwrap()).collect();
+    texts.sort();
+    assert_eq!(
+        texts,
+        [
+            "The staging database listens on port 6543.",
+            "The user wants answers in YAML."
+        ]
+    );
+    for n in &notes {
+        assert_eq!(
+            (n["run_id"].as_str(), n["agent"].as_str()),
+            (Some(run.as_str()), Some("planner"))
+        );
+        assert!(n["step"].is_null(), "{n}");
+    }
+    let (_, found) = run_as(&rt, &server, "carol", "Which port?", search("staging port")).await;
+    assert!(
+        found.contains("> The staging database listens on port 6543.\n"),
+        "{found}"
+    );
+    assert!(found.contains(", end of run, agent planner,"), "{found}");
+    rt.shutdown().await;
+}
+
+/// With `save_to = "thread"`, a note belongs to one conversation: a follow-up turn finds
+/// it, another run of the same user does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_note_is_found_by_its_conversation_only() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("memory-thread");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("memory.enabled", "true"), ("memory.save_to", "\"thread\"")],
+    );
+    let config = Config::from_text(&text, "test.toml", None).unwrap();
+    let rt = Runtime::builder().config(config).start().await.unwrap();
+    let (first, said) = run_as(
+        &rt,
+        &server,
+        "dan",
+        "Note the colour.",
+        save("The chart colour is teal."),
+    )
+    .await;
+    assert!(said.contains(&format!("in thread:{first}")), "{said}");
+
+    let before = server.requests().len();
+    server.push_all(search("chart colour"));
+    let options = SubmitOptions {
+        mode: FlowMode::Single,
+        user: Some("dan".into()),
+        continues: Some(first.clone()),
+        ..Default::default()
+    };
+    let flow = rt.submit("Which colour was it?", options).await.unwrap();
+    let outcome = tokio::time::timeout(GUARD, flow.outcome()).await.unwrap();
+    assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+    let in_thread = last_tool_text(&server.requests()[before + 1]);
+    assert!(
+        in_thread.contains("> The chart colour is teal.\n"),
+        "{in_thread}"
+    );
+
+    let (_, elsewhere) = run_as(&rt, &server, "dan", "Which colour?", search("chart colour")).await;
+    assert_eq!(elsewhere, "No saved note matches \"chart colour\".");
+    rt.shutdown().await;
+}

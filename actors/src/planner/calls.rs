@@ -67,6 +67,13 @@ static SUMMARY_OPENING: LazyLock<Message> = LazyLock::new(|| {
     system
 });
 
+/// The end-of-run pass's system message, made and frozen once.
+static DISTILL_OPENING: LazyLock<Message> = LazyLock::new(|| {
+    let mut system = Message::system(prompts::DISTILL_SYSTEM);
+    system.freeze();
+    system
+});
+
 /// What the planning and revision calls offer the model: the planning tool, made once.
 static PLANNER_TOOLS: LazyLock<ToolSet> = LazyLock::new(|| ToolSet::new(vec![planning_spec()]));
 
@@ -331,6 +338,48 @@ pub(super) async fn revise_plan(
         }
     };
     (steps, usage)
+}
+
+/// The end-of-run pass: ask the model what of the run is worth keeping for later runs and
+/// keep each such fact in `book` (at most `DISTILLED` of them, none when it says none).
+/// What it spent; a failed call or save is logged, never felt by the flow.
+pub(super) async fn distill(
+    caller: Caller,
+    plan: Plan,
+    summary: String,
+    book: Arc<dyn crate::tools::memory::MemoryBook>,
+) -> Usage {
+    let ask = Message::user(prompts::distill_user(&caller.task, &plan, &summary));
+    let request = ChatRequest {
+        messages: vec![&DISTILL_OPENING, &ask],
+        tools: ToolSet::default(),
+        tool_choice: ToolChoice::None,
+    };
+    let span = tracing::info_span!(parent: &caller.span, "distill");
+    let resp = match planner_chat(&caller.llm, &caller.slots, &caller.events, &request)
+        .instrument(span)
+        .await
+    {
+        Ok(resp) => resp,
+        Err(e) => {
+            tracing::warn!(flow = %caller.id, "no end-of-run notes: {e}");
+            return Usage::default();
+        }
+    };
+    for fact in prompts::read_facts(&resp.message.text())
+        .into_iter()
+        .take(prompts::DISTILLED)
+    {
+        let from = crate::tools::memory::Provenance {
+            run_id: caller.id.clone(),
+            step: None,
+            agent: "planner".into(),
+        };
+        if let Err(e) = book.save(fact, from).await {
+            tracing::warn!(flow = %caller.id, "an end-of-run note was not kept: {e}");
+        }
+    }
+    resp.usage
 }
 
 /// The model's account of the run; empty if the call fails (the outcome stands anyway).

@@ -1,6 +1,6 @@
 //! Ending the flow: the steps still running stopped, requests no one decided closed,
-//! questions answered with the reason, the run summarised (by the model in plan mode), the
-//! outcome published, the flow's sandbox and browser released, and the actor tree stopped.
+//! questions answered with the reason, the run summarised (by the model in plan mode), with
+//! `[memory] distill` what is worth keeping saved as notes, the outcome published, the flow's sandbox and browser released, and the actor tree stopped.
 
 use ractor::ActorRef;
 
@@ -79,6 +79,22 @@ pub(super) async fn finish(
             .map(|(_, s)| s.notes.clone())
             .unwrap_or_default(),
     };
+    if let Some(book) = st.distill.clone()
+        && matches!(status, FlowStatus::Completed | FlowStatus::Failed)
+    {
+        let call = st.planning.handle().spawn(calls::distill(
+            st.caller(),
+            st.plan.clone(),
+            summary.clone(),
+            book,
+        ));
+        match call.await {
+            Ok(usage) => st.spend("planner", usage),
+            Err(e) => {
+                tracing::warn!(flow = %st.id, "no end-of-run notes: the planning thread stopped ({e})")
+            }
+        }
+    }
     st.span.record("manus.flow.status", format!("{status:?}"));
     st.span.record("manus.flow.reason", reason.as_str());
     st.span.record("manus.plan.revisions", st.plan.revision);

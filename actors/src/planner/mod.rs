@@ -48,6 +48,8 @@ pub struct PlannerState {
     task: String,
     /// In a follow-up turn, what the thread's earlier turns did (`Turn::earlier`).
     earlier: Option<Arc<str>>,
+    /// Where the end-of-run pass keeps notes (`FlowSpec::distill`).
+    distill: Option<Arc<dyn crate::tools::memory::MemoryBook>>,
     mode: FlowMode,
     settings: FlowSettings,
     llm: LlmClient,
@@ -189,6 +191,7 @@ impl Actor for Planner {
             id: spec.id,
             task: spec.task,
             earlier: spec.turn.map(|t| t.earlier),
+            distill: spec.distill,
             mode: spec.mode,
             settings: spec.settings,
             llm: spec.planner_llm,

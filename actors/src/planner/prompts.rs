@@ -86,6 +86,34 @@ pub const SUMMARY_SYSTEM: &str = "You report on finished work. Given a task and 
 carried out, with each step's status and notes, write a short summary for the person who asked: what was \
 achieved, where the results are, and plainly what failed or is missing. No preamble.";
 
+/// The most notes one end-of-run pass keeps.
+pub const DISTILLED: usize = 5;
+
+pub const DISTILL_SYSTEM: &str = "You keep notes that later runs of a team of agents can search. \
+Given a finished run (its task, plan with each step's notes, and the report on it), write the facts \
+from it worth knowing in a later, unrelated run: stable facts about the user, their systems, files, \
+preferences and decisions, each on its own line starting with \"- \", self-contained (a later reader \
+has none of this context), at most five. Leave out what only this run needed, guesses and \
+instructions. If nothing is worth keeping, answer NONE.";
+
+/// The end-of-run pass's request: the run as it ended.
+pub fn distill_user(task: &str, plan: &Plan, summary: &str) -> String {
+    format!("Task: {task}\n\n{}\n\nReport: {summary}", plan.view())
+}
+
+/// The facts of an end-of-run answer: its `- ` (or `* `) lines, trimmed, never empty.
+pub fn read_facts(answer: &str) -> Vec<String> {
+    answer
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("- ").or_else(|| l.strip_prefix("* "))
+        })
+        .map(|f| crate::text::clip(f.trim(), crate::tools::memory::MAX_NOTE_CHARS / 2))
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
 pub fn summary_user(task: &str, plan: &Plan) -> String {
     format!("Task: {task}\n\n{}", plan.view())
 }
@@ -143,5 +171,13 @@ mod tests {
             ("DATA_ANALYSIS".into(), "data".into()),
         ]);
         assert!(s.contains("- [MANUS] general\n- [DATA_ANALYSIS] data"));
+    }
+
+    /// An end-of-run answer's facts are its list items; prose and NONE give none.
+    #[test]
+    fn facts_are_the_listed_lines() {
+        let answer = "Here is what to keep:\n- Port 6543.\n  * Prefers YAML. \n-\nNot a fact.";
+        assert_eq!(read_facts(answer), ["Port 6543.", "Prefers YAML."]);
+        assert!(read_facts("NONE").is_empty());
     }
 }

@@ -86,6 +86,9 @@ pub struct FlowSpec {
     pub resume: Option<Resume>,
     /// Set when the flow is a follow-up turn of a conversation (a thread of runs).
     pub turn: Option<Turn>,
+    /// Where the end-of-run pass keeps what the model says is worth keeping (`[memory]
+    /// distill`); `None`, no such pass.
+    pub distill: Option<Arc<dyn crate::tools::memory::MemoryBook>>,
 }
 
 /// A flow that continues a thread: which thread, which of its turns this is, and what its
