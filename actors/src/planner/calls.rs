@@ -366,7 +366,7 @@ pub(super) async fn distill(
             return Usage::default();
         }
     };
-    for fact in prompts::read_facts(&resp.message.text())
+    for fact in prompts::read_facts(resp.message.text())
         .into_iter()
         .take(prompts::DISTILLED)
     {
