@@ -2,9 +2,7 @@
 //! node has room, the oldest queued (or orphaned) run claimed and started here, and every
 //! run this node holds handed back. The SQL is the store's.
 
-use manus_actors::protocol::FlowMode;
-
-use crate::runtime::{FlowHandle, Run, Runtime, RuntimeError, new_flow_id, refused};
+use crate::runtime::{FlowHandle, Run, Runtime, RuntimeError, SubmitOptions, new_flow_id, refused};
 use crate::store::{RunStatus, StoredRun};
 
 impl Runtime {
@@ -14,15 +12,14 @@ impl Runtime {
     pub async fn enqueue(
         &self,
         task: &str,
-        mode: FlowMode,
-        continues: Option<&str>,
+        options: &SubmitOptions,
     ) -> Result<String, RuntimeError> {
         let store = self.store().ok_or(RuntimeError::NoStore)?;
         let now = crate::store::now_ms();
         let run = StoredRun {
             id: new_flow_id(),
             task: task.to_string(),
-            mode,
+            mode: options.mode,
             status: RunStatus::Queued,
             plan: None,
             usage: Default::default(),
@@ -34,10 +31,11 @@ impl Runtime {
             elapsed_ms: 0,
         };
         let id = run.id.clone();
+        let continues = options.continues.clone();
         store
-            .enqueue(run, continues.map(String::from))
+            .enqueue(run, continues.clone(), options.user.clone())
             .await?
-            .map_err(|why| refused(continues.unwrap_or_default(), why))?;
+            .map_err(|why| refused(&continues.unwrap_or_default(), why))?;
         Ok(id)
     }
 
@@ -56,8 +54,10 @@ impl Runtime {
         let seq = store.next_seq(&id).await?;
         tracing::info!(run = %id, fence, taken_over = seq > 0, "claimed a run");
         let handle = if seq == 0 {
+            let (turn, user) = self.place(&run.id).await?;
             self.start_flow(Run {
-                turn: self.turn(&run.id).await?,
+                turn,
+                user,
                 id: run.id,
                 task: run.task,
                 mode: run.mode,
@@ -65,8 +65,6 @@ impl Runtime {
                 deltas,
                 seq,
                 created_at: run.created_at,
-                // A queued run does not keep who asked: its notes are the `local` user's.
-                user: None,
             })
             .await
         } else {

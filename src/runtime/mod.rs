@@ -248,10 +248,10 @@ impl Runtime {
             Some(continues) => {
                 let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
                 store
-                    .link_turn(&id, continues)
+                    .link_turn(&id, continues, options.user.clone())
                     .await?
                     .map_err(|why| refused(continues, why))?;
-                self.turn(&id).await?
+                self.place(&id).await?.0
             }
             None => None,
         };
@@ -333,9 +333,10 @@ impl Runtime {
             None => Default::default(),
         };
         tracing::info!(run = %run.id, "resuming an interrupted run");
-        let turn = self.turn(&run.id).await?;
+        let (turn, user) = self.place(&run.id).await?;
         self.start_flow(Run {
             turn,
+            user,
             id: run.id,
             task: run.task,
             mode: run.mode,
@@ -360,27 +361,31 @@ impl Runtime {
             deltas: false,
             seq,
             created_at: run.created_at,
-            user: None,
         })
         .await
     }
 
-    /// The thread's earlier turns, when run `id` is a follow-up turn of a conversation.
-    pub(crate) async fn turn(&self, id: &str) -> Result<Option<Turn>, RuntimeError> {
+    /// Where stored run `id` stands: its thread's earlier turns when it is a follow-up turn
+    /// of a conversation, and who it was started for.
+    pub(crate) async fn place(
+        &self,
+        id: &str,
+    ) -> Result<(Option<Turn>, Option<String>), RuntimeError> {
         let Some(store) = &self.store else {
-            return Ok(None);
+            return Ok((None, None));
         };
         let place = store.turn_of(id).await?;
         if place.turn == 0 {
-            return Ok(None);
+            return Ok((None, place.user));
         }
         let mut turns = store.turns(&place.thread).await?;
         turns.retain(|(n, _)| *n < place.turn);
-        Ok(Some(Turn {
+        let turn = Turn {
             earlier: crate::threads::earlier(&turns).into(),
             thread: place.thread,
             number: place.turn,
-        }))
+        };
+        Ok((Some(turn), place.user))
     }
 
     /// Start the planner of `run`, recording it when there is a store.
@@ -450,8 +455,16 @@ impl Runtime {
                     updated_at: run.created_at,
                     elapsed_ms: before.elapsed.as_millis() as u64,
                 };
-                let tap: Box<dyn EventObserver> =
-                    Box::new(Tap::open(store.clone(), row, run.seq, licence.clone()).await?);
+                let tap: Box<dyn EventObserver> = Box::new(
+                    Tap::open(
+                        store.clone(),
+                        row,
+                        run.seq,
+                        licence.clone(),
+                        run.user.clone(),
+                    )
+                    .await?,
+                );
                 Some(match &self.waiting {
                     Some(waiting) => Box::new(Awaits::new(tap, waiting.clone())),
                     None => tap,

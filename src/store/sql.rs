@@ -45,12 +45,14 @@ pub const SCHEMA: [&str; 6] = [
         decision TEXT NOT NULL,
         applied BIGINT NOT NULL,
         PRIMARY KEY (run_id, approval_id))",
-    // The turns of conversations (`threads.rs`): a run that continues a thread has a row;
-    // a thread's first run (turn 0, whose id is the thread's) needs none.
+    // The turns of conversations, and who started each run (`threads.rs`): a run that
+    // continues a thread, or that was started for a user, has a row; a run without one is
+    // turn 0 of its own thread (whose id is the run's), started for no one in particular.
     "CREATE TABLE IF NOT EXISTS manus_threads (
         run_id TEXT PRIMARY KEY,
         thread_id TEXT NOT NULL,
         turn BIGINT NOT NULL,
+        user_name TEXT,
         UNIQUE (thread_id, turn))",
     "CREATE TABLE IF NOT EXISTS manus_owners (
         id TEXT PRIMARY KEY,

@@ -37,7 +37,8 @@ pub(crate) struct Tap {
 static TAPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Tap {
-    /// Record a flow whose state so far is `row`, numbering its events from `seq`. Returns
+    /// Record a flow whose state so far is `row`, started for `user`, numbering its events
+    /// from `seq`. Returns
     /// once the row is committed: a flow that was acknowledged is in the store even if the
     /// process is killed right after.
     pub(crate) async fn open(
@@ -45,11 +46,12 @@ impl Tap {
         row: StoredRun,
         seq: u64,
         licence: Option<(Arc<LeaseClock>, u64)>,
+        user: Option<String>,
     ) -> Result<Tap, StoreError> {
         let run_id: Arc<str> = row.id.as_str().into();
         let tap = TAPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let row = Box::new(row);
-        store.write_durably(Write::Open { row, tap }).await?;
+        store.write_durably(Write::Open { row, tap, user }).await?;
         Ok(Tap {
             store,
             run_id,
@@ -138,7 +140,10 @@ impl Folds {
     /// written once per batch, by `snapshots`, however many events changed it.
     pub(crate) fn fold(&mut self, w: Write, stmts: &mut Vec<Stmt>) {
         match w {
-            Write::Open { row, tap } => {
+            Write::Open { row, tap, user } => {
+                if let Some(user) = &user {
+                    stmts.push(super::threads::own(&row.id, user));
+                }
                 let view = FlowView {
                     flow_id: row.id.clone(),
                     task: row.task.clone(),

@@ -1,6 +1,7 @@
 //! Conversations: a thread is a run and the runs that continued it, its turns. A run that
 //! was never continued is turn 0 of a thread of its own, whose id is the run's; a follow-up
-//! gets a row in `manus_threads` naming its thread and turn. Turns of a thread run one at a
+//! gets a row in `manus_threads` naming its thread and turn. The row also names the user a
+//! run was started for (`SubmitOptions::user`), so a resumed or queued run is still theirs. Turns of a thread run one at a
 //! time: a follow-up is refused while the thread's last turn has not ended, and two
 //! follow-ups racing for the same turn number cannot both commit (the table's UNIQUE).
 
@@ -16,6 +17,8 @@ pub struct TurnOf {
     pub thread: String,
     /// The run's turn (the first run is turn 0).
     pub turn: u32,
+    /// Who the run was started for, if anyone was named.
+    pub user: Option<String>,
 }
 
 /// Why a run cannot be continued now.
@@ -31,19 +34,31 @@ pub enum Refused {
 /// Where run `id` stands in its thread (a run with no row is its own thread's turn 0).
 pub fn turn_of(db: &mut dyn Backend, id: &str) -> Result<TurnOf, String> {
     let rows = db.query(
-        "SELECT thread_id, turn FROM manus_threads WHERE run_id = $1",
+        "SELECT thread_id, turn, user_name FROM manus_threads WHERE run_id = $1",
         &[text(id)],
     )?;
     Ok(match rows.first() {
         Some(row) => TurnOf {
             thread: row[0].text().unwrap_or(id).to_string(),
             turn: row[1].int().max(0) as u32,
+            user: row[2].text().map(str::to_string),
         },
         None => TurnOf {
             thread: id.to_string(),
             turn: 0,
+            user: None,
         },
     })
+}
+
+/// The row of run `run`, started for `user` and not continuing any thread (turn 0 of its
+/// own); nothing if it has one (a follow-up's, written when it was linked).
+pub fn own(run: &str, user: &str) -> Stmt {
+    Stmt {
+        sql: "INSERT INTO manus_threads (run_id, thread_id, turn, user_name) VALUES ($1, $1, 0, $2)
+              ON CONFLICT (run_id) DO NOTHING",
+        params: vec![text(run), text(user)],
+    }
 }
 
 /// The runs of thread `thread`, turn by turn.
@@ -73,12 +88,13 @@ pub fn turns(db: &mut dyn Backend, thread: &str) -> Result<Vec<(u32, StoredRun)>
 }
 
 /// The next turn of the thread run `continues` belongs to, if its last turn has ended:
-/// the place, and the statement that takes it for run `run` (run it in the transaction
-/// that stores the run, or before the run starts).
+/// the place, and the statement that takes it for run `run`, started for `user` (run it in
+/// the transaction that stores the run, or before the run starts).
 pub fn next_turn(
     db: &mut dyn Backend,
     run: &str,
     continues: &str,
+    user: Option<&str>,
 ) -> Result<Result<(TurnOf, Stmt), Refused>, String> {
     if super::sql::get(db, continues)?.is_none() {
         return Ok(Err(Refused::Unknown));
@@ -95,8 +111,14 @@ pub fn next_turn(
     }
     let turn = turns.last().map_or(1, |(n, _)| n + 1);
     let link = Stmt {
-        sql: "INSERT INTO manus_threads (run_id, thread_id, turn) VALUES ($1, $2, $3)",
-        params: vec![text(run), text(&thread), Val::Int(i64::from(turn))],
+        sql: "INSERT INTO manus_threads (run_id, thread_id, turn, user_name) VALUES ($1, $2, $3, $4)",
+        params: vec![
+            text(run),
+            text(&thread),
+            Val::Int(i64::from(turn)),
+            user.map_or(Val::Null, text),
+        ],
     };
-    Ok(Ok((TurnOf { thread, turn }, link)))
+    let user = user.map(str::to_string);
+    Ok(Ok((TurnOf { thread, turn, user }, link)))
 }

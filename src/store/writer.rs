@@ -37,7 +37,12 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Write {
     /// A flow starts, or resumes, from this state, with tap number `tap`; its events follow.
-    Open { row: Box<StoredRun>, tap: u64 },
+    Open {
+        row: Box<StoredRun>,
+        tap: u64,
+        /// Who the run was started for, kept with it (`threads::own`).
+        user: Option<String>,
+    },
     /// Event `seq` of run `run_id` (memories take no number) from tap `tap`, which happened
     /// at `at` (ms since the epoch), `ran_ms` after its tap opened.
     Event {
@@ -443,19 +448,22 @@ impl RunStore {
         &self,
         run: StoredRun,
         continues: Option<String>,
+        user: Option<String>,
     ) -> Result<Result<Option<TurnOf>, Refused>, StoreError> {
         self.read(move |db, _| {
             let now = now_ms();
             let mut stmts = vec![run.insert(now), super::cluster::announce(&run.id)];
             let mut turn = None;
             if let Some(continues) = continues {
-                match threads::next_turn(db, &run.id, &continues)? {
+                match threads::next_turn(db, &run.id, &continues, user.as_deref())? {
                     Ok((place, link)) => {
                         stmts.push(link);
                         turn = Some(place);
                     }
                     Err(refused) => return Ok(Err(refused)),
                 }
+            } else if let Some(user) = &user {
+                stmts.push(threads::own(&run.id, user));
             }
             db.transaction(&stmts).map(|()| Ok(turn))
         })
@@ -474,17 +482,18 @@ impl RunStore {
         self.read(move |db, _| threads::turns(db, &thread)).await
     }
 
-    /// Make run `run` (not started yet) the next turn of the thread run `continues` belongs
-    /// to, committed when this returns; refused while that thread's last turn has not
-    /// ended.
+    /// Make run `run` (not started yet, for `user`) the next turn of the thread run
+    /// `continues` belongs to, committed when this returns; refused while that thread's
+    /// last turn has not ended.
     pub(crate) async fn link_turn(
         &self,
         run: &str,
         continues: &str,
+        user: Option<String>,
     ) -> Result<Result<TurnOf, Refused>, StoreError> {
         let (run, continues) = (run.to_string(), continues.to_string());
         self.read(
-            move |db, _| match threads::next_turn(db, &run, &continues)? {
+            move |db, _| match threads::next_turn(db, &run, &continues, user.as_deref())? {
                 Ok((place, link)) => db.transaction(&[link]).map(|()| Ok(place)),
                 Err(refused) => Ok(Err(refused)),
             },
@@ -1010,10 +1019,12 @@ mod tests {
         store.write(Write::Open {
             row: Box::new(row("r1", &me)),
             tap: 1,
+            user: None,
         });
         store.write(Write::Open {
             row: Box::new(row("r2", "gone:1:1")),
             tap: 1,
+            user: None,
         });
         let r1: Arc<str> = "r1".into();
         let event = |seq: u64, ran_ms: u64, event: FlowEvent| Write::Event {
@@ -1283,6 +1294,7 @@ mod tests {
         let open = |id: &str| Write::Open {
             row: Box::new(row(id, "me:1:1")),
             tap: 1,
+            user: None,
         };
         apply(
             &mut db,
@@ -1356,6 +1368,7 @@ mod tests {
             store.write(Write::Open {
                 row: Box::new(row(id, &me)),
                 tap: 1,
+                user: None,
             });
         }
         for seq in 0..3 {

@@ -8,6 +8,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use manus_rt::engine::plan::StepStatus;
 use manus_rt::store::{RunStore, StoreUrl};
 use serde_json::{Value, json};
 use support::llm_server::{Recorded, Reply, ScriptedLlm};
@@ -236,24 +237,30 @@ async fn a_follow_up_killed_mid_turn_resumes_with_the_earlier_turns() {
     )
     .spawn()
     .unwrap();
-    let deadline = tokio::time::Instant::now() + GUARD;
-    while turn_requests(&server, "Now make it blue").len() < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the step never asked"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    child.start_kill().unwrap();
-    assert!(!child.wait().await.unwrap().success());
-
+    // Killed once the store has the step running (its writes are batched), while its
+    // model call waits.
     let store = RunStore::open(&StoreUrl::Sqlite(dir.workspace().with_file_name("runs.db")))
         .await
         .unwrap();
-    let turns = store.turns(&first).await.unwrap();
-    let second = turns.last().unwrap().1.id.clone();
-    assert_eq!((turns.len(), turns[1].0), (2, 1));
+    let deadline = tokio::time::Instant::now() + GUARD;
+    let second = loop {
+        let turns = store.turns(&first).await.unwrap();
+        let running = turns.get(1).filter(|(_, run)| {
+            run.plan
+                .as_ref()
+                .is_some_and(|p| p.steps[0].status == StepStatus::InProgress)
+        });
+        if let Some((1, run)) = running
+            && turn_requests(&server, "Now make it blue").len() >= 2
+        {
+            break run.id.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the step never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     store.close().await;
+    child.start_kill().unwrap();
+    assert!(!child.wait().await.unwrap().success());
     // The thread's last turn has not ended: no next turn until it is resumed.
     let refused = manus(
         &dir,

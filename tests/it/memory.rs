@@ -380,3 +380,49 @@ async fn a_thread_note_is_found_by_its_conversation_only() {
     assert_eq!(elsewhere, "No saved note matches \"chart colour\".");
     rt.shutdown().await;
 }
+
+/// Who a run was started for is stored with it: a run interrupted mid-step and resumed by
+/// another runtime still saves its notes as that user's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_run_keeps_its_user() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("memory-resume");
+    let text = config_with(&server, &dir.workspace(), &[("memory.enabled", "true")]);
+    let config_path = dir.write_config(&text);
+    let start = || async {
+        let config = Config::from_text(&text, "test.toml", None).unwrap();
+        Runtime::builder().config(config).start().await.unwrap()
+    };
+    let first = start().await;
+    server.push(Reply::text("never heard").delay(600_000));
+    let options = SubmitOptions {
+        mode: FlowMode::Single,
+        user: Some("erin".into()),
+        ..Default::default()
+    };
+    let flow = first.submit("Note the build day.", options).await.unwrap();
+    let id = flow.id.clone();
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while server.request_count() < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the step never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(flow);
+    first.shutdown().await;
+
+    server.push_all(save("Builds run on Tuesdays."));
+    let second = start().await;
+    let outcome = tokio::time::timeout(GUARD, second.resume(&id).await.unwrap().outcome())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, FlowStatus::Completed, "{outcome:#?}");
+    second.shutdown().await;
+    let (ok, listed) = memory_cli(&dir, &config_path, &["list", "--json"]).await;
+    assert!(ok, "{listed}");
+    let notes: Vec<Value> = serde_json::from_str(&listed).unwrap();
+    assert_eq!(notes.len(), 1, "{listed}");
+    assert_eq!(notes[0]["namespace"], "user:erin", "{listed}");
+}

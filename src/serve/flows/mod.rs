@@ -113,11 +113,7 @@ impl App {
             ApiError(status, e.to_string())
         };
         if self.node.is_some() {
-            let continues = options.continues.as_deref();
-            let id = runtime
-                .enqueue(task, options.mode, continues)
-                .await
-                .map_err(refused)?;
+            let id = runtime.enqueue(task, &options).await.map_err(refused)?;
             return Ok((id, true));
         }
         let handle = runtime.submit(task, options).await.map_err(refused)?;
