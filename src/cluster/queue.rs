@@ -55,6 +55,7 @@ impl Runtime {
                 deltas,
                 seq,
                 created_at: run.created_at,
+                workspace: None,
             })
             .await
         } else {

@@ -37,11 +37,13 @@
 
 mod builder;
 mod decisions;
+mod fork;
 mod guard;
 mod handle;
 
 pub use builder::RuntimeBuilder;
 use decisions::{Awaits, Waiting};
+pub use fork::ForkOptions;
 pub use handle::{FlowControl, FlowHandle};
 
 use std::collections::HashMap;
@@ -96,6 +98,18 @@ pub enum RuntimeError {
         "run {id} is running in another process ({owner}); it can be resumed only once that process is gone"
     )]
     RunBusy { id: String, owner: String },
+    #[error(
+        "run {id} is {status}: only a finished run (completed, failed or cancelled) can be forked"
+    )]
+    NotEnded { id: String, status: RunStatus },
+    #[error("run {0} has no plan (it ended while planning): there are no steps to fork at")]
+    NoPlan(String),
+    #[error("run {id} has no step {at} to fork at; its steps are {steps}")]
+    StepOutOfRange {
+        id: String,
+        at: usize,
+        steps: String,
+    },
 }
 
 /// A running manus-rt: the root supervisor and the pool every flow is cut from.
@@ -156,6 +170,8 @@ pub(crate) struct Run {
     /// The number of its next event.
     pub(crate) seq: u64,
     pub(crate) created_at: i64,
+    /// Where its agents work, when not the runtime's workspace (a fork's own).
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 /// How to run a submitted task.
@@ -223,6 +239,7 @@ impl Runtime {
             deltas: options.deltas,
             seq: 0,
             created_at: crate::store::now_ms(),
+            workspace: None,
         };
         self.start_flow(run).await
     }
@@ -312,10 +329,16 @@ impl Runtime {
                     .max()
                     .unwrap_or(1),
                 recorded,
+                fork: None,
             }),
             deltas: false,
             seq,
             created_at: run.created_at,
+            // A fork goes on in its own workspace.
+            workspace: events.iter().find_map(|e| match &e.event {
+                FlowEvent::Forked { workspace, .. } => Some(PathBuf::from(workspace)),
+                _ => None,
+            }),
         })
         .await
     }
@@ -323,6 +346,13 @@ impl Runtime {
     /// Start the planner of `run`, recording it when there is a store.
     pub(crate) async fn start_flow(&self, run: Run) -> Result<FlowHandle, RuntimeError> {
         let mut pool = self.pool.clone();
+        if let Some(dir) = &run.workspace {
+            for agent in &mut pool {
+                agent.workspace = dir.clone();
+                agent.system =
+                    manus_actors::agent::AgentSpec::opening(&agent.profile, dir, &agent.name);
+            }
+        }
         let mut planner_llm = self.planner_llm.clone();
         let clients = pool
             .iter_mut()

@@ -25,7 +25,7 @@ mod spec;
 mod steps;
 
 pub use calls::planning_opening;
-pub use spec::{FlowSettings, FlowSpec, OnStepFailure, PausedStep, Resume};
+pub use spec::{FlowSettings, FlowSpec, Fork, OnStepFailure, PausedStep, Resume};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -95,6 +95,10 @@ pub struct PlannerState {
     /// A resumed flow's code-mode steps' recorded rounds, handed to each step when it goes
     /// on (`send_step`).
     recorded: BTreeMap<usize, Vec<crate::protocol::RecordedRound>>,
+    /// A fork's origin, taken when it picks its plan up; then its recorded steps, each
+    /// handed to its step when it starts.
+    fork: Option<spec::Fork>,
+    replay: BTreeMap<usize, crate::protocol::StepReplay>,
     span: tracing::Span,
 }
 
@@ -213,6 +217,8 @@ impl Actor for Planner {
             deadline: None,
             resume_paused: (before.paused, before.plan_signoff),
             recorded: before.recorded,
+            fork: before.fork,
+            replay: BTreeMap::new(),
             resume: spec.resume,
             span,
         })
