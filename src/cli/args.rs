@@ -65,7 +65,7 @@ pub enum Command {
     /// Serve the runtime over HTTP: submit flows, stream their events, answer, cancel
     #[command(
         after_help = "Routes: POST/GET /v1/flows, GET/DELETE /v1/flows/{id}, GET /v1/flows/{id}/events \
-(Server-Sent Events, resumable with Last-Event-ID; ?protocol=ag-ui for AG-UI events), POST /v1/flows/{id}/answers, POST /v1/flows/{id}/approvals/{n}, GET /v1/approvals, \
+(Server-Sent Events, resumable with Last-Event-ID; ?protocol=ag-ui for AG-UI events), POST /v1/flows/{id}/answers, POST /v1/flows/{id}/approvals/{n}, POST /v1/flows/{id}/fork (rerun a finished run from a step), GET /v1/approvals, \
 GET /v1/flows/{id}/files/{path} (a workspace file, read-only), GET /.well-known/agent-card.json and POST /a2a (A2A 1.0), GET / (the web console), GET /healthz, GET /metrics, GET /openapi.json. With [server] api_tokens (or MANUS_API_TOKENS) set, /v1, /a2a \
 and /metrics need a bearer token. With [cluster], flows are queued in the shared store and run by whichever node has room."
     )]

@@ -88,9 +88,18 @@ async fn a_fork_replays_the_steps_before_it_without_the_model_and_runs_its_step_
     assert_eq!(before, 8);
 
     // Bad input first: nothing is started and nothing is asked of the model.
-    let unknown = finish(manus(&dir, &config, &["fork", "no-such-run", "--at-step", "1"])).await;
+    let unknown = finish(manus(
+        &dir,
+        &config,
+        &["fork", "no-such-run", "--at-step", "1"],
+    ))
+    .await;
     assert_eq!(unknown.status.code(), Some(2));
-    assert!(text(&unknown.stderr).contains("no run `no-such-run`"), "{}", text(&unknown.stderr));
+    assert!(
+        text(&unknown.stderr).contains("no run `no-such-run`"),
+        "{}",
+        text(&unknown.stderr)
+    );
     let far = finish(manus(&dir, &config, &["fork", &original, "--at-step", "3"])).await;
     assert_eq!(far.status.code(), Some(2));
     assert!(
@@ -105,7 +114,15 @@ async fn a_fork_replays_the_steps_before_it_without_the_model_and_runs_its_step_
     let out = finish(manus(
         &dir,
         &config,
-        &["fork", &original, "--at-step", "2", "--workspace", forked_ws.to_str().unwrap(), "--json"],
+        &[
+            "fork",
+            &original,
+            "--at-step",
+            "2",
+            "--workspace",
+            forked_ws.to_str().unwrap(),
+            "--json",
+        ],
     ))
     .await;
     let stderr = text(&out.stderr);
@@ -121,7 +138,11 @@ async fn a_fork_replays_the_steps_before_it_without_the_model_and_runs_its_step_
     assert_eq!(read(&forked_ws, "a.txt"), "one\n");
     assert_eq!(read(&forked_ws, "b.txt"), "two\n");
     assert_eq!(read(&forked_ws, "c.txt"), "three-again\n");
-    assert_eq!(read(&dir.workspace(), "c.txt"), "three\n", "the original workspace is untouched");
+    assert_eq!(
+        read(&dir.workspace(), "c.txt"),
+        "three\n",
+        "the original workspace is untouched"
+    );
     // The report: 2 steps' 4 answers replayed, and the read of input.txt, which the fresh
     // workspace does not have, differs from the record.
     assert!(
@@ -132,7 +153,10 @@ async fn a_fork_replays_the_steps_before_it_without_the_model_and_runs_its_step_
         .lines()
         .find(|l| l.contains("step 1: round 1 bash"))
         .unwrap_or_else(|| panic!("no differing result reported:\n{stderr}"));
-    assert!(diff.contains("original input") && diff.contains("input.txt"), "{diff}");
+    assert!(
+        diff.contains("original input") && diff.contains("input.txt"),
+        "{diff}"
+    );
     assert_eq!(forked["plan"]["steps"][0]["notes"], "a.txt written");
 
     // `runs show` names where the fork came from and what its replay gave.
@@ -148,11 +172,22 @@ async fn a_fork_replays_the_steps_before_it_without_the_model_and_runs_its_step_
     let taken = finish(manus(
         &dir,
         &config,
-        &["fork", &original, "--at-step", "1", "--workspace", forked_ws.to_str().unwrap()],
+        &[
+            "fork",
+            &original,
+            "--at-step",
+            "1",
+            "--workspace",
+            forked_ws.to_str().unwrap(),
+        ],
     ))
     .await;
     assert_eq!(taken.status.code(), Some(2));
-    assert!(text(&taken.stderr).contains("it is not empty"), "{}", text(&taken.stderr));
+    assert!(
+        text(&taken.stderr).contains("it is not empty"),
+        "{}",
+        text(&taken.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -190,12 +225,20 @@ async fn a_fork_over_http_runs_beside_the_workspace_and_bad_requests_get_4xx() {
     let running = service.submit("Wait.").await;
     let deadline = tokio::time::Instant::now() + GUARD;
     while server.request_count() < before + 2 {
-        assert!(tokio::time::Instant::now() < deadline, "the held step never asked");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the held step never asked"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let r = post(&running, json!({"at_step": 0})).await.unwrap();
     assert_eq!(r.status(), 409);
-    assert!(r.text().await.unwrap().contains("is running: only a finished run"));
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("is running: only a finished run")
+    );
     server.push(Reply::text("Waited."));
     gate.open();
     service
@@ -204,15 +247,24 @@ async fn a_fork_over_http_runs_beside_the_workspace_and_bad_requests_get_4xx() {
     let before = server.request_count();
 
     server.push_all(live_script());
-    let r = post(&original, json!({"at_step": 2, "step_text": "[MANUS] Write c.txt again"}))
-        .await
-        .unwrap();
+    let r = post(
+        &original,
+        json!({"at_step": 2, "step_text": "[MANUS] Write c.txt again"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.status(), 201);
-    let fork_id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let fork_id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let events = service
         .events(&fork_id, None, |kind, _| kind == "flow_finished")
         .await;
-    let forked = events.iter().find(|(_, k, _)| k == "forked").expect("a forked event");
+    let forked = events
+        .iter()
+        .find(|(_, k, _)| k == "forked")
+        .expect("a forked event");
     assert_eq!(forked.2["from"], original.as_str());
     let replayed: u64 = events
         .iter()
@@ -222,7 +274,9 @@ async fn a_fork_over_http_runs_beside_the_workspace_and_bad_requests_get_4xx() {
     assert_eq!(replayed, 4);
     assert_eq!(steps_asked(&server, before), [Some(2), Some(2), None]);
     assert!(
-        server.requests()[before].first_user_text().contains("Write c.txt again"),
+        server.requests()[before]
+            .first_user_text()
+            .contains("Write c.txt again"),
         "step 2's text was edited"
     );
     let workspace = std::path::PathBuf::from(forked.2["workspace"].as_str().unwrap());
