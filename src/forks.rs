@@ -98,3 +98,124 @@ pub fn recorded_steps(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manus_actors::llm::{FunctionCall, ToolCall};
+
+    fn answer(text: &str, calls: &[&str]) -> Message {
+        let mut m = Message::assistant(text);
+        m.tool_calls = calls
+            .iter()
+            .map(|id| ToolCall {
+                id: id.to_string(),
+                kind: "function".into(),
+                function: FunctionCall {
+                    name: "bash".into(),
+                    arguments: "{}".into(),
+                },
+            })
+            .collect();
+        m
+    }
+
+    fn stored(events: Vec<FlowEvent>) -> Vec<StoredEvent> {
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(seq, event)| StoredEvent {
+                seq: seq as u64,
+                at: 0,
+                event,
+            })
+            .collect()
+    }
+
+    fn started(step: usize, attempt: u32) -> FlowEvent {
+        FlowEvent::StepStarted {
+            step,
+            agent: "manus".into(),
+            attempt,
+            queued_ms: 0,
+        }
+    }
+
+    fn answered(step: usize, round: u32, message: Message) -> FlowEvent {
+        FlowEvent::Answered {
+            step,
+            agent: "manus".into(),
+            round,
+            message,
+        }
+    }
+
+    fn finished(step: usize, call_id: &str, ok: bool, output: &str) -> FlowEvent {
+        FlowEvent::ToolFinished {
+            step,
+            agent: "manus".into(),
+            tool: "bash".into(),
+            ok,
+            output: output.into(),
+            call_id: call_id.into(),
+        }
+    }
+
+    /// Completed steps before the fork's, each from its last attempt, in round order, with
+    /// their calls' results; code mode's `Cell` answers count, the first answer of a round
+    /// stands; a step that did not complete, or is the fork's, is not replayed.
+    #[test]
+    fn the_completed_steps_before_the_fork_are_read_from_their_last_attempt() {
+        let mut plan = Plan::new("p", "T", (0..4).map(|i| format!("s{i}")).collect());
+        for (s, attempts) in plan.steps.iter_mut().zip([1, 2, 1, 1]) {
+            s.status = StepStatus::Completed;
+            s.attempts = attempts;
+        }
+        plan.steps[0].brief = Some("short".into());
+        plan.steps[2].status = StepStatus::Failed;
+        let events = stored(vec![
+            started(0, 1),
+            answered(0, 1, answer("a", &["c1"])),
+            finished(0, "c1", true, "one"),
+            answered(0, 2, answer("done", &["c2"])),
+            finished(0, "c2", true, "ended"),
+            started(1, 1),
+            answered(1, 1, answer("first try", &["c3"])),
+            finished(1, "c3", false, "boom"),
+            started(1, 2),
+            FlowEvent::Cell {
+                step: 1,
+                agent: "manus".into(),
+                record: CellRecord::Answer {
+                    round: 1,
+                    message: answer("cell", &["c4"]),
+                },
+            },
+            FlowEvent::Cell {
+                step: 1,
+                agent: "manus".into(),
+                record: CellRecord::Answer {
+                    round: 1,
+                    message: answer("again after a resume", &["c5"]),
+                },
+            },
+            finished(1, "c4", true, "cell out"),
+            started(2, 1),
+            answered(2, 1, answer("failed step", &[])),
+            started(3, 1),
+            answered(3, 1, answer("the fork's own step", &[])),
+        ]);
+        let steps = recorded_steps(&plan, &events, 3);
+        assert_eq!(steps.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        let zero = &steps[&0];
+        assert_eq!(zero.brief.as_deref(), Some("short"));
+        let texts: Vec<&str> = zero.answers.iter().map(|a| a.message.text()).collect();
+        assert_eq!(texts, ["a", "done"]);
+        assert_eq!(zero.answers[0].results, [("c1".into(), true, "one".into())]);
+        let one = &steps[&1].answers;
+        assert_eq!(one.len(), 1, "{one:?}");
+        assert_eq!(one[0].message.text(), "cell");
+        assert_eq!(one[0].results, [("c4".into(), true, "cell out".into())]);
+        assert!(recorded_steps(&plan, &events, 0).is_empty());
+    }
+}

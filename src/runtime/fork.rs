@@ -66,9 +66,17 @@ impl Runtime {
             });
         }
         if self.config.sandbox.is_some() {
-            return Err(RuntimeError::Sandbox(
-                "a fork needs a fresh workspace of its own, and a sandboxed runtime has one \
-                 for all its flows; fork with a runtime without [sandbox] use_sandbox"
+            return Err(RuntimeError::ForkRefused(
+                "a fork needs a fresh workspace of its own, and a sandboxed runtime has one for \
+                 all its flows; fork with a runtime without [sandbox] use_sandbox"
+                    .into(),
+            ));
+        }
+        if store.lease_clock().is_some() {
+            return Err(RuntimeError::ForkRefused(
+                "forks run on a single node: a cluster's runs are claimed from its queue by \
+                 whichever node has room, and a fork's workspace is one node's; fork with a \
+                 runtime without [cluster]"
                     .into(),
             ));
         }

@@ -104,6 +104,8 @@ pub enum RuntimeError {
     NotEnded { id: String, status: RunStatus },
     #[error("run {0} has no plan (it ended while planning): there are no steps to fork at")]
     NoPlan(String),
+    #[error("cannot fork here: {0}")]
+    ForkRefused(String),
     #[error("run {id} has no step {at} to fork at; its steps are {steps}")]
     StepOutOfRange {
         id: String,

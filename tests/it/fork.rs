@@ -4,7 +4,8 @@
 //! their files in the fork's fresh workspace, runs step 2 live, reports the 4 answers it
 //! replayed and the one tool result that differs (a file read whose content is not there);
 //! the same over HTTP (`POST /v1/flows/{id}/fork` on `manus-rt serve`); and bad input
-//! (unknown run, step out of range, a run still running) gets clear errors.
+//! (unknown run, step out of range, a run still running) gets clear errors. For embedders,
+//! `Runtime::fork` of a code-mode run replays its recorded cells: they run again for real.
 
 use crate::support;
 
@@ -291,4 +292,78 @@ async fn a_fork_over_http_runs_beside_the_workspace_and_bad_requests_get_4xx() {
     let (status, doc) = service.get(&format!("/v1/flows/{fork_id}")).await;
     assert_eq!(status, 200);
     assert_eq!(doc["status"], "completed", "{doc:#}");
+}
+
+fn cell(code: &str) -> Reply {
+    Reply::text(&format!("```python\n{code}\n```"))
+}
+
+/// `Runtime::fork` of a code-mode run: step 0's recorded cells (a bash call and a file
+/// written by Python itself) run again in the fork's workspace with no model call, and
+/// step 1 runs live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_fork_replays_a_code_mode_step_by_running_its_cells_again() {
+    use manus_rt::{Config, FlowEvent, FlowStatus, ForkOptions, Runtime, SubmitOptions};
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] Write a.txt and b.txt", "[MANUS] Write c.txt"]),
+        cell("bash('echo one > a.txt')\nopen('b.txt', 'w').write('two')\nprint('written')"),
+        cell("terminate(status='success')"),
+        cell("open('c.txt', 'w').write('three')"),
+        cell("terminate(status='success')"),
+        Reply::text("Three files written."),
+    ]);
+    let dir = Scratch::new("fork-code");
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[("agents.manus.action", "\"code\"")],
+    );
+    let config = Config::from_text(&text, "fork-code", None).unwrap();
+    let rt = Runtime::builder().config(config).start().await.unwrap();
+    let flow = rt.submit(TASK, SubmitOptions::default()).await.unwrap();
+    let original = flow.id.clone();
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let before = server.request_count();
+
+    server.push_all([
+        cell("open('c.txt', 'w').write('three again')"),
+        cell("terminate(status='success')"),
+        Reply::text("Three files written, the last again."),
+    ]);
+    let forked_ws = dir.path().join("forked");
+    let options = ForkOptions {
+        at_step: 1,
+        workspace: Some(forked_ws.clone()),
+        ..Default::default()
+    };
+    let mut fork = rt.fork(&original, options).await.unwrap();
+    let mut replayed = vec![];
+    let mut forked_from = None;
+    while let Some(e) = fork.next_event().await {
+        match e {
+            FlowEvent::Forked { from, at_step, .. } => forked_from = Some((from, at_step)),
+            FlowEvent::StepReplayed {
+                step,
+                answers,
+                differed,
+                ..
+            } => replayed.push((step, answers, differed.len())),
+            _ => {}
+        }
+    }
+    let outcome = fork.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(forked_from, Some((original, 1)));
+    assert_eq!(
+        replayed,
+        [(0, 2, 0)],
+        "both cells replayed, each result as recorded"
+    );
+    assert_eq!(steps_asked(&server, before), [Some(1), Some(1), None]);
+    assert_eq!(read(&forked_ws, "a.txt"), "one\n");
+    assert_eq!(read(&forked_ws, "b.txt"), "two");
+    assert_eq!(read(&forked_ws, "c.txt"), "three again");
 }

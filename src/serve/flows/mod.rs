@@ -129,7 +129,7 @@ impl App {
         let handle = runtime.fork(id, options).await.map_err(|e| {
             let status = match &e {
                 E::UnknownRun(_) => StatusCode::NOT_FOUND,
-                E::NotEnded { .. } | E::NoStore | E::Sandbox(_) => StatusCode::CONFLICT,
+                E::NotEnded { .. } | E::NoStore | E::ForkRefused(_) => StatusCode::CONFLICT,
                 E::StepOutOfRange { .. } | E::NoPlan(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
