@@ -12,6 +12,9 @@ use manus_actors::protocol::{CellRecord, FlowEvent, RecordedAnswer, StepReplay};
 
 use crate::store::StoredEvent;
 
+/// An attempt's tool results by call id: whether the call succeeded, and its output.
+type Results<'a> = BTreeMap<&'a str, (bool, &'a str)>;
+
 /// The recorded steps of `plan` before `at_step` that completed, by number. A step whose
 /// answers were not recorded (a run made before answers were) is left out: it runs live.
 pub fn recorded_steps(
@@ -23,7 +26,7 @@ pub fn recorded_steps(
     // one of a round stands), and its calls' results by call id.
     let mut attempt: BTreeMap<usize, u32> = BTreeMap::new();
     let mut answers: BTreeMap<(usize, u32), BTreeMap<u32, &Message>> = BTreeMap::new();
-    let mut results: BTreeMap<(usize, u32), BTreeMap<&str, (bool, &str)>> = BTreeMap::new();
+    let mut results: BTreeMap<(usize, u32), Results> = BTreeMap::new();
     for e in events {
         let (step, round, message) = match &e.event {
             FlowEvent::StepStarted {
