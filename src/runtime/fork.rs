@@ -125,6 +125,24 @@ impl Runtime {
     }
 }
 
+/// A flow's copy of the pool, made to work in `dir`: its tools and its system messages.
+pub(super) fn work_in(pool: &mut [manus_actors::agent::AgentSpec], dir: &std::path::Path) {
+    for agent in pool {
+        agent.workspace = dir.to_path_buf();
+        agent.system = manus_actors::agent::AgentSpec::opening(&agent.profile, dir, &agent.name);
+    }
+}
+
+/// The workspace of the fork whose events are `events`; `None` if it is not a fork.
+pub(super) fn workspace_of(events: &[crate::store::StoredEvent]) -> Option<PathBuf> {
+    events.iter().find_map(|e| match &e.event {
+        manus_actors::protocol::FlowEvent::Forked { workspace, .. } => {
+            Some(PathBuf::from(workspace))
+        }
+        _ => None,
+    })
+}
+
 /// Where forks get their workspaces when none is given: beside the runtime's workspace.
 fn forks_dir(workspace: &std::path::Path) -> PathBuf {
     let mut name = workspace.file_name().unwrap_or_default().to_os_string();

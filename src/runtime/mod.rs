@@ -337,10 +337,7 @@ impl Runtime {
             seq,
             created_at: run.created_at,
             // A fork goes on in its own workspace.
-            workspace: events.iter().find_map(|e| match &e.event {
-                FlowEvent::Forked { workspace, .. } => Some(PathBuf::from(workspace)),
-                _ => None,
-            }),
+            workspace: fork::workspace_of(&events),
         })
         .await
     }
@@ -349,11 +346,7 @@ impl Runtime {
     pub(crate) async fn start_flow(&self, run: Run) -> Result<FlowHandle, RuntimeError> {
         let mut pool = self.pool.clone();
         if let Some(dir) = &run.workspace {
-            for agent in &mut pool {
-                agent.workspace = dir.clone();
-                agent.system =
-                    manus_actors::agent::AgentSpec::opening(&agent.profile, dir, &agent.name);
-            }
+            fork::work_in(&mut pool, dir);
         }
         let mut planner_llm = self.planner_llm.clone();
         let clients = pool
