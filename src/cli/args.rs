@@ -225,7 +225,7 @@ pub struct ResumeArgs {
     pub approvals: ApprovalArgs,
 }
 
-const FORK_HELP: &str = "A fork is a new run with its own id (`runs show` names the run and step it came from). Each step before N that completed in the run runs again on its recorded model answers, in order: no model call is made for it and it costs nothing, while its tool calls run for real and rebuild its files in the fork's workspace; each tool result is compared with the recorded one. Steps from N on run live from the stored plan (no new plan is made). At the end the fork reports how many answers were replayed and every tool result that differed. Only a finished run (completed, failed or cancelled) can be forked, and only without [sandbox] use_sandbox.";
+const FORK_HELP: &str = "A fork is a new run with its own id (`runs show` names the run and step it came from). Each step before N that completed in the run runs again on its recorded model answers, in order: no model call is made for it and it costs nothing, while its tool calls run for real and rebuild its files in the fork's workspace; each tool result is compared with the recorded one. Steps from N on run live from the stored plan (no new plan is made). At the end the fork reports how many answers were replayed and every tool result that differed. Only a finished run (completed, failed or cancelled) can be forked, and only by a runtime without [sandbox] use_sandbox or [cluster] (a fork works in a fresh workspace of this machine's).";
 
 #[derive(clap::Args)]
 pub struct ForkArgs {
