@@ -159,6 +159,12 @@ async fn a_fork_replays_the_steps_before_it_without_the_model_and_runs_its_step_
         "{diff}"
     );
     assert_eq!(forked["plan"]["steps"][0]["notes"], "a.txt written");
+    // The plain event lines say so as it happens.
+    assert!(
+        stderr.contains(&format!("[fork] of run {original}: steps before 2 replay"))
+            && stderr.contains("[step 0] manus: 2 recorded answer(s) replayed, no model call; every tool result as recorded"),
+        "{stderr}"
+    );
 
     // `runs show` names where the fork came from and what its replay gave.
     let shown = finish(manus(&dir, &config, &["runs", "show", fork_id])).await;
