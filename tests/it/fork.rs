@@ -295,6 +295,14 @@ async fn a_fork_over_http_runs_beside_the_workspace_and_bad_requests_get_4xx() {
     );
     assert_eq!(read(&workspace, "a.txt"), "one\n");
     assert_eq!(read(&workspace, "c.txt"), "three-again\n");
+    // Its files are served from its own workspace.
+    let file = http
+        .get(service.url(&format!("/v1/flows/{fork_id}/files/c.txt")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(file.status(), 200);
+    assert_eq!(file.text().await.unwrap(), "three-again\n");
     let (status, doc) = service.get(&format!("/v1/flows/{fork_id}")).await;
     assert_eq!(status, 200);
     assert_eq!(doc["status"], "completed", "{doc:#}");
