@@ -3,15 +3,18 @@
 //! model call; their tools run for real and rebuild the files), then the flow goes on live
 //! from that step, on the stored plan (optionally with the task or that step's text
 //! edited). The record is read by `crate::forks`; the planner takes it as a `Resume` with
-//! a `Fork`.
+//! the steps to replay and a `Fork`. A fork interrupted goes on in its workspace, replaying
+//! the steps it had not yet (`fork_left`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use manus_actors::plan::StepStatus;
+use manus_actors::plan::{Plan, StepStatus};
 use manus_actors::planner::{Fork, Resume};
+use manus_actors::protocol::{FlowEvent, StepReplay};
 
 use super::{FlowHandle, Run, Runtime, RuntimeError, new_flow_id};
-use crate::store::RunStatus;
+use crate::store::{RunStatus, StoredEvent, StoredRun};
 
 /// What to fork a run at, and what to change.
 #[derive(Debug, Clone, Default)]
@@ -108,11 +111,11 @@ impl Runtime {
             mode: run.mode,
             resume: Some(Resume {
                 plan: Some(plan),
+                replay: steps,
                 fork: Some(Fork {
                     from: run.id,
                     at_step: at,
                     workspace: workspace.display().to_string(),
-                    steps,
                 }),
                 ..Default::default()
             }),
@@ -133,14 +136,43 @@ pub(super) fn work_in(pool: &mut [manus_actors::agent::AgentSpec], dir: &std::pa
     }
 }
 
-/// The workspace of the fork whose events are `events`; `None` if it is not a fork.
-pub(super) fn workspace_of(events: &[crate::store::StoredEvent]) -> Option<PathBuf> {
-    events.iter().find_map(|e| match &e.event {
-        manus_actors::protocol::FlowEvent::Forked { workspace, .. } => {
-            Some(PathBuf::from(workspace))
-        }
-        _ => None,
-    })
+impl Runtime {
+    /// Where an interrupted fork (whose events are `events`) goes on: its workspace, and
+    /// the steps it was to replay that have not completed, read again from the run it was
+    /// forked from (none if that run is gone: they run live). `None` if it is no fork.
+    pub(super) async fn fork_left(
+        &self,
+        plan: Option<&Plan>,
+        events: &[StoredEvent],
+    ) -> Result<Option<(PathBuf, BTreeMap<usize, StepReplay>)>, RuntimeError> {
+        let Some((from, at_step, workspace)) = events.iter().find_map(|e| match &e.event {
+            FlowEvent::Forked {
+                from,
+                at_step,
+                workspace,
+                ..
+            } => Some((from, *at_step, PathBuf::from(workspace))),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
+        let mut left = match store.get(from).await? {
+            Some(StoredRun { plan: Some(p), .. }) => {
+                crate::forks::recorded_steps(&p, &store.events(from).await?, at_step)
+            }
+            _ => {
+                tracing::warn!(run = %from, "the run this fork was made from is gone: its steps run live");
+                BTreeMap::new()
+            }
+        };
+        let done = |i: &usize| {
+            plan.and_then(|p| p.steps.get(*i))
+                .is_some_and(|s| s.status == StepStatus::Completed)
+        };
+        left.retain(|i, _| !done(i));
+        Ok(Some((workspace, left)))
+    }
 }
 
 /// Where forks get their workspaces when none is given: beside the runtime's workspace.

@@ -309,6 +309,11 @@ impl Runtime {
             Some(plan) => crate::cells::recorded_rounds(plan, &events),
             None => Default::default(),
         };
+        // A fork goes on in its own workspace, replaying what it had not yet.
+        let (workspace, replay) = match self.fork_left(run.plan.as_ref(), &events).await? {
+            Some((workspace, replay)) => (Some(workspace), replay),
+            None => (None, Default::default()),
+        };
         tracing::info!(run = %run.id, "resuming an interrupted run");
         self.start_flow(Run {
             id: run.id,
@@ -331,13 +336,13 @@ impl Runtime {
                     .max()
                     .unwrap_or(1),
                 recorded,
+                replay,
                 fork: None,
             }),
             deltas: false,
             seq,
             created_at: run.created_at,
-            // A fork goes on in its own workspace.
-            workspace: fork::workspace_of(&events),
+            workspace,
         })
         .await
     }

@@ -381,3 +381,90 @@ async fn runtime_fork_replays_a_code_mode_step_by_running_its_cells_again() {
     assert_eq!(read(&forked_ws, "b.txt"), "two");
     assert_eq!(read(&forked_ws, "c.txt"), "three again");
 }
+
+/// A fork killed (SIGKILL) while it replays step 0 goes on with `manus-rt resume`: in its
+/// own workspace, step 0 replayed again from the record and step 1 replayed too, with no
+/// model call for either, and step 2 live.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_fork_resumes_in_its_workspace_and_goes_on_replaying() {
+    use manus_rt::engine::plan::StepStatus;
+    use manus_rt::store::{RunStore, StoreUrl};
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("fork-resume");
+    std::fs::create_dir_all(dir.workspace()).unwrap();
+    // Step 0's call waits for `go`, which only the original workspace has at first.
+    std::fs::write(dir.workspace().join("go"), "").unwrap();
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    server.push_all([
+        plan_reply(&STEPS),
+        bash("while [ ! -f go ]; do sleep 0.1; done; echo one > a.txt"),
+        done("a.txt written"),
+        bash("echo two > b.txt"),
+        done("b.txt written"),
+        bash("echo three > c.txt"),
+        done("c.txt written"),
+        Reply::text("Three files written."),
+    ]);
+    let out = finish(manus(&dir, &config, &["run-flow", TASK, "--json"])).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let original = serde_json::from_slice::<Value>(&out.stdout).unwrap()["flow_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = server.request_count();
+
+    let forked_ws = dir.path().join("forked");
+    let ws = forked_ws.to_str().unwrap();
+    let args = ["fork", &original, "--at-step", "2", "--workspace", ws];
+    let mut child = manus(&dir, &config, &args).spawn().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let store = RunStore::open(&StoreUrl::parse(&url).unwrap())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + GUARD;
+    let fork_id = loop {
+        let runs = store.list(10).await.unwrap();
+        let waiting = runs.iter().find(|r| {
+            r.id != original
+                && r.plan
+                    .as_ref()
+                    .is_some_and(|p| p.steps[0].status == StepStatus::InProgress)
+        });
+        if let Some(run) = waiting {
+            break run.id.clone();
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the fork ended early");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fork never replayed step 0: {runs:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // SIGKILL, to its pid.
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    std::fs::write(forked_ws.join("go"), "").unwrap();
+
+    server.push_all(live_script());
+    let out = finish(manus(&dir, &config, &["resume", &fork_id, "--json"])).await;
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["status"], "completed", "{outcome:#}");
+    assert_eq!(
+        steps_asked(&server, before),
+        [Some(2), Some(2), None],
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[step 0] manus: 2 recorded answer(s) replayed")
+            && stderr.contains("[step 1] manus: 2 recorded answer(s) replayed"),
+        "{stderr}"
+    );
+    assert_eq!(read(&forked_ws, "a.txt"), "one\n");
+    assert_eq!(read(&forked_ws, "b.txt"), "two\n");
+    assert_eq!(read(&forked_ws, "c.txt"), "three-again\n");
+    assert!(
+        !dir.workspace().join("b.txt").exists() || read(&dir.workspace(), "c.txt") == "three\n"
+    );
+}

@@ -95,9 +95,9 @@ pub struct PlannerState {
     /// A resumed flow's code-mode steps' recorded rounds, handed to each step when it goes
     /// on (`send_step`).
     recorded: BTreeMap<usize, Vec<crate::protocol::RecordedRound>>,
-    /// A fork's origin, taken when it picks its plan up; then its recorded steps, each
-    /// handed to its step when it starts.
+    /// A new fork's origin, announced when it picks its plan up.
     fork: Option<spec::Fork>,
+    /// Steps to run on recorded answers, each handed to its step when it starts.
     replay: BTreeMap<usize, crate::protocol::StepReplay>,
     span: tracing::Span,
 }
@@ -218,7 +218,7 @@ impl Actor for Planner {
             resume_paused: (before.paused, before.plan_signoff),
             recorded: before.recorded,
             fork: before.fork,
-            replay: BTreeMap::new(),
+            replay: before.replay,
             resume: spec.resume,
             span,
         })

@@ -36,15 +36,12 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
         .into_iter()
         .partition(|step| st.recorded.contains_key(step));
     match st.fork.take() {
-        Some(fork) => {
-            st.replay = fork.steps;
-            st.emit(FlowEvent::Forked {
-                from: fork.from,
-                at_step: fork.at_step,
-                workspace: fork.workspace,
-                plan: st.plan.clone(),
-            });
-        }
+        Some(fork) => st.emit(FlowEvent::Forked {
+            from: fork.from,
+            at_step: fork.at_step,
+            workspace: fork.workspace,
+            plan: st.plan.clone(),
+        }),
         None => st.emit(FlowEvent::Resumed {
             plan: Some(st.plan.clone()),
             usage: st.usage,
