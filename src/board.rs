@@ -189,9 +189,42 @@ impl<W: Write> Board<W> {
                     "[step {step}] {agent}: interpreter made again from {cells} recorded cell(s), {how}"
                 ))
             }
-            FlowEvent::LlmCalled { .. } | FlowEvent::StepMemory { .. } | FlowEvent::Cell { .. } => {
-                None
+            FlowEvent::Forked {
+                from,
+                at_step,
+                workspace,
+                plan,
+            } => {
+                self.step_started = vec![None; plan.steps.len()];
+                Some(format!(
+                    "[fork] of run {from}: steps before {at_step} replay its recorded answers, \
+                     step {at_step} on runs live; workspace {workspace}"
+                ))
             }
+            FlowEvent::StepReplayed {
+                step,
+                agent,
+                answers,
+                differed,
+            } => {
+                let mut line = format!(
+                    "[step {step}] {agent}: {answers} recorded answer(s) replayed, no model call"
+                );
+                match differed.as_slice() {
+                    [] => line.push_str("; every tool result as recorded"),
+                    diffs => {
+                        line.push_str(&format!("; {} tool result(s) differ:", diffs.len()));
+                        for d in diffs {
+                            line.push_str(&format!("\n  {}", diff_line(d)));
+                        }
+                    }
+                }
+                Some(line)
+            }
+            FlowEvent::LlmCalled { .. }
+            | FlowEvent::StepMemory { .. }
+            | FlowEvent::Answered { .. }
+            | FlowEvent::Cell { .. } => None,
             FlowEvent::ToolCalled {
                 step,
                 agent,
@@ -535,6 +568,18 @@ fn group(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// One tool result that differed from the record, on a line.
+pub fn diff_line(d: &manus_actors::protocol::ToolDiff) -> String {
+    format!(
+        "round {} {} ({}): recorded {:?}, now {:?}",
+        d.round,
+        d.tool,
+        d.call_id,
+        one_line(&d.recorded),
+        one_line(&d.now)
+    )
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod cells;
 pub mod cluster;
 pub mod config;
 pub mod eval;
+pub mod forks;
 #[cfg(test)]
 mod fuzz;
 pub mod runtime;
@@ -22,4 +23,6 @@ pub mod view;
 pub use config::{Config, ConfigError};
 pub use manus_actors as engine;
 pub use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome, FlowStatus};
-pub use runtime::{FlowControl, FlowHandle, Runtime, RuntimeBuilder, RuntimeError, SubmitOptions};
+pub use runtime::{
+    FlowControl, FlowHandle, ForkOptions, Runtime, RuntimeBuilder, RuntimeError, SubmitOptions,
+};

@@ -231,6 +231,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/flows/{id}/answers", post(answer))
         .route("/v1/flows/{id}/follow-up", post(follow_up))
         .route("/v1/threads/{id}", get(thread))
+        .route("/v1/flows/{id}/fork", post(fork))
         .route("/v1/flows/{id}/approvals/{aid}", post(decide))
         .route("/v1/flows/{id}/files/{*path}", get(console::file))
         .route("/v1/approvals", get(approvals))
@@ -449,6 +450,42 @@ async fn start(
     };
     let (id, queued) = app.start(&b.task, options).await?;
     Ok(created(&id, if queued { "queued" } else { "running" }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForkBody {
+    at_step: usize,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    step_text: Option<String>,
+}
+
+/// Fork finished run `id` at a step: a new flow, run here, in a fresh workspace beside
+/// this node's.
+async fn fork(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    parsed: Result<Json<ForkBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(parsed)?;
+    for (name, text) in [("task", &b.task), ("step_text", &b.step_text)] {
+        if text.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("`{name}` is empty; leave it out to keep the run's own"),
+            ));
+        }
+    }
+    let options = crate::runtime::ForkOptions {
+        at_step: b.at_step,
+        task: b.task,
+        step_text: b.step_text,
+        workspace: None,
+    };
+    let forked = app.fork(&id, options).await?;
+    Ok(created(&forked, "running"))
 }
 
 /// 202 with `body`: the request is taken and will be carried out.

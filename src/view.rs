@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use manus_actors::llm::Usage;
 use manus_actors::plan::{Plan, StepStatus};
-use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus};
+use manus_actors::protocol::{FlowEvent, FlowOutcome, FlowStatus, ToolDiff};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -23,6 +23,20 @@ pub struct FlowView {
     /// Tool calls waiting for a person's approval, by id.
     pub approvals: BTreeMap<u64, Approval>,
     pub outcome: Option<FlowOutcome>,
+    /// Set when the flow is a fork of another run: where from, and what its replay gave.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fork: Option<ForkView>,
+}
+
+/// A fork's origin and its replay so far: the answers its steps ran on instead of model
+/// calls, and each tool result that differed from the record, by step.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ForkView {
+    pub from: String,
+    pub at_step: usize,
+    pub workspace: String,
+    pub replayed: u32,
+    pub differed: Vec<(usize, ToolDiff)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -120,6 +134,32 @@ impl FlowView {
                 // again, under a new number.
                 self.questions.clear();
             }
+            FlowEvent::Forked {
+                from,
+                at_step,
+                workspace,
+                plan,
+            } => {
+                self.plan = Some(plan.clone());
+                self.fork = Some(ForkView {
+                    from: from.clone(),
+                    at_step: *at_step,
+                    workspace: workspace.clone(),
+                    ..Default::default()
+                });
+            }
+            FlowEvent::StepReplayed {
+                step,
+                answers,
+                differed,
+                ..
+            } => {
+                if let Some(f) = &mut self.fork {
+                    f.replayed += answers;
+                    f.differed
+                        .extend(differed.iter().map(|d| (*step, d.clone())));
+                }
+            }
             FlowEvent::StepStarted {
                 step,
                 agent,
@@ -184,6 +224,7 @@ impl FlowView {
             | FlowEvent::ToolCalled { .. }
             | FlowEvent::ToolFinished { .. }
             | FlowEvent::StepMemory { .. }
+            | FlowEvent::Answered { .. }
             | FlowEvent::Cell { .. } => {}
         }
     }

@@ -382,6 +382,9 @@ pub struct StepRequest {
     /// A code-mode step's rounds from before the flow was interrupted: the step goes on
     /// after them, its cells run again with their calls answered from the record.
     pub recorded: Vec<RecordedRound>,
+    /// In a fork, the step's answers as the run it was forked from recorded them: fed to
+    /// the step in place of model calls (its tools run for real), then it goes on live.
+    pub replay: StepReplay,
     pub flow: ActorRef<FlowMsg>,
     /// Whether the flow has a token or cost budget. Only then does the agent wait for the
     /// planner's word after each model call; otherwise it reports what it spent and goes on.
@@ -389,6 +392,33 @@ pub struct StepRequest {
     pub events: EventSink,
     /// The planner's step span; the agent's run span is its child.
     pub span: tracing::Span,
+}
+
+/// A step of the run a fork was made from, as recorded: its model answers in order (each
+/// with its tool calls' results) and the brief of its notes, if the model wrote one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepReplay {
+    pub answers: Vec<RecordedAnswer>,
+    pub brief: Option<String>,
+}
+
+/// One model answer as recorded, with what each of its tool calls gave then.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedAnswer {
+    pub message: Message,
+    /// By call id: whether the call succeeded and its output as `ToolFinished` holds it.
+    pub results: Vec<(String, bool, String)>,
+}
+
+/// A tool call of a replayed answer whose result is not the recorded one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDiff {
+    pub round: u32,
+    pub tool: String,
+    pub call_id: String,
+    /// The result as recorded and as it came now (`Error: ` before a failed call's).
+    pub recorded: String,
+    pub now: String,
 }
 
 /// How a step ended, from the agent's side.
@@ -972,6 +1002,32 @@ pub enum FlowEvent {
         /// How long the step ran, from `StepStarted` (the whole attempt if it never began).
         #[serde(default)]
         elapsed_ms: u64,
+    },
+    /// A tool-mode step's model answer, as it came, before any of its calls runs (code
+    /// mode records its answers as `Cell`s): what a fork of the run replays.
+    Answered {
+        step: usize,
+        agent: String,
+        round: u32,
+        message: Message,
+    },
+    /// This flow is a fork of run `from` (right after `FlowStarted`): it replays that run's
+    /// recorded answers for the steps before `at_step` that completed, then goes on live
+    /// from `at_step`, in `workspace`. `plan` is the plan it starts from.
+    Forked {
+        from: String,
+        at_step: usize,
+        workspace: String,
+        plan: Plan,
+    },
+    /// A forked flow's step ran on `answers` recorded answers instead of model calls; the
+    /// tool results that differ from the record are in `differed`.
+    StepReplayed {
+        step: usize,
+        agent: String,
+        answers: u32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        differed: Vec<ToolDiff>,
     },
     /// Code mode's record of a step's rounds, for the run store: after a crash the step
     /// goes on from it, its cells run again with their tool calls answered from it.

@@ -69,7 +69,7 @@ pub enum Command {
     /// Serve the runtime over HTTP: submit flows, stream their events, answer, cancel
     #[command(
         after_help = "Routes: POST/GET /v1/flows, GET/DELETE /v1/flows/{id}, GET /v1/flows/{id}/events \
-(Server-Sent Events, resumable with Last-Event-ID; ?protocol=ag-ui for AG-UI events), POST /v1/flows/{id}/answers, POST /v1/flows/{id}/follow-up (the conversation's next turn), GET /v1/threads/{id}, POST /v1/flows/{id}/approvals/{n}, GET /v1/approvals, \
+(Server-Sent Events, resumable with Last-Event-ID; ?protocol=ag-ui for AG-UI events), POST /v1/flows/{id}/answers, POST /v1/flows/{id}/follow-up (the conversation's next turn), GET /v1/threads/{id}, POST /v1/flows/{id}/approvals/{n}, POST /v1/flows/{id}/fork (rerun a finished run from a step), GET /v1/approvals, \
 GET /v1/flows/{id}/files/{path} (a workspace file, read-only), GET /.well-known/agent-card.json and POST /a2a (A2A 1.0), GET / (the web console), GET /healthz, GET /metrics, GET /openapi.json. With [server] api_tokens (or MANUS_API_TOKENS) set, /v1, /a2a \
 and /metrics need a bearer token. With [cluster], flows are queued in the shared store and run by whichever node has room."
     )]
@@ -89,6 +89,10 @@ and /metrics need a bearer token. With [cluster], flows are queued in the shared
     /// Continue an interrupted run from its last completed step
     #[command(after_help = RESUME_HELP)]
     Resume(ResumeArgs),
+    /// Rerun a finished run from step N in a fresh workspace: the steps before it replay
+    /// their recorded model answers (no model call; their tools run again), then it goes live
+    #[command(after_help = FORK_HELP)]
+    Fork(ForkArgs),
     /// How well a model and config do: run a suite of cases (evals/README.md), check each
     /// outcome, and print pass rates, tokens, cost and time
     #[command(after_help = EVAL_HELP)]
@@ -286,6 +290,32 @@ pub struct ResumeArgs {
     /// Write the resumed part's model exchanges to this cassette file
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    #[command(flatten)]
+    pub approvals: ApprovalArgs,
+}
+
+const FORK_HELP: &str = "A fork is a new run with its own id (`runs show` names the run and step it came from). Each step before N that completed in the run runs again on its recorded model answers, in order: no model call is made for it and it costs nothing, while its tool calls run for real and rebuild its files in the fork's workspace; each tool result is compared with the recorded one. Steps from N on run live from the stored plan (no new plan is made). At the end the fork reports how many answers were replayed and every tool result that differed. Only a finished run (completed, failed or cancelled) can be forked, and only by a runtime without [sandbox] use_sandbox or [cluster] (a fork works in a fresh workspace of this machine's).";
+
+#[derive(clap::Args)]
+pub struct ForkArgs {
+    /// The run's id (as `runs list` shows it)
+    pub id: String,
+    /// The step to go live from, numbered from 0 as `runs show` lists them
+    #[arg(long, value_name = "N")]
+    pub at_step: usize,
+    /// The task, edited (the run's own by default)
+    #[arg(long, value_name = "TEXT")]
+    pub task: Option<String>,
+    /// Step N's text, edited (with its [AGENT] tag if it should keep one)
+    #[arg(long, value_name = "TEXT")]
+    pub step_text: Option<String>,
+    /// Where the fork works: a new or empty directory (default: a new one,
+    /// <workspace>-forks/<fork id>, beside the config's workspace)
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Print the outcome as JSON on stdout (progress stays on stderr)
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub approvals: ApprovalArgs,
 }

@@ -1,4 +1,4 @@
-//! The `manus-rt` command line: run a planned flow or a single agent, resume a run, list and
+//! The `manus-rt` command line: run a planned flow or a single agent, resume or fork a run, list and
 //! show runs, check a config, list the tools, check the sandbox, run an agent on one MCP
 //! server, serve our tools over MCP, serve the runtime over HTTP. Progress goes to stderr (a
 //! live board on a terminal, plain lines otherwise); the result goes to stdout (`--json` for
@@ -15,6 +15,7 @@ mod config_check;
 mod eval;
 mod exit;
 mod flow;
+mod fork;
 mod mcp_server;
 mod memory;
 mod probe;
@@ -64,6 +65,7 @@ pub async fn main() -> ExitCode {
         Command::Run(args) => run::run(config, args, FlowMode::Single).await,
         Command::Chat(args) => chat::run(config, args).await,
         Command::Resume(args) => resume::run(config, args).await,
+        Command::Fork(args) => fork::run(config, args).await,
         Command::Runs { action } => runs::run(&config, action).await,
         Command::Config {
             action: ConfigAction::Check { probe },

@@ -180,6 +180,24 @@ async fn show_run(store: &RunStore, id: &str, json: bool) -> Result<ExitCode, St
         }
     }
     println!();
+    let mut view = manus_rt::view::FlowView::default();
+    for e in &events {
+        view.apply(&e.event);
+    }
+    if let Some(f) = &view.fork {
+        println!(
+            "forked from run {} at step {} (workspace {}): {} recorded answer(s) replayed, {} tool result(s) differ from the record",
+            f.from,
+            f.at_step,
+            f.workspace,
+            f.replayed,
+            f.differed.len()
+        );
+        for (step, d) in &f.differed {
+            println!("  step {step}: {}", manus_rt::board::diff_line(d));
+        }
+        println!();
+    }
     match &run.plan {
         Some(plan) => println!("{}", plan.view()),
         None => println!("(no plan yet: it was planning)\n"),

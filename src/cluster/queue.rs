@@ -65,6 +65,7 @@ impl Runtime {
                 deltas,
                 seq,
                 created_at: run.created_at,
+                workspace: None,
             })
             .await
         } else {

@@ -37,11 +37,13 @@
 
 mod builder;
 mod decisions;
+mod fork;
 mod guard;
 mod handle;
 
 pub use builder::RuntimeBuilder;
 use decisions::{Awaits, Waiting};
+pub use fork::ForkOptions;
 pub use handle::{FlowControl, FlowHandle};
 
 use std::collections::HashMap;
@@ -102,6 +104,20 @@ pub enum RuntimeError {
         "the conversation {thread} has a turn that has not ended (run {run}): wait for it, cancel it, or `manus-rt resume {run}` it if it was interrupted, then send the follow-up"
     )]
     TurnRunning { thread: String, run: String },
+    #[error(
+        "run {id} is {status}: only a finished run (completed, failed or cancelled) can be forked"
+    )]
+    NotEnded { id: String, status: RunStatus },
+    #[error("run {0} has no plan (it ended while planning): there are no steps to fork at")]
+    NoPlan(String),
+    #[error("cannot fork here: {0}")]
+    ForkRefused(String),
+    #[error("run {id} has no step {at} to fork at; its steps are {steps}")]
+    StepOutOfRange {
+        id: String,
+        at: usize,
+        steps: String,
+    },
 }
 
 /// A running manus-rt: the root supervisor and the pool every flow is cut from.
@@ -166,6 +182,8 @@ pub(crate) struct Run {
     pub(crate) created_at: i64,
     /// Who started it (`SubmitOptions::user`), for its memory's `user` namespace.
     pub(crate) user: Option<String>,
+    /// Where its agents work, when not the runtime's workspace (a fork's own).
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 /// How to run a submitted task.
@@ -265,6 +283,7 @@ impl Runtime {
             seq: 0,
             created_at: crate::store::now_ms(),
             user: options.user,
+            workspace: None,
         };
         self.start_flow(run).await
     }
@@ -332,8 +351,21 @@ impl Runtime {
             Some(plan) => crate::cells::recorded_rounds(plan, &events),
             None => Default::default(),
         };
+        // A fork goes on in its own workspace, replaying what it had not yet.
+        let (workspace, replay) = match self.fork_left(run.plan.as_ref(), &events).await? {
+            Some((workspace, replay)) => (Some(workspace), replay),
+            None => (None, Default::default()),
+        };
         tracing::info!(run = %run.id, "resuming an interrupted run");
-        let (turn, user) = self.place(&run.id).await?;
+        let (mut turn, user) = self.place(&run.id).await?;
+        // A fork of a follow-up turn reads the earlier turns of the run it came from.
+        let forked_from = events.iter().find_map(|e| match &e.event {
+            FlowEvent::Forked { from, .. } => Some(from.clone()),
+            _ => None,
+        });
+        if let (None, Some(from)) = (&turn, forked_from) {
+            turn = self.place(&from).await?.0;
+        }
         self.start_flow(Run {
             turn,
             user,
@@ -357,10 +389,13 @@ impl Runtime {
                     .max()
                     .unwrap_or(1),
                 recorded,
+                replay,
+                fork: None,
             }),
             deltas: false,
             seq,
             created_at: run.created_at,
+            workspace,
         })
         .await
     }
@@ -391,6 +426,9 @@ impl Runtime {
     /// Start the planner of `run`, recording it when there is a store.
     pub(crate) async fn start_flow(&self, run: Run) -> Result<FlowHandle, RuntimeError> {
         let mut pool = self.pool.clone();
+        if let Some(dir) = &run.workspace {
+            fork::work_in(&mut pool, dir);
+        }
         let mut planner_llm = self.planner_llm.clone();
         let clients = pool
             .iter_mut()

@@ -77,7 +77,7 @@ impl AgUi {
                     out.push(json!({"type": "STATE_SNAPSHOT", "snapshot": {"plan": plan}}));
                 }
             }
-            FlowEvent::PlanCreated { plan } => {
+            FlowEvent::PlanCreated { plan } | FlowEvent::Forked { plan, .. } => {
                 self.planned = true;
                 out.push(json!({"type": "STATE_SNAPSHOT", "snapshot": {"plan": plan}}));
             }
@@ -219,6 +219,8 @@ impl AgUi {
             FlowEvent::TextDelta { .. }
             | FlowEvent::LlmCalled { .. }
             | FlowEvent::StepMemory { .. }
+            | FlowEvent::Answered { .. }
+            | FlowEvent::StepReplayed { .. }
             | FlowEvent::Cell { .. } => {}
         }
         out

@@ -6,7 +6,7 @@
 //! lets only these files run in it.
 //!
 //! Also here, behind the token: `GET /v1/flows/{id}/files/{*path}`, a file of the workspace
-//! this node's flows work in, opened by the file tools' own confinement rule
+//! this node's flows work in (a fork's own, for a fork), opened by the file tools' own confinement rule
 //! (`manus_actors::tools::open_workspace_file`) and typed so that nothing in it runs with
 //! the console's origin: images and text inline, everything else as a download, and all of
 //! it under a policy that sandboxes it when opened by itself. The file is streamed from
@@ -174,9 +174,14 @@ pub(super) async fn file(
 
 /// The host directory holding flow `id`'s files, or the 404 that says why not: the flow
 /// is not one this service holds, or (on a cluster) it runs on another node, or the agents
-/// work in a sandbox that does not mount the workspace.
+/// work in a sandbox that does not mount the workspace. A fork's is its own workspace.
 async fn workspace_of(app: &App, id: &str) -> Result<PathBuf, ApiError> {
-    app.flow(id).await?.files_here(app.settings.keep_finished)?;
+    let flow = app.flow(id).await?;
+    flow.files_here(app.settings.keep_finished)?;
+    // A fork works in a workspace of its own.
+    if let Some(fork) = flow.view().await?.0.fork {
+        return Ok(PathBuf::from(fork.workspace));
+    }
     app.workspace.clone().ok_or_else(|| {
         ApiError(
             StatusCode::NOT_FOUND,

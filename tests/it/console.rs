@@ -3,7 +3,7 @@
 //! would: logs in with the service's token, starts a run from the text box, watches a step's
 //! words arrive, approves the call that waits, sees the flow complete, its plan graph and
 //! the chart the agent drew; without tokens, answers an agent's question from its card and
-//! cancels a run that works on. Screenshots of the run list and a run page at desktop and phone
+//! cancels a run that works on; reruns a finished run from a step (a fork). Screenshots of the run list and a run page at desktop and phone
 //! widths go to target/console-screenshots/ (and to `MANUS_CONSOLE_SCREENSHOTS`, which is
 //! how docs/console/ is refreshed). The same console also follows a run of the suite's real
 //! llama-server to its end.
@@ -497,6 +497,94 @@ async fn a_question_is_answered_and_a_run_cancelled_from_the_console() {
     );
     let (code, flow) = svc.get(&format!("/v1/flows/{two}")).await;
     assert_eq!((code, flow["status"].clone()), (200, json!("cancelled")));
+    b.client.clone().close().await.unwrap();
+}
+
+/// "Rerun from here" on a step of a finished run forks it there: the console opens the
+/// fork, whose step before replays its recorded answer (no model call; the page says so)
+/// and whose step runs live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_is_rerun_from_a_step_in_the_console() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(
+            "planning",
+            json!({"command": "create", "plan_id": "rerun", "title": "Rerun check",
+                   "steps": ["[MANUS] write a.txt", "[MANUS] write b.txt"]}),
+        ),
+        Reply::tool("bash", json!({"command": "echo one > a.txt"})),
+        done("a.txt written"),
+        Reply::tool("bash", json!({"command": "echo two > b.txt"})),
+        done("b.txt written"),
+        Reply::text("Both files written."),
+    ]);
+    let dir = Scratch::new("console-rerun");
+    let svc = Service::start(&dir, &config_with(&server, &dir.workspace(), &[])).await;
+    let b = Browser::start().await;
+    b.client.goto(&svc.url("/")).await.unwrap();
+    b.shows("the start box", "#task").await;
+    let first = b.start_run("write two files", "plan").await;
+    assert_eq!(b.run_end("the run's end", 60).await, json!("completed"));
+    let before = server.request_count();
+
+    server.push_all([
+        Reply::tool("bash", json!({"command": "echo two-again > b.txt"})),
+        done("b.txt written again"),
+        Reply::text("Both files written, the second again."),
+    ]);
+    b.until(
+        "the rerun button of step 1",
+        30,
+        "const f = document.querySelector('.step[data-step=\"1\"] button.fork'); return f && !f.hidden",
+    )
+    .await;
+    b.click(".step[data-step=\"1\"] button.fork").await;
+    let fork = b
+        .until(
+            "the fork's page",
+            30,
+            &format!("const h = location.hash.slice(7); return h !== '{first}' && h !== '' && h"),
+        )
+        .await;
+    let fork = fork.as_str().unwrap().to_string();
+    assert_eq!(b.run_end("the fork's end", 60).await, json!("completed"));
+    let replayed = b
+        .until(
+            "the replay's report on step 0",
+            30,
+            "const r = document.querySelector('.step[data-step=\"0\"] .replayed'); return r && r.innerText",
+        )
+        .await;
+    assert!(
+        replayed.as_str().unwrap().contains(
+            "2 recorded answer(s) replayed, no model call; every tool result as recorded"
+        ),
+        "{replayed}"
+    );
+    let notice = b
+        .js("return document.querySelector('#notice').innerText")
+        .await;
+    assert!(
+        notice
+            .as_str()
+            .unwrap()
+            .contains(&format!("A rerun of run {first} from step #1")),
+        "{notice}"
+    );
+    let steps: Vec<Option<usize>> = server.requests()[before..]
+        .iter()
+        .map(|r| r.step())
+        .collect();
+    assert_eq!(steps, [Some(1), Some(1), None], "no model call for step 0");
+    let forked = dir.path().join("workspace-forks").join(&fork);
+    assert_eq!(
+        std::fs::read_to_string(forked.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(forked.join("b.txt")).unwrap(),
+        "two-again\n"
+    );
     b.client.clone().close().await.unwrap();
 }
 

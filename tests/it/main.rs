@@ -16,6 +16,7 @@ mod data_analysis;
 mod evals;
 mod example_cassette;
 mod flow_runtime;
+mod fork;
 mod graph;
 mod llama;
 mod llm_server_selftest;

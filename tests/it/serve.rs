@@ -107,6 +107,7 @@ async fn a_flow_is_submitted_streamed_and_read_back() {
         "/v1/flows/{id}/answers",
         "/v1/flows/{id}/follow-up",
         "/v1/threads/{id}",
+        "/v1/flows/{id}/fork",
         "/v1/flows/{id}/approvals/{approval_id}",
         "/v1/approvals",
         "/v1/flows/{id}/files/{path}",

@@ -23,6 +23,9 @@ use crate::tools::python::code;
 use crate::tools::worker::{ToolWorker, WorkerArgs};
 use crate::tools::{self, ToolCtx};
 
+/// How much of a tool's output `ToolFinished` carries.
+pub(super) const FINISHED_CHARS: usize = 2_000;
+
 impl StepRun<'_> {
     /// Run a round's tool calls in order, each after its approval check; the step's
     /// outcome if one of them ended it (`terminate`) or stopped it for approval.
@@ -173,13 +176,14 @@ impl StepRun<'_> {
     }
 
     /// Tell the flow how `call` ended.
-    pub(super) fn finished(&self, call: &ToolCall, result: &ToolResult) {
+    pub(super) fn finished(&mut self, call: &ToolCall, result: &ToolResult) {
+        self.replay.compare(call, result);
         self.emit(FlowEvent::ToolFinished {
             step: self.req.step_index,
             agent: self.state.spec.name.clone(),
             tool: call.function.name.clone(),
             ok: result.ok,
-            output: clip(&result.output, 2_000),
+            output: clip(&result.output, FINISHED_CHARS),
             call_id: call.id.clone(),
         });
     }

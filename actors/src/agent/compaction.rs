@@ -61,6 +61,11 @@ impl StepRun<'_> {
         if notes.len() <= NOTE_CHARS || outcome.status == StepStatus::AwaitingApproval {
             return;
         }
+        // A step replayed whole asks no model: its brief is the recorded one.
+        if self.replay.whole() {
+            outcome.brief = self.req.replay.brief.clone();
+            return;
+        }
         let ask = format!("The step: {}\n\nIts notes:\n{notes}", self.req.step);
         let span = tracing::info_span!("compact", manus.compact.notes = true);
         let (brief, usage) = match self.summarise(NOTES_SYSTEM, ask).instrument(span).await {

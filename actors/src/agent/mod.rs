@@ -18,6 +18,7 @@ pub mod memory;
 mod nudges;
 pub mod profile;
 mod prompts;
+mod replay;
 mod spec;
 mod step;
 
@@ -122,6 +123,7 @@ impl Actor for ExecutorAgent {
                 let mut outcome = run.run().instrument(span.clone()).await;
                 run.brief(&mut outcome).instrument(span.clone()).await;
                 drop(permit);
+                run.replay_report();
                 run.emit(FlowEvent::StepMemory {
                     step: req.step_index,
                     agent: run.state.spec.name.clone(),
@@ -236,6 +238,7 @@ mod tests {
             builds_on: vec![],
             continued: None,
             recorded: vec![],
+            replay: Default::default(),
             flow: flow.clone(),
             budgeted: false,
             events: crate::protocol::EventSink::new(events, None, false),

@@ -3,7 +3,7 @@
 //! writes, tells the planner what each call spent, and acts on the answer (`act`) until
 //! `terminate`, a nudge that did not help (`nudges`), a pause for approval, the budget or
 //! `max_steps` ends the step. Compaction (`compaction`) runs before each round's call; the
-//! round's prompts are `prompts`'.
+//! round's prompts are `prompts`'. In a fork, recorded answers (`replay`) come first.
 
 use std::time::{Duration, Instant};
 
@@ -91,6 +91,8 @@ pub(super) struct StepRun<'a> {
     /// In code mode after an interruption: what the model is told of its cells run again,
     /// with the next cell's result.
     pub(super) replay_note: Option<String>,
+    /// In a fork: the step's recorded answers, fed in place of model calls.
+    pub(super) replay: super::replay::Replaying,
 }
 
 impl<'a> StepRun<'a> {
@@ -150,6 +152,7 @@ impl<'a> StepRun<'a> {
             usage: Usage::default(),
             browsed: false,
             replay_note: None,
+            replay: super::replay::Replaying::new(&req.replay),
         }
     }
 
@@ -245,72 +248,18 @@ impl<'a> StepRun<'a> {
                     Action::Code => code_tool(self.state, &self.mcp.specs),
                 };
             }
-            // A model call is a side effect too (it costs, and may be seen).
+            // A model call is a side effect too (it costs, and may be seen); so are the
+            // tool calls of a recorded answer.
             if let Err(why) = self.req.events.may_act() {
                 return self.outcome(StepStatus::Failed, why, round);
             }
-            self.compact(round).await;
-            let closing = self.closing_prompt(prompt).await;
-            let mut request = ChatRequest {
-                messages: self.memory.request(Some(&closing)),
-                tools: self.tools.clone(),
-                tool_choice: ToolChoice::Auto,
+            let (msg, cut_off) = match self.replay.next(round) {
+                Some(recorded) => (recorded, false),
+                None => match self.ask(round, prompt).await {
+                    Ok(answer) => answer,
+                    Err(outcome) => return outcome,
+                },
             };
-            let text_only: Vec<Message>;
-            if self.state.text_only {
-                text_only = request
-                    .messages
-                    .iter()
-                    .map(|m| m.without_images())
-                    .collect();
-                request.messages = text_only.iter().collect();
-            }
-            let started = Instant::now();
-            let live = Deltas::new(self.req, &self.state.spec.name);
-            let listener = |piece: &str| live.heard(piece);
-            let mut answer = self.state.spec.llm.chat_with(&request, &listener).await;
-            if let Err(e) = &answer
-                && e.kind == LlmErrorKind::ImagesUnsupported
-                && !self.state.text_only
-            {
-                tracing::warn!(agent = %self.state.spec.name, "{e}; going on without images");
-                self.state.text_only = true;
-                let stripped: Vec<Message> = request
-                    .messages
-                    .iter()
-                    .map(|m| m.without_images())
-                    .collect();
-                request.messages = stripped.iter().collect();
-                answer = self.state.spec.llm.chat_with(&request, &listener).await;
-            }
-            live.flush();
-            let resp = match answer {
-                Ok(r) => r,
-                Err(e) => {
-                    return self.outcome(
-                        StepStatus::Failed,
-                        format!("the model call failed: {e}"),
-                        round,
-                    );
-                }
-            };
-            self.usage.add(resp.usage);
-            let go_on = self.spent(resp.usage).await;
-            self.emit(FlowEvent::LlmCalled {
-                agent: self.state.spec.name.clone(),
-                step: Some(self.req.step_index),
-                model: self.state.spec.llm.model().to_string(),
-                usage: resp.usage,
-                elapsed_ms: started.elapsed().as_millis() as u64,
-            });
-            if !go_on {
-                return self.outcome(
-                    StepStatus::Failed,
-                    "stopped: the flow's token or cost budget is spent".into(),
-                    round,
-                );
-            }
-            let msg = resp.message;
             if !msg.text().trim().is_empty() {
                 self.emit(FlowEvent::Thought {
                     step: self.req.step_index,
@@ -344,9 +293,15 @@ impl<'a> StepRun<'a> {
                     message: msg.clone(),
                 })
                 .await;
+            } else {
+                self.emit(FlowEvent::Answered {
+                    step: self.req.step_index,
+                    agent: self.state.spec.name.clone(),
+                    round,
+                    message: msg.clone(),
+                });
             }
             self.memory.push(msg);
-            let cut_off = resp.finish_reason.as_deref() == Some("length");
             if calls.is_empty() {
                 let limit = self.state.spec.llm.settings().max_tokens;
                 match self
@@ -369,6 +324,74 @@ impl<'a> StepRun<'a> {
             format!("ran out of rounds (max_steps = {max}) before finishing the step; last words: {last}"),
             max,
         )
+    }
+
+    /// Ask the model for round `round`'s answer (after compacting the memory), closing
+    /// with `prompt`; the answer and whether it was cut off, or how the step ends.
+    async fn ask(&mut self, round: u32, prompt: String) -> Result<(Message, bool), StepOutcome> {
+        self.compact(round).await;
+        let closing = self.closing_prompt(prompt).await;
+        let mut request = ChatRequest {
+            messages: self.memory.request(Some(&closing)),
+            tools: self.tools.clone(),
+            tool_choice: ToolChoice::Auto,
+        };
+        let text_only: Vec<Message>;
+        if self.state.text_only {
+            text_only = request
+                .messages
+                .iter()
+                .map(|m| m.without_images())
+                .collect();
+            request.messages = text_only.iter().collect();
+        }
+        let started = Instant::now();
+        let live = Deltas::new(self.req, &self.state.spec.name);
+        let listener = |piece: &str| live.heard(piece);
+        let mut answer = self.state.spec.llm.chat_with(&request, &listener).await;
+        if let Err(e) = &answer
+            && e.kind == LlmErrorKind::ImagesUnsupported
+            && !self.state.text_only
+        {
+            tracing::warn!(agent = %self.state.spec.name, "{e}; going on without images");
+            self.state.text_only = true;
+            let stripped: Vec<Message> = request
+                .messages
+                .iter()
+                .map(|m| m.without_images())
+                .collect();
+            request.messages = stripped.iter().collect();
+            answer = self.state.spec.llm.chat_with(&request, &listener).await;
+        }
+        live.flush();
+        let resp = match answer {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(self.outcome(
+                    StepStatus::Failed,
+                    format!("the model call failed: {e}"),
+                    round,
+                ));
+            }
+        };
+        self.usage.add(resp.usage);
+        let go_on = self.spent(resp.usage).await;
+        self.emit(FlowEvent::LlmCalled {
+            agent: self.state.spec.name.clone(),
+            step: Some(self.req.step_index),
+            model: self.state.spec.llm.model().to_string(),
+            usage: resp.usage,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+        if !go_on {
+            return Err(self.outcome(
+                StepStatus::Failed,
+                "stopped: the flow's token or cost budget is spent".into(),
+                round,
+            ));
+        }
+        let cut_off = resp.finish_reason.as_deref() == Some("length");
+        Ok((resp.message, cut_off))
     }
 }
 

@@ -25,7 +25,7 @@ mod spec;
 mod steps;
 
 pub use calls::planning_opening;
-pub use spec::{FlowSettings, FlowSpec, OnStepFailure, PausedStep, Resume, Turn};
+pub use spec::{FlowSettings, FlowSpec, Fork, OnStepFailure, PausedStep, Resume, Turn};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -99,6 +99,10 @@ pub struct PlannerState {
     /// A resumed flow's code-mode steps' recorded rounds, handed to each step when it goes
     /// on (`send_step`).
     recorded: BTreeMap<usize, Vec<crate::protocol::RecordedRound>>,
+    /// A new fork's origin, announced when it picks its plan up.
+    fork: Option<spec::Fork>,
+    /// Steps to run on recorded answers, each handed to its step when it starts.
+    replay: BTreeMap<usize, crate::protocol::StepReplay>,
     span: tracing::Span,
 }
 
@@ -222,6 +226,8 @@ impl Actor for Planner {
             deadline: None,
             resume_paused: (before.paused, before.plan_signoff),
             recorded: before.recorded,
+            fork: before.fork,
+            replay: before.replay,
             resume: spec.resume,
             span,
         })

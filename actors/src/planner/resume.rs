@@ -1,6 +1,7 @@
 //! Picking an interrupted flow up again: its stored plan put back as the planner would
 //! have left it (steps that were running start over), its paused steps and plan sign-off
-//! waiting on or decided, and the flow moved on.
+//! waiting on or decided, and the flow moved on. A fork starts the same way from the plan
+//! of the run it was forked from, with the recorded steps it replays.
 
 use ractor::ActorRef;
 
@@ -34,12 +35,20 @@ pub(super) async fn resume(myself: &ActorRef<FlowMsg>, st: &mut PlannerState, mu
     let (goes_on, rerun) = rerun
         .into_iter()
         .partition(|step| st.recorded.contains_key(step));
-    st.emit(FlowEvent::Resumed {
-        plan: Some(st.plan.clone()),
-        usage: st.usage,
-        rerun,
-        goes_on,
-    });
+    match st.fork.take() {
+        Some(fork) => st.emit(FlowEvent::Forked {
+            from: fork.from,
+            at_step: fork.at_step,
+            workspace: fork.workspace,
+            plan: st.plan.clone(),
+        }),
+        None => st.emit(FlowEvent::Resumed {
+            plan: Some(st.plan.clone()),
+            usage: st.usage,
+            rerun,
+            goes_on,
+        }),
+    }
     for p in paused {
         st.next_approval = st.next_approval.max(p.id + 1);
         match p.decision.clone() {

@@ -127,6 +127,21 @@ pub struct Resume {
     /// Code-mode steps' rounds as recorded before the interruption, by step: such a step
     /// goes on after them instead of starting over.
     pub recorded: BTreeMap<usize, Vec<crate::protocol::RecordedRound>>,
+    /// Steps that run on recorded answers instead of model calls (a fork's), by number.
+    pub replay: BTreeMap<usize, crate::protocol::StepReplay>,
+    /// Set when the flow is a new fork of another run (under a new id): where it came from,
+    /// announced with `FlowEvent::Forked` instead of `Resumed`.
+    pub fork: Option<Fork>,
+}
+
+/// Where a fork comes from.
+#[derive(Debug, Clone, Default)]
+pub struct Fork {
+    /// The run it was forked from, and the step it goes live from.
+    pub from: String,
+    pub at_step: usize,
+    /// Where its agents work.
+    pub workspace: String,
 }
 
 /// A step stopped before a tool call that needs approval, as the planner keeps it until a

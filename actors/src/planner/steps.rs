@@ -182,6 +182,7 @@ pub(super) async fn send_step(
         builds_on,
         continued,
         recorded: st.recorded.remove(&step).unwrap_or_default(),
+        replay: st.replay.remove(&step).unwrap_or_default(),
         flow: myself.clone(),
         budgeted: st.settings.max_tokens.is_some() || st.settings.max_cost.is_some(),
         events: st.events.clone(),

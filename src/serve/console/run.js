@@ -2,7 +2,9 @@
 // graph with live statuses, what waits for a person (questions, approvals) with the
 // buttons to answer, each step's messages as the model writes them and its tool calls with
 // their results, the images the agents made, the outcome, and once it has ended a box for
-// a follow-up (the conversation's next turn). The event stream drives the step logs; the flow's own JSON
+// a follow-up (the conversation's next turn) and, on each step, "Rerun from here", which
+// forks the run there (the steps before it replay their recorded answers) and opens the
+// fork. The event stream drives the step logs; the flow's own JSON
 // (GET /v1/flows/ID) is the truth for statuses, usage and what is pending, re-read after
 // events and every few seconds while the run goes on.
 
@@ -237,6 +239,20 @@ export function showRun(main, id, failed) {
     }
   }
 
+  /** Fork the run at step `i` and open the fork (or say why not). */
+  async function doFork(e, i) {
+    // A button in a step's summary must not fold the step.
+    e.preventDefault();
+    e.target.disabled = true;
+    try {
+      const made = await call("POST", `/v1/flows/${encodeURIComponent(id)}/fork`, { at_step: i });
+      location.hash = `#/runs/${encodeURIComponent(made.id)}`;
+    } catch (err) {
+      notice.textContent = `Cannot rerun from step #${i}: ${err.message}`;
+      e.target.disabled = false;
+    }
+  }
+
   // ── Step logs, from the event stream ───────────────────────────────────────────────
   const cards = new Map();
 
@@ -245,7 +261,8 @@ export function showRun(main, id, failed) {
     const label = h("span", { class: "label" });
     const state = h("span", { class: "state" });
     const log = h("div", { class: "entries" });
-    const el = h("details", { class: "card step", open: true, data: { step: i } }, h("summary", {}, h("b", {}, `#${i} `), label, " ", state), log);
+    const rerun = h("button", { class: "fork", type: "button", hidden: true, title: "A new run: the steps before this one replay their recorded answers, this one runs live", onclick: (e) => doFork(e, i) }, "Rerun from here");
+    const el = h("details", { class: "card step", open: true, data: { step: i } }, h("summary", {}, h("b", {}, `#${i} `), label, " ", state, " ", rerun), log);
     const card = {
       el,
       log,
@@ -256,6 +273,7 @@ export function showRun(main, id, failed) {
         const { tag, body } = splitTag(s.text);
         label.textContent = `${tag ? `[${tag}] ` : ""}${body}`;
         state.replaceChildren(badge(s.status));
+        rerun.hidden = !flow?.finished || s.replaced_in != null;
       },
     };
     const s = flow?.plan?.steps?.[i];
@@ -313,6 +331,20 @@ export function showRun(main, id, failed) {
         if (e.event === "plan_revised") notice.textContent = `Plan revised (revision ${e.plan.revision}): ${e.reason}`;
         soon();
         break;
+      case "forked":
+        notice.replaceChildren(
+          "A rerun of ",
+          h("a", { href: `#/runs/${encodeURIComponent(e.from)}` }, "run " + e.from),
+          ` from step #${e.at_step}: the steps before it replay its recorded answers (no model call), then it runs live.`,
+        );
+        soon();
+        break;
+      case "step_replayed": {
+        const same = e.differed?.length ? `${e.differed.length} tool result(s) differ from the record:` : "every tool result as recorded";
+        const diffs = (e.differed || []).map((d) => folded(`round ${d.round}, ${d.tool}\nrecorded: ${d.recorded}\nnow: ${d.now}`, "diff", `${d.tool} (round ${d.round})`));
+        entry(i, h("div", { class: "replayed muted" }, h("p", {}, `${e.answers} recorded answer(s) replayed, no model call; ${same}`), ...diffs));
+        break;
+      }
       case "step_started": {
         // A new attempt: what the last one left half-said or unanswered stays as it was.
         settle(i);

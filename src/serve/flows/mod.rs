@@ -1,7 +1,7 @@
 //! The service's flows, wherever they are: the table of flows held on this node (each
 //! one's numbered event log, its `FlowView` and its control), and `Flow`, one flow found
 //! here or (on a cluster) in the store, run by another node or by none yet. `Flow` offers
-//! the verbs the routes need (start, its document, its view, reply, cancel, follow, where
+//! the verbs the routes need (start, fork, its document, its view, reply, cancel, follow, where
 //! its files are) written once for both places. `held.rs` is the table, `doc.rs` the one
 //! document a flow is shown as. The HTTP routes, A2A, AG-UI and the console's routes are
 //! adapters over this module; it knows nothing of their wire formats, only of `ApiError`'s
@@ -118,6 +118,33 @@ impl App {
         }
         let handle = runtime.submit(task, options).await.map_err(refused)?;
         Ok((self.track_holding(handle, None), false))
+    }
+
+    /// Fork stored run `id` at a step (`Runtime::fork`): started here, never queued, as
+    /// its workspace is this node's; the fork's id.
+    pub(super) async fn fork(
+        &self,
+        id: &str,
+        options: crate::runtime::ForkOptions,
+    ) -> Result<String, ApiError> {
+        use crate::runtime::RuntimeError as E;
+        let runtime = self.runtime.read().await;
+        let Some(runtime) = runtime.as_ref() else {
+            return Err(ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the service is shutting down".into(),
+            ));
+        };
+        let handle = runtime.fork(id, options).await.map_err(|e| {
+            let status = match &e {
+                E::UnknownRun(_) => StatusCode::NOT_FOUND,
+                E::NotEnded { .. } | E::NoStore | E::ForkRefused(_) => StatusCode::CONFLICT,
+                E::StepOutOfRange { .. } | E::NoPlan(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            ApiError(status, e.to_string())
+        })?;
+        Ok(self.track_holding(handle, None))
     }
 
     /// Every flow's summary, the newest first: those held here, or on a cluster every
