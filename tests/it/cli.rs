@@ -837,13 +837,15 @@ async fn tools_list_names_every_tool() {
             "terminate",
             "browser_use",
             "web_search",
-            "crawl"
+            "crawl",
+            "memory_save",
+            "memory_search"
         ]
     );
     // Each comes with its arguments' schema.
     assert_eq!(
         out.stdout.matches("  arguments: {").count(),
-        11,
+        13,
         "{}",
         out.stdout
     );

@@ -87,10 +87,18 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The flow id `--json` printed.
-fn flow_id(stdout: &[u8]) -> String {
-    let outcome: Value = serde_json::from_slice(stdout).unwrap_or_else(|e| {
-        panic!("stdout is not the outcome ({e}):\n{}", text(stdout));
+/// `run-flow ARGS… --json` to a completed end: the flow's id.
+async fn run_flow(dir: &Scratch, config: &std::path::Path, args: &[&str]) -> String {
+    let mut full = vec!["run-flow"];
+    full.extend_from_slice(args);
+    full.push("--json");
+    let out = tokio::time::timeout(GUARD, manus(dir, config, &full).output())
+        .await
+        .expect("run-flow ended")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("stdout is not the outcome ({e}):\n{}", text(&out.stdout));
     });
     outcome["flow_id"].as_str().unwrap().to_string()
 }
@@ -106,31 +114,11 @@ async fn follow_ups_over_the_cli_see_the_earlier_turns_and_edit_the_same_file() 
     let report = dir.workspace().join("report.txt");
 
     server.push_all(first_turn());
-    let out = manus(&dir, &config, &["run-flow", FIRST, "--json"])
-        .output()
-        .await
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let first = flow_id(&out.stdout);
+    let first = run_flow(&dir, &config, &[FIRST]).await;
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "colour: red\n");
 
     server.push_all(recolour("red", "blue"));
-    let out = manus(
-        &dir,
-        &config,
-        &[
-            "run-flow",
-            "--continue",
-            &first,
-            "Now make it blue",
-            "--json",
-        ],
-    )
-    .output()
-    .await
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let second = flow_id(&out.stdout);
+    let second = run_flow(&dir, &config, &["--continue", &first, "Now make it blue"]).await;
     assert_ne!(second, first);
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "colour: blue\n");
     saw_earlier(
@@ -219,12 +207,7 @@ async fn a_follow_up_killed_mid_turn_resumes_with_the_earlier_turns() {
     let dir = Scratch::new("threads-resume");
     let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
     server.push_all(first_turn());
-    let out = manus(&dir, &config, &["run-flow", FIRST, "--json"])
-        .output()
-        .await
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let first = flow_id(&out.stdout);
+    let first = run_flow(&dir, &config, &[FIRST]).await;
 
     // The follow-up's step never hears back before the kill.
     let mut turn = recolour("red", "blue");
@@ -458,27 +441,8 @@ async fn each_turn_is_a_trace_linked_to_its_thread() {
     ));
     server.push_all(first_turn());
     server.push_all(recolour("red", "blue"));
-    let out = manus(&dir, &config, &["run-flow", FIRST, "--json"])
-        .output()
-        .await
-        .unwrap();
-    let first = flow_id(&out.stdout);
-    let out = manus(
-        &dir,
-        &config,
-        &[
-            "run-flow",
-            "--continue",
-            &first,
-            "Now make it blue",
-            "--json",
-        ],
-    )
-    .output()
-    .await
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let second = flow_id(&out.stdout);
+    let first = run_flow(&dir, &config, &[FIRST]).await;
+    let second = run_flow(&dir, &config, &["--continue", &first, "Now make it blue"]).await;
     let spans = otlp.spans();
     let roots: Vec<_> = spans
         .iter()
