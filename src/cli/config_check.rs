@@ -96,6 +96,26 @@ fn describe(c: &Config) -> String {
         },
         py.python_timeout.as_secs()
     ));
+    if let Some(m) = &c.memory {
+        let name = |scope: &manus_rt::store::memory::Scope| {
+            serde_json::to_value(scope)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        };
+        let search: Vec<String> = m.search.iter().map(name).collect();
+        s.push_str(&format!(
+            "Memory: notes kept per {}, searched in {} ({} a search){}\n",
+            name(&m.save_to),
+            search.join(", "),
+            m.max_results,
+            if m.distill {
+                "; an end-of-run pass keeps what each run's model lists"
+            } else {
+                ""
+            }
+        ));
+    }
     let t = &c.telemetry;
     match &t.otlp_endpoint {
         Some(url) => s.push_str(&format!(

@@ -572,7 +572,27 @@ async fn config_check_describes_a_valid_config() {
         "{s}"
     );
     assert!(s.contains(&dir.workspace().display().to_string()), "{s}");
+    assert!(!s.contains("Memory:"), "memory is off by default: {s}");
     assert_eq!(server.request_count(), 0);
+
+    let remembering = dir.write_config(&config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("memory.enabled", "true"),
+            ("memory.distill", "true"),
+            ("memory.save_to", "\"thread\""),
+        ],
+    ));
+    let out = manus(&dir, Some(&remembering), &["config", "check"], None).await;
+    assert!(
+        out.stdout.contains(
+            "Memory: notes kept per thread, searched in thread, user, global (5 a search); \
+             an end-of-run pass keeps what each run's model lists"
+        ),
+        "{}",
+        out.stdout
+    );
 }
 
 /// Write `text` as the config, run `config check`, and expect exit 2 with the file (and the
