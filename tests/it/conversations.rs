@@ -291,6 +291,72 @@ async fn a_follow_up_killed_mid_turn_resumes_with_the_earlier_turns() {
     }
 }
 
+/// `chat`: Ctrl-C while a turn runs cancels that turn, not the chat; the next line is the
+/// conversation's next turn, which knows the last one was cancelled.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_in_a_chat_cancels_the_turn_and_the_chat_goes_on() {
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("threads-chat");
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &[]));
+    server.push_all([
+        plan_reply(&["[MANUS] Wait for the build"]),
+        Reply::tool("bash", json!({"command": "sleep 60"})),
+    ]);
+    server.push_all(first_turn());
+    let mut chat = manus(&dir, &config, &["chat"]);
+    chat.stdin(std::process::Stdio::piped());
+    let mut child = chat.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("Wait for the build\n{FIRST}\n/exit\n").as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    // Once the step's command runs (its call was answered), Ctrl-C.
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while server.request_count() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the step never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = child.id().unwrap().to_string();
+    let sent = tokio::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(sent.success());
+    let out = tokio::time::timeout(GUARD, child.wait_with_output())
+        .await
+        .expect("the chat ended")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("report.txt")).unwrap(),
+        "colour: red\n"
+    );
+    let store = RunStore::open(&StoreUrl::Sqlite(dir.workspace().with_file_name("runs.db")))
+        .await
+        .unwrap();
+    let runs = store.list(10).await.unwrap();
+    let first = runs
+        .iter()
+        .find(|r| r.task == "Wait for the build")
+        .unwrap();
+    let turns = store.turns(&first.id).await.unwrap();
+    let statuses: Vec<(u32, &str)> = turns.iter().map(|(n, r)| (*n, r.status.as_str())).collect();
+    assert_eq!(statuses, [(0, "cancelled"), (1, "completed")]);
+    store.close().await;
+    saw_earlier(
+        &server,
+        FIRST,
+        &["Turn 0: Wait for the build\nIt ended cancelled"],
+    );
+}
+
 /// Wait until flow `id` of `svc` has ended; its document.
 async fn ended(svc: &Service, id: &str) -> Value {
     let deadline = tokio::time::Instant::now() + GUARD;
