@@ -109,7 +109,17 @@ pub fn next_turn(
             run: last.id.clone(),
         }));
     }
-    let turn = turns.last().map_or(1, |(n, _)| n + 1);
+    // Past every number taken, also by a link whose run never started (its flow failed to
+    // start after the link was made), so such a gap never blocks the thread.
+    let taken = db.query(
+        "SELECT MAX(turn) FROM manus_threads WHERE thread_id = $1",
+        &[text(&thread)],
+    )?;
+    let highest = match taken.first().map(|r| &r[0]) {
+        Some(Val::Int(n)) => (*n).max(0) as u32,
+        _ => 0,
+    };
+    let turn = turns.last().map_or(0, |(n, _)| *n).max(highest) + 1;
     let link = Stmt {
         sql: "INSERT INTO manus_threads (run_id, thread_id, turn, user_name) VALUES ($1, $2, $3, $4)",
         params: vec![
@@ -121,4 +131,92 @@ pub fn next_turn(
     };
     let user = user.map(str::to_string);
     Ok(Ok((TurnOf { thread, turn, user }, link)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{RunStore, StoreUrl};
+
+    fn run(id: &str, status: RunStatus) -> StoredRun {
+        StoredRun {
+            id: id.into(),
+            task: format!("task {id}"),
+            mode: manus_actors::protocol::FlowMode::Plan,
+            status,
+            plan: None,
+            usage: Default::default(),
+            usage_by_agent: Default::default(),
+            outcome: None,
+            owner: None,
+            created_at: 0,
+            updated_at: 0,
+            elapsed_ms: 0,
+        }
+    }
+
+    /// Turns are numbered on from the thread's last one, from any turn's id; a thread whose
+    /// last turn runs takes none; a link whose run never started leaves a gap, not a block.
+    #[tokio::test]
+    async fn turns_are_taken_in_order_one_at_a_time() {
+        let store = RunStore::open(&StoreUrl::Sqlite(":memory:".into()))
+            .await
+            .unwrap();
+        let places = store
+            .read(|db, _| {
+                let put = |db: &mut dyn Backend, r: StoredRun| db.transaction(&[r.insert(0)]);
+                put(db, run("a", RunStatus::Completed))?;
+                let unknown = next_turn(db, "x", "nope", None)?.err();
+                // b follows a, for bob.
+                let (b, link) =
+                    next_turn(db, "b", "a", Some("bob"))?.map_err(|e| format!("{e:?}"))?;
+                db.transaction(&[link])?;
+                put(db, run("b", RunStatus::Running))?;
+                // While b runs, nothing follows it, asked through either turn.
+                let busy = next_turn(db, "c", "a", None)?.err();
+                db.transaction(&[Stmt {
+                    sql: "UPDATE manus_runs SET status = 'completed' WHERE id = $1",
+                    params: vec![text("b")],
+                }])?;
+                // A link made for a run that never started...
+                let (_, dangling) =
+                    next_turn(db, "lost", "b", None)?.map_err(|e| format!("{e:?}"))?;
+                db.transaction(&[dangling])?;
+                // ...is stepped over.
+                let (d, link) = next_turn(db, "d", "b", None)?.map_err(|e| format!("{e:?}"))?;
+                db.transaction(&[link])?;
+                put(db, run("d", RunStatus::Completed))?;
+                let numbered: Vec<(u32, String)> = turns(db, "a")?
+                    .into_iter()
+                    .map(|(n, r)| (n, r.id))
+                    .collect();
+                let of = (turn_of(db, "b")?, turn_of(db, "a")?);
+                Ok((unknown, busy, b, d, numbered, of))
+            })
+            .await
+            .unwrap();
+        let (unknown, busy, b, d, numbered, (of_b, of_a)) = places;
+        assert_eq!(unknown, Some(Refused::Unknown));
+        let busy_with_b = Refused::Busy {
+            thread: "a".into(),
+            run: "b".into(),
+        };
+        assert_eq!(busy, Some(busy_with_b));
+        assert_eq!(
+            (b.thread.as_str(), b.turn, b.user.as_deref()),
+            ("a", 1, Some("bob"))
+        );
+        assert_eq!((d.thread.as_str(), d.turn), ("a", 3));
+        assert_eq!(
+            numbered,
+            [
+                (0, "a".to_string()),
+                (1, "b".to_string()),
+                (3, "d".to_string())
+            ]
+        );
+        assert_eq!(of_b, b);
+        assert_eq!((of_a.thread.as_str(), of_a.turn, of_a.user), ("a", 0, None));
+        store.close().await;
+    }
 }
