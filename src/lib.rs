@@ -20,7 +20,7 @@ pub mod telemetry;
 pub mod threads;
 pub mod view;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, SandboxMode};
 pub use manus_actors as engine;
 pub use manus_actors::protocol::{FlowEvent, FlowMode, FlowOutcome, FlowStatus};
 pub use runtime::{

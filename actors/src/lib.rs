@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod background;
 pub mod browser;
 pub(crate) mod children;
+pub mod confine;
 #[cfg(test)]
 pub(crate) mod fuzz;
 pub mod llm;

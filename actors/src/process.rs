@@ -132,6 +132,15 @@ fn signal_group(pid: u32, signal: libc::c_int) {
 pub(crate) struct Contained {
     child: Child,
     group: u32,
+    /// The command's last step before exec, kept for as long as the process lives.
+    _last: Option<std::sync::Arc<dyn LastStep>>,
+}
+
+/// What the command alone (not its watcher or init) does last before exec, such as
+/// confining itself. It runs between fork and exec: system calls only, no allocation, no
+/// lock.
+pub(crate) trait LastStep: Send + Sync + 'static {
+    fn before_exec(&self) -> io::Result<()>;
 }
 
 impl Contained {
@@ -141,6 +150,29 @@ impl Contained {
         return Contained::spawn_tied(cmd, contain::lifeline()?, contain::mode());
         #[cfg(not(target_os = "linux"))]
         Contained::start(cmd)
+    }
+
+    /// Start `cmd` contained, and have the command take `last` as its last step before exec
+    /// (after its group and namespace are made, so they are not confined by it).
+    pub(crate) fn spawn_then(
+        cmd: &mut Command,
+        last: std::sync::Arc<dyn LastStep>,
+    ) -> io::Result<Contained> {
+        #[cfg(target_os = "linux")]
+        {
+            let (lifeline, mode) = (contain::lifeline()?, contain::mode());
+            // SAFETY: as in `spawn_tied`; only the command returns from its hook, so only the
+            // command runs `before_exec`, whose contract is the same.
+            unsafe {
+                cmd.pre_exec(move || contain::enter(mode, lifeline));
+            }
+            let step = last.clone();
+            // SAFETY: `LastStep::before_exec` promises the same as the hook above.
+            unsafe { cmd.pre_exec(move || step.before_exec()) };
+        }
+        let mut contained = Contained::start(cmd)?;
+        contained._last = Some(last);
+        Ok(contained)
     }
 
     /// Start `cmd` under a watcher that ends its tree once every write end of the pipe whose
@@ -163,7 +195,11 @@ impl Contained {
         let group = child
             .id()
             .ok_or_else(|| io::Error::other("the process ended before it was seen"))?;
-        Ok(Contained { child, group })
+        Ok(Contained {
+            child,
+            group,
+            _last: None,
+        })
     }
 
     /// The process itself (for its pipes).

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use manus_rt::Config;
 use manus_rt::engine::agent::Action;
 use manus_rt::engine::browser::WebDriverSource;
+use manus_rt::engine::confine::Support;
 use manus_rt::engine::llm::ApiType;
 use manus_rt::engine::tools::python::PythonSession;
 
@@ -131,9 +132,9 @@ fn describe(c: &Config) -> String {
             "\nTelemetry: off (set [telemetry] otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)\n",
         ),
     }
-    match &c.sandbox {
-        Some(sb) => s.push_str(&format!(
-            "Sandbox: tools work in {} via {} (memory {} MiB, {} CPU, pids {}, network {}, idle {}s, at most {})\n",
+    match (&c.sandbox, &c.tools.confine) {
+        (Some(sb), _) => s.push_str(&format!(
+            "Sandbox: mode container — tools work in {} via {} (memory {} MiB, {} CPU, pids {}, network {}, idle {}s, at most {})\n",
             sb.image,
             sb.engines_text(),
             sb.memory_limit >> 20,
@@ -143,7 +144,25 @@ fn describe(c: &Config) -> String {
             sb.idle_timeout.as_secs(),
             sb.max_sandboxes
         )),
-        None => s.push_str("Sandbox: off — code runs on this machine ([sandbox] use_sandbox = true to change)\n"),
+        (None, Some(confine)) => {
+            s.push_str(&format!(
+                "Sandbox: mode process — code runs on this machine confined to the workspace \
+                 (memory {} MiB a process, processes {}, network {}); this kernel: {}\n",
+                confine.memory_limit >> 20,
+                confine.processes,
+                if confine.network { "on" } else { "off" },
+                Support::here().describe()
+            ));
+        }
+        (None, None) => s.push_str(
+            "Sandbox: mode none — code runs on this machine with your rights ([sandbox] mode = \
+             \"process\" confines it to the workspace, \"container\" runs it in Docker)\n",
+        ),
+    }
+    if c.sandbox_old_spelling {
+        s.push_str(
+            "  note: [sandbox] use_sandbox = true is deprecated: write mode = \"container\"\n",
+        );
     }
     let b = &c.browser;
     let driver = match &b.webdriver {

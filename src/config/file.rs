@@ -165,7 +165,9 @@ pub(super) struct McpToml {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SandboxToml {
-    pub(super) use_sandbox: Option<bool>,
+    pub(super) mode: Option<Spanned<SandboxModeToml>>,
+    pub(super) use_sandbox: Option<Spanned<bool>>,
+    pub(super) network: Option<Spanned<bool>>,
     pub(super) docker_host: Option<Spanned<String>>,
     pub(super) hosts: Option<Spanned<Vec<HostToml>>>,
     pub(super) image: Option<Spanned<String>>,
@@ -223,6 +225,15 @@ pub(super) enum ApiTypeToml {
 pub(super) enum ActionToml {
     Tools,
     Code,
+}
+
+/// `[sandbox] mode`: where and how code the model wrote runs.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum SandboxModeToml {
+    Process,
+    Container,
+    None,
 }
 
 /// `[tools] python_session`: how long a `python_execute` interpreter lives.

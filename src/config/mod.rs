@@ -50,6 +50,7 @@ pub use error::ConfigError;
 pub(crate) use error::Lines;
 pub use parse::{Parsed, parse};
 pub use resolve::{Env, process_env};
+pub use sandbox::SandboxMode;
 
 /// The example config, as shipped; it runs with no API key (it replays a cassette).
 pub const EMBEDDED_EXAMPLE: &str = include_str!("../../config/config.example.toml");
@@ -72,8 +73,12 @@ pub struct Config {
     pub flow: FlowSettings,
     /// `[telemetry]` with the `OTEL_*` environment applied.
     pub telemetry: TelemetrySettings,
-    /// `[sandbox]` when `use_sandbox = true`; code runs on the host otherwise.
+    /// `[sandbox]` in container mode; code runs on the host otherwise.
     pub sandbox: Option<SandboxSettings>,
+    /// `[sandbox] mode` (process mode's confinement is `tools.confine`).
+    pub sandbox_mode: SandboxMode,
+    /// The file spelt container mode `use_sandbox = true`, which `config check` notes.
+    pub sandbox_old_spelling: bool,
     /// `[browser]`; a browser starts only when an agent first uses it.
     pub browser: BrowserSettings,
     /// The MCP servers of the servers file, in id order.

@@ -43,6 +43,9 @@ pub struct Parsed {
     pub(super) telemetry: TelemetrySettings,
     /// The sandbox, and whether the file named its Docker engine.
     pub(super) sandbox: Option<(SandboxSettings, bool)>,
+    /// `[sandbox] mode`, and whether the file spelt container mode `use_sandbox = true`.
+    pub(super) sandbox_mode: sandbox::SandboxMode,
+    pub(super) sandbox_old_spelling: bool,
     /// With the proxy password the file writes; `proxy_password_env` names the variable
     /// whose value wins over it.
     pub(super) browser: BrowserSettings,
@@ -104,7 +107,13 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
             .text(&file.runtime.workspace, "workspace", "a directory's path")?
             .unwrap_or_else(|| "workspace".into()),
     );
-    let sandbox = sandbox::build(&file.sandbox, &workspace, lines)?;
+    let sandbox::Built {
+        mode: sandbox_mode,
+        old_spelling: sandbox_old_spelling,
+        container: sandbox,
+        confine,
+    } = sandbox::build(&file.sandbox, &workspace, lines)?;
+    let tools = ToolSettings { confine, ..tools };
     let store = service::store(&file.store, lines)?;
     let retention = service::retention(&file.store, lines)?;
     let server = service::server(&file.server, lines)?;
@@ -120,6 +129,8 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         flow,
         telemetry,
         sandbox,
+        sandbox_mode,
+        sandbox_old_spelling,
         browser,
         proxy_password_env,
         mcp_servers_file,

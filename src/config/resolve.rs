@@ -119,6 +119,8 @@ impl Parsed {
             flow: self.flow,
             telemetry: self.telemetry.with_env(env),
             sandbox,
+            sandbox_mode: self.sandbox_mode,
+            sandbox_old_spelling: self.sandbox_old_spelling,
             browser,
             mcp_servers,
             mcp_serve_tools: self.mcp_serve_tools,

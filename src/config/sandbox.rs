@@ -1,14 +1,16 @@
-//! `[sandbox]`: whether code runs in a container per flow, and the container's image,
-//! limits and workspace, checked. Unless the file names the Docker engine, `resolve` takes
+//! `[sandbox]`: where code the model wrote runs (`mode`: confined on the host, in a
+//! container per flow, or on the host with the user's rights), and the limits, network and
+//! container settings, checked. Unless the file names the Docker engine, `resolve` takes
 //! `DOCKER_HOST` from the environment (a `unix://` one).
 
 use std::path::Path;
 use std::time::Duration;
 
+use manus_actors::confine::ConfineSettings;
 use manus_actors::sandbox::{DockerHost, SandboxSettings, TlsFiles};
 
 use super::error::{Lines, Problem};
-use super::file::{HostToml, SandboxToml};
+use super::file::{HostToml, SandboxModeToml, SandboxToml};
 use super::values::{Bounds, Table};
 
 /// The engine's socket when neither the file nor `DOCKER_HOST` names one.
@@ -25,13 +27,62 @@ const PIDS: Bounds<i64> = Bounds::new(1, 4_194_304, " processes");
 /// Containers at once.
 const SANDBOXES: Bounds<i64> = Bounds::new(1, 10_000, " containers");
 
-/// The sandbox's settings when `use_sandbox = true`, and whether the file named the engine.
-/// Every key is checked either way.
-pub(super) fn build(
-    sb: &SandboxToml,
-    workspace: &Path,
-    lines: Lines,
-) -> Result<Option<(SandboxSettings, bool)>, Problem> {
+/// `[sandbox] mode`, as the config check shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Code runs on the host with the user's rights (today's default).
+    None,
+    /// Code runs on the host, confined to its workspace (`manus_actors::confine`).
+    Process,
+    /// Code runs in a container per flow.
+    Container,
+}
+
+/// What `[sandbox]` sets up.
+pub(super) struct Built {
+    pub(super) mode: SandboxMode,
+    /// The file said `use_sandbox = true`, the older spelling of `mode = "container"`.
+    pub(super) old_spelling: bool,
+    /// The container's settings in container mode, and whether the file named the engine.
+    pub(super) container: Option<(SandboxSettings, bool)>,
+    /// The confinement in process mode.
+    pub(super) confine: Option<ConfineSettings>,
+}
+
+/// The sandbox's settings for its mode. Every key is checked whatever the mode.
+pub(super) fn build(sb: &SandboxToml, workspace: &Path, lines: Lines) -> Result<Built, Problem> {
+    let use_sandbox = sb.use_sandbox.as_ref().map(|u| *u.get_ref());
+    let mode = match (&sb.mode, &sb.use_sandbox) {
+        (Some(_), Some(u)) => {
+            return Err(Problem::at(
+                lines.of(u),
+                "[sandbox] use_sandbox",
+                "[sandbox] use_sandbox is the older spelling of mode = \"container\": leave it \
+                 out, mode says it all"
+                    .to_string(),
+            ));
+        }
+        (Some(m), None) => match m.get_ref() {
+            SandboxModeToml::Process => SandboxMode::Process,
+            SandboxModeToml::Container => SandboxMode::Container,
+            SandboxModeToml::None => SandboxMode::None,
+        },
+        (None, _) if use_sandbox == Some(true) => SandboxMode::Container,
+        (None, _) => SandboxMode::None,
+    };
+    let network = match (&sb.network, sb.network_enabled) {
+        (Some(n), Some(_)) => {
+            return Err(Problem::at(
+                lines.of(n),
+                "[sandbox] network",
+                "[sandbox] network and network_enabled (its older spelling) are both set: keep \
+                 network only"
+                    .to_string(),
+            ));
+        }
+        (Some(n), None) => *n.get_ref(),
+        (None, old) => old.unwrap_or(false),
+    };
     let table = Table::new("[sandbox]", lines);
     let memory_limit = match &sb.memory_limit {
         Some(m) => parse_bytes(m.get_ref())
@@ -87,7 +138,7 @@ pub(super) fn build(
         pids_limit: table
             .number(&sb.pids_limit, "pids_limit", PIDS)?
             .unwrap_or(256),
-        network_enabled: sb.network_enabled.unwrap_or(false),
+        network_enabled: network,
         idle_timeout: table.seconds(&sb.idle_timeout_secs, "idle_timeout_secs", IDLE)?,
         max_sandboxes: table
             .number(&sb.max_sandboxes, "max_sandboxes", SANDBOXES)?
@@ -97,7 +148,17 @@ pub(super) fn build(
             .unwrap_or(false)
             .then(|| workspace.to_path_buf()),
     };
-    Ok(sb.use_sandbox.unwrap_or(false).then_some((settings, named)))
+    let confine = ConfineSettings {
+        network,
+        memory_limit: settings.memory_limit as u64,
+        processes: settings.pids_limit as u64,
+    };
+    Ok(Built {
+        mode,
+        old_spelling: sb.mode.is_none() && use_sandbox == Some(true),
+        container: (mode == SandboxMode::Container).then_some((settings, named)),
+        confine: (mode == SandboxMode::Process).then_some(confine),
+    })
 }
 
 /// The engines: `hosts`, else `docker_host`, else the default socket (which `resolve`

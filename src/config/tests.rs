@@ -1046,3 +1046,40 @@ fn memory_settings_parse_and_bad_values_name_line_key_and_choices() {
     assert_eq!(e.line, Some(10), "{e}");
     assert!(e.message.contains("keeps notes in the run store"), "{e}");
 }
+
+#[test]
+fn sandbox_mode_parses_use_sandbox_is_its_old_spelling_and_bad_values_are_named() {
+    let sandbox = |extra: &str| load(&format!("{MINIMAL}\n[sandbox]\n{extra}\n"));
+    let c = load(MINIMAL).unwrap();
+    assert_eq!(c.sandbox_mode, SandboxMode::None, "today's default stays");
+    assert!(c.tools.confine.is_none() && c.sandbox.is_none());
+    let c = sandbox("mode = \"process\"\nmemory_limit = \"1g\"\npids_limit = 64").unwrap();
+    assert_eq!(c.sandbox_mode, SandboxMode::Process);
+    let confine = c.tools.confine.unwrap();
+    assert_eq!(
+        (confine.network, confine.memory_limit, confine.processes),
+        (false, 1 << 30, 64)
+    );
+    assert!(c.sandbox.is_none());
+    let c = sandbox("mode = \"process\"\nnetwork = true").unwrap();
+    assert!(c.tools.confine.unwrap().network);
+    let c = sandbox("use_sandbox = true").unwrap();
+    assert_eq!(c.sandbox_mode, SandboxMode::Container);
+    assert!(c.sandbox_old_spelling && c.sandbox.is_some() && c.tools.confine.is_none());
+    let c = sandbox("mode = \"container\"\nnetwork = true").unwrap();
+    assert!(!c.sandbox_old_spelling && c.sandbox.unwrap().network_enabled);
+    let e = sandbox("mode = \"jail\"").unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    for choice in ["process", "container", "none"] {
+        assert!(e.message.contains(choice), "{e}");
+    }
+    let e = sandbox("mode = \"process\"\nuse_sandbox = true").unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(9), Some("[sandbox] use_sandbox")),
+        "{e}"
+    );
+    let e = sandbox("network = true\nnetwork_enabled = true").unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("network_enabled"), "{e}");
+}

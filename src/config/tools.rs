@@ -49,6 +49,8 @@ pub(super) fn build(
         )?,
         capture_content,
         search: Arc::new(search_settings(search, lines)?),
+        // `[sandbox] mode = "process"` sets it (`sandbox::build`).
+        confine: None,
     };
     let key_env = Table::new("[search]", lines)
         .text(

@@ -10,6 +10,7 @@ mod cli;
 mod cluster;
 mod code_mode;
 mod compaction;
+mod confine;
 mod console;
 mod conversations;
 mod data_analysis;

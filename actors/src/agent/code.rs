@@ -227,8 +227,9 @@ impl StepRun<'_> {
                         Interpreter::start_in_container(sandbox, &self.req.flow_id).await
                     }
                     None => {
-                        Interpreter::start_on_host(&spec.tool_settings.python, &spec.workspace)
-                            .await
+                        let settings = &spec.tool_settings;
+                        let (python, confine) = (&settings.python, settings.confine.as_ref());
+                        Interpreter::start_on_host(python, &spec.workspace, confine).await
                     }
                 };
                 started.map_err(|e| failed(format!("python: {e}")))?

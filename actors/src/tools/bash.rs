@@ -13,6 +13,7 @@ use tokio::io::BufReader;
 use tokio::process::Command;
 
 use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
+use crate::confine::{self, ConfineSettings};
 use crate::llm::ToolSpec;
 use crate::process::{Capture, Contained, MAX_OUTPUT, ShellIo, ShellIoError};
 use crate::protocol::ShellEnd;
@@ -38,6 +39,9 @@ struct Args {
 pub struct Bash {
     timeout: Duration,
     shell: Option<Shell>,
+    /// How the host shell is confined, and the Python it may run.
+    confine: Option<ConfineSettings>,
+    python: String,
 }
 
 impl Bash {
@@ -46,10 +50,20 @@ impl Bash {
         Bash {
             timeout: settings.bash_timeout,
             shell: None,
+            confine: settings.confine.clone(),
+            python: settings.python.clone(),
         }
     }
 
     async fn run(&mut self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let result = self.run_command(args, ctx).await;
+        match (&self.confine, &ctx.sandbox) {
+            (Some(confine), None) => super::python::explained(result, confine),
+            _ => result,
+        }
+    }
+
+    async fn run_command(&mut self, args: Value, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let Args { command, restart } = args::parse(NAME, &args)?;
         let restart = restart.unwrap_or(false);
         let command = match command {
@@ -123,7 +137,7 @@ impl Bash {
         }
         let shell = match &mut self.shell {
             Some(shell) => shell,
-            empty => empty.insert(Shell::start(ctx)?),
+            empty => empty.insert(Shell::start(ctx, self.confine.as_ref(), &self.python)?),
         };
         let mut output = Capture::new(MAX_OUTPUT);
         if command.trim().is_empty() {
@@ -179,14 +193,19 @@ struct Shell {
 }
 
 impl Shell {
-    fn start(ctx: &ToolCtx) -> Result<Shell, ToolError> {
+    fn start(
+        ctx: &ToolCtx,
+        confine: Option<&ConfineSettings>,
+        python: &str,
+    ) -> Result<Shell, ToolError> {
         let mut cmd = Command::new("bash");
         cmd.args(["--noprofile", "--norc"])
             .current_dir(&ctx.workspace)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        let mut bash = Contained::spawn(&mut cmd).map_err(|e| {
+        let bash = confine::spawn(&mut cmd, confine, &ctx.workspace, python);
+        let mut bash = bash.map_err(|e| {
             ToolError::new(format!(
                 "bash: could not start a shell in `{}`: {e}",
                 ctx.workspace.display()

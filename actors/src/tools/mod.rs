@@ -9,6 +9,8 @@ pub mod ask_human;
 pub mod bash;
 pub mod browser_use;
 pub mod chart;
+#[cfg(test)]
+mod confined_tests;
 pub mod crawl;
 pub mod data_report;
 pub mod data_visualization;
@@ -119,6 +121,9 @@ pub struct ToolSettings {
     pub capture_content: Option<usize>,
     /// `[search]`: the engines `web_search` and `browser_use` search with.
     pub search: std::sync::Arc<web::search::SearchSettings>,
+    /// `[sandbox] mode = "process"`: how `python_execute` and `bash` confine what they start
+    /// on the host; `None` leaves it the user's full rights.
+    pub confine: Option<crate::confine::ConfineSettings>,
 }
 
 impl Default for ToolSettings {
@@ -131,6 +136,7 @@ impl Default for ToolSettings {
             ask_timeout: Duration::from_secs(600),
             capture_content: None,
             search: Default::default(),
+            confine: None,
         }
     }
 }

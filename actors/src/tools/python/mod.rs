@@ -16,8 +16,9 @@ use serde_json::Value;
 use tokio::process::Command;
 
 use super::{Builtin, Tool, ToolCtx, ToolError, ToolFuture, ToolOutput, ToolSettings, args};
+use crate::confine::{self, ConfineSettings};
 use crate::llm::ToolSpec;
-use crate::process::{Capture, Contained};
+use crate::process::Capture;
 use crate::sandbox::SandboxHandle;
 use session::{CellEnd, CellRun, Interpreter, MAX_STDERR, MAX_STDOUT, pump};
 
@@ -56,6 +57,7 @@ pub struct PythonExecute {
     python: String,
     timeout: Duration,
     session: PythonSession,
+    confine: Option<ConfineSettings>,
     /// The agent's interpreter, in `Flow` sessions on the host, once started.
     kept: Option<Interpreter>,
 }
@@ -67,6 +69,7 @@ impl PythonExecute {
             python: settings.python.clone(),
             timeout: settings.python_timeout,
             session: settings.python_session,
+            confine: settings.confine.clone(),
             kept: None,
         }
     }
@@ -79,10 +82,14 @@ impl PythonExecute {
                 "python_execute: `code` is empty; send the Python source to run.",
             ));
         }
-        match (self.session, &ctx.sandbox) {
+        let result = match (self.session, &ctx.sandbox) {
             (PythonSession::Flow, _) => self.run_kept(ctx, code).await,
             (PythonSession::Call, Some(sandbox)) => self.run_in_sandbox(sandbox, ctx, code).await,
             (PythonSession::Call, None) => self.run_fresh(ctx, code).await,
+        };
+        match (&self.confine, &ctx.sandbox) {
+            (Some(confine), None) => explained(result, confine),
+            _ => result,
         }
     }
 
@@ -110,7 +117,10 @@ impl PythonExecute {
             empty => {
                 let started = match &ctx.sandbox {
                     Some(sandbox) => Interpreter::start_in_container(sandbox, &ctx.flow_id).await,
-                    None => Interpreter::start_on_host(&self.python, &ctx.workspace).await,
+                    None => {
+                        let confine = self.confine.as_ref();
+                        Interpreter::start_on_host(&self.python, &ctx.workspace, confine).await
+                    }
                 };
                 empty.insert(started.map_err(|e| ToolError::new(format!("python_execute: {e}")))?)
             }
@@ -135,7 +145,9 @@ impl PythonExecute {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut python = Contained::spawn(&mut cmd).map_err(|e| {
+        let confine = self.confine.as_ref();
+        let python = confine::spawn(&mut cmd, confine, &ctx.workspace, &self.python);
+        let mut python = python.map_err(|e| {
             ToolError::new(format!(
                 "python_execute: could not start the interpreter `{}`: {e}",
                 self.python
@@ -187,6 +199,29 @@ impl PythonExecute {
                     report(&out, &err)
                 )))
             }
+        }
+    }
+}
+
+/// A confined call's result with the sandbox's note added where its output shows a refusal.
+pub(crate) fn explained(
+    result: Result<ToolOutput, ToolError>,
+    confine: &ConfineSettings,
+) -> Result<ToolOutput, ToolError> {
+    let add = |text: &mut String| {
+        if let Some(note) = confine::refusal_note(text, confine) {
+            text.push('\n');
+            text.push_str(note);
+        }
+    };
+    match result {
+        Ok(mut out) => {
+            add(&mut out.text);
+            Ok(out)
+        }
+        Err(mut e) => {
+            add(&mut e.0);
+            Err(e)
         }
     }
 }

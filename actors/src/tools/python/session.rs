@@ -199,6 +199,7 @@ impl Interpreter {
     pub(crate) async fn start_on_host(
         python: &str,
         workspace: &std::path::Path,
+        confine: Option<&crate::confine::ConfineSettings>,
     ) -> Result<Interpreter, String> {
         let mut cmd = Command::new(python);
         cmd.args(["-u", "-c", DRIVER])
@@ -207,7 +208,7 @@ impl Interpreter {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut process = Contained::spawn(&mut cmd)
+        let mut process = crate::confine::spawn(&mut cmd, confine, workspace, python)
             .map_err(|e| format!("could not start the interpreter `{python}`: {e}"))?;
         let child = process.child();
         let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -572,7 +573,9 @@ mod tests {
     #[tokio::test]
     async fn a_cell_calls_tools_as_functions_and_their_time_is_not_its_own() {
         let ws = TempDir::new("cell-calls");
-        let mut py = Interpreter::start_on_host("python3", &ws.0).await.unwrap();
+        let mut py = Interpreter::start_on_host("python3", &ws.0, None)
+            .await
+            .unwrap();
         py.define(&[CellFunction::of(&echo_tool())]).await.unwrap();
         let code = "import inspect\n\
                     print(inspect.signature(echo_tool))\n\
@@ -626,7 +629,9 @@ mod tests {
     #[tokio::test]
     async fn a_cell_waiting_on_a_call_is_interrupted_by_its_own_limit_only() {
         let ws = TempDir::new("cell-call-limit");
-        let mut py = Interpreter::start_on_host("python3", &ws.0).await.unwrap();
+        let mut py = Interpreter::start_on_host("python3", &ws.0, None)
+            .await
+            .unwrap();
         py.define(&[CellFunction::of(&echo_tool())]).await.unwrap();
         let mut cell = py
             .begin(

@@ -1,0 +1,270 @@
+//! `python_execute` and `bash` under `[sandbox] mode = "process"` (`crate::confine`), with
+//! real files, sockets on 127.0.0.1 and processes: what they may do in the workspace, and
+//! what they are refused outside it, each with the setting that allows it.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::tests::{TempDir, host_ctx};
+use super::{Tool, ToolCtx, ToolSettings, bash::Bash, python::PythonExecute};
+use crate::confine::{ConfineSettings, Support};
+
+/// Whether this kernel can confine; a test that cannot run says so loudly.
+fn can_confine(test: &str) -> bool {
+    let here = Support::here();
+    if !here.full() {
+        eprintln!(
+            "SKIPPED {test}: this kernel offers Landlock ABI {} (6 needed) and seccomp {}",
+            here.landlock_abi, here.seccomp
+        );
+    }
+    here.full()
+}
+
+fn settings(network: bool) -> ToolSettings {
+    ToolSettings {
+        python_timeout: Duration::from_secs(60),
+        bash_timeout: Duration::from_secs(60),
+        confine: Some(ConfineSettings {
+            network,
+            memory_limit: 256 << 20,
+            processes: 256,
+        }),
+        ..ToolSettings::default()
+    }
+}
+
+/// The output of a call, whether it succeeded or not.
+async fn said(tool: &mut dyn Tool, ctx: &ToolCtx, args: serde_json::Value) -> String {
+    match tool.call(args, ctx).await {
+        Ok(out) => out.text,
+        Err(e) => e.0,
+    }
+}
+
+async fn py(tool: &mut PythonExecute, ctx: &ToolCtx, code: &str) -> String {
+    said(tool, ctx, json!({ "code": code })).await
+}
+
+async fn sh(tool: &mut Bash, ctx: &ToolCtx, command: &str) -> String {
+    said(tool, ctx, json!({ "command": command })).await
+}
+
+const FS_NOTE: &str = "`[sandbox] mode = \"none\"`";
+const NET_NOTE: &str = "`[sandbox] network = true`";
+
+#[tokio::test]
+async fn confined_code_writes_only_in_its_workspace() {
+    if !can_confine("confined_code_writes_only_in_its_workspace") {
+        return;
+    }
+    let (ws, outside) = (TempDir::new("confine-ws"), TempDir::new("confine-out"));
+    let ctx = host_ctx(&ws.0);
+    let mut python = PythonExecute::new(&settings(false));
+    let done = py(
+        &mut python,
+        &ctx,
+        "import json, csv, statistics, os, tempfile\n\
+         open('data.json', 'w').write(json.dumps([1, 2, 3]))\n\
+         with tempfile.NamedTemporaryFile('w', delete=False) as t: t.write('x')\n\
+         print(statistics.mean(json.load(open('data.json'))), os.path.dirname(t.name) == os.environ['TMPDIR'])",
+    )
+    .await;
+    assert!(done.contains("2 True"), "{done}");
+    let outer = outside.0.display();
+    let link = ws.0.join("out");
+    std::os::unix::fs::symlink(&outside.0, &link).unwrap();
+    let rel = format!("../{}", outside.0.file_name().unwrap().to_string_lossy());
+    for target in [
+        format!("{outer}/abs.txt"),
+        format!("{rel}/dots.txt"),
+        "out/link.txt".into(),
+    ] {
+        let said = py(
+            &mut python,
+            &ctx,
+            &format!("open({target:?}, 'w').write('x')"),
+        )
+        .await;
+        assert!(said.contains("PermissionError"), "{target}: {said}");
+        assert!(said.contains(FS_NOTE), "{target}: {said}");
+    }
+    let mut bash = Bash::new(&settings(false));
+    let said = sh(
+        &mut bash,
+        &ctx,
+        &format!("echo hi > here.txt && cat here.txt && echo x > {outer}/sh.txt"),
+    )
+    .await;
+    assert!(
+        said.starts_with("hi\n") && said.contains("Permission denied"),
+        "{said}"
+    );
+    assert!(said.contains(FS_NOTE), "{said}");
+    // A hard link cannot carry an outside file into the workspace.
+    std::fs::write(outside.0.join("target.txt"), "mine").unwrap();
+    let said = sh(
+        &mut bash,
+        &ctx,
+        &format!("ln {outer}/target.txt linked.txt"),
+    )
+    .await;
+    assert!(said.contains("exit code"), "{said}");
+    assert!(!ws.0.join("linked.txt").exists());
+    let landed: Vec<_> = std::fs::read_dir(&outside.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(landed, ["target.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(outside.0.join("target.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[tokio::test]
+async fn confined_code_reads_no_secrets_of_the_runtime_or_its_user() {
+    if !can_confine("confined_code_reads_no_secrets_of_the_runtime_or_its_user") {
+        return;
+    }
+    let (ws, home) = (TempDir::new("confine-ws"), TempDir::new("confine-home"));
+    std::fs::create_dir(home.0.join(".ssh")).unwrap();
+    let key = home.0.join(".ssh/id_rsa");
+    std::fs::write(&key, "FAKE PRIVATE KEY").unwrap();
+    let ctx = host_ctx(&ws.0);
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!("print(open({:?}).read())", key.display().to_string()),
+    )
+    .await;
+    assert!(
+        said.contains("PermissionError") && !said.contains("FAKE"),
+        "{said}"
+    );
+    let pid = std::process::id();
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!("print(open('/proc/{pid}/environ', 'rb').read())"),
+    )
+    .await;
+    assert!(said.contains("PermissionError"), "{said}");
+    // The runtime's variables are not handed on (cargo gives tests this one).
+    assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+    let said = py(&mut python, &ctx, "import os\nprint('CARGO_PKG_NAME' in os.environ, os.environ['HOME'] == os.environ['TMPDIR'])").await;
+    assert!(said.contains("False True"), "{said}");
+    let mut bash = Bash::new(&settings(false));
+    let said = sh(&mut bash, &ctx, &format!("cat {}", key.display())).await;
+    assert!(
+        said.contains("Permission denied") && !said.contains("FAKE"),
+        "{said}"
+    );
+    // No capabilities, not even for root; no mount, no namespaces.
+    let said = sh(
+        &mut bash,
+        &ctx,
+        "grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status",
+    )
+    .await;
+    assert_eq!(said.matches("0000000000000000").count(), 3, "{said}");
+    let said = py(
+        &mut python,
+        &ctx,
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         print(libc.mount(b'none', b'.', b'tmpfs', 0, None), os.strerror(ctypes.get_errno()))\n\
+         print(libc.unshare(0x20000), os.strerror(ctypes.get_errno()))",
+    )
+    .await;
+    assert_eq!(
+        said.matches("-1 Operation not permitted").count(),
+        2,
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn confined_code_reaches_no_socket_unless_the_network_is_allowed() {
+    if !can_confine("confined_code_reaches_no_socket_unless_the_network_is_allowed") {
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let canary = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    canary.set_nonblocking(true).unwrap();
+    let port = canary.local_addr().unwrap().port();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let unix_path = ws.0.join("canary.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&unix_path).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(&mut python, &ctx, &format!("import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5).sendall(b'leak')")).await;
+    assert!(
+        said.contains("Network is unreachable") && said.contains(NET_NOTE),
+        "{said}"
+    );
+    let said = py(&mut python, &ctx, &format!("import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {udp_port}))")).await;
+    assert!(said.contains("Network is unreachable"), "{said}");
+    let said = py(
+        &mut python,
+        &ctx,
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('canary.sock')",
+    )
+    .await;
+    assert!(said.contains("PermissionError"), "{said}");
+    let said = py(
+        &mut python,
+        &ctx,
+        "import socket\na, b = socket.socketpair()\na.send(b'x')\nprint(b.recv(1))",
+    )
+    .await;
+    assert!(said.contains("b'x'"), "{said}");
+    let mut bash = Bash::new(&settings(false));
+    let said = sh(
+        &mut bash,
+        &ctx,
+        &format!("echo leak > /dev/tcp/127.0.0.1/{port}"),
+    )
+    .await;
+    assert!(
+        said.contains("Network is unreachable") || said.contains("Permission denied"),
+        "{said}"
+    );
+    assert!(canary.accept().is_err(), "the canary heard a connection");
+    assert!(unix.accept().is_err(), "the unix canary heard a connection");
+    assert!(
+        udp.recv(&mut [0; 8]).is_err(),
+        "the UDP canary heard a datagram"
+    );
+    // With the network allowed, the same code reaches the canary.
+    let mut python = PythonExecute::new(&settings(true));
+    let said = py(&mut python, &ctx, &format!("import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5).sendall(b'hello')")).await;
+    assert!(!said.contains("Error"), "{said}");
+    canary.set_nonblocking(false).unwrap();
+    let (mut conn, _) = canary.accept().unwrap();
+    let mut heard = String::new();
+    conn.read_to_string(&mut heard).unwrap();
+    assert_eq!(heard, "hello");
+    let _ = conn.write_all(b"");
+}
+
+#[tokio::test]
+async fn confined_code_is_held_to_the_memory_limit() {
+    if !can_confine("confined_code_is_held_to_the_memory_limit") {
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(&mut python, &ctx, "x = bytearray(512 << 20)").await;
+    assert!(said.contains("MemoryError"), "{said}");
+    let said = py(&mut python, &ctx, "x = bytearray(16 << 20)\nprint(len(x))").await;
+    assert!(said.contains("16777216"), "{said}");
+}
