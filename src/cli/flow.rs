@@ -49,10 +49,18 @@ pub async fn start(config: Config, record: Option<&Path>) -> Option<Runtime> {
                 None => String::new(),
             }
         ),
-        None => eprintln!(
-            "note: tools run on this machine, in {}",
-            runtime.config().workspace.display()
-        ),
+        None => match &runtime.config().tools.confine {
+            Some(c) => eprintln!(
+                "note: code runs on this machine confined to {} (Landlock and seccomp; network {})",
+                runtime.config().workspace.display(),
+                if c.network { "on" } else { "off" }
+            ),
+            None => eprintln!(
+                "note: tools run on this machine in {}; code the model writes runs with your \
+                 user's rights ([sandbox] mode = \"process\" confines it to the workspace)",
+                runtime.config().workspace.display()
+            ),
+        },
     }
     if let Some(store) = runtime.store() {
         eprintln!(

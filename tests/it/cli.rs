@@ -149,8 +149,12 @@ async fn run_flow_json_prints_the_outcome_and_exits_0() {
         std::fs::read_to_string(dir.workspace().join("out.txt")).unwrap(),
         "forty-two\n"
     );
+    // Never silently unsafe: an unconfined run says so, and what confines it.
     assert!(
-        out.stderr.contains("tools run on this machine"),
+        out.stderr.contains("tools run on this machine")
+            && out
+                .stderr
+                .contains("with your user's rights ([sandbox] mode = \"process\""),
         "{}",
         out.stderr
     );
