@@ -154,10 +154,13 @@ fn describe(c: &Config) -> String {
                 Support::here().describe()
             ));
         }
-        (None, None) => s.push_str(
-            "Sandbox: mode none — code runs on this machine with your rights ([sandbox] mode = \
-             \"process\" confines it to the workspace, \"container\" runs it in Docker)\n",
-        ),
+        (None, None) => match &c.unconfined {
+            Some(warning) => s.push_str(&format!("Sandbox: WARNING {warning}\n")),
+            None => s.push_str(
+                "Sandbox: mode none — code runs on this machine with your rights ([sandbox] mode = \
+                 \"process\" confines it to the workspace, \"container\" runs it in Docker)\n",
+            ),
+        },
     }
     if c.sandbox_old_spelling {
         s.push_str(

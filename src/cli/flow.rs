@@ -55,11 +55,14 @@ pub async fn start(config: Config, record: Option<&Path>) -> Option<Runtime> {
                 runtime.config().workspace.display(),
                 if c.network { "on" } else { "off" }
             ),
-            None => eprintln!(
-                "note: tools run on this machine in {}; code the model writes runs with your \
-                 user's rights ([sandbox] mode = \"process\" confines it to the workspace)",
-                runtime.config().workspace.display()
-            ),
+            None => match &runtime.config().unconfined {
+                Some(warning) => eprintln!("WARNING: {warning}"),
+                None => eprintln!(
+                    "note: tools run on this machine in {}; code the model writes runs with your \
+                     user's rights ([sandbox] mode = \"process\" confines it to the workspace)",
+                    runtime.config().workspace.display()
+                ),
+            },
         },
     }
     if let Some(store) = runtime.store() {

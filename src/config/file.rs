@@ -179,6 +179,17 @@ pub(super) struct SandboxToml {
     pub(super) idle_timeout_secs: Option<Spanned<i64>>,
     pub(super) max_sandboxes: Option<Spanned<i64>>,
     pub(super) mount_workspace: Option<bool>,
+    pub(super) fallback: Option<Spanned<FallbackToml>>,
+}
+
+/// `[sandbox] fallback`: what process mode does where the kernel cannot confine.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum FallbackToml {
+    /// Run unconfined, saying so loudly (the default: the first command still works).
+    None,
+    /// Refuse to start.
+    Refuse,
 }
 
 /// One of `[sandbox] hosts`: a socket's URL, or a TCP engine with its TLS files.

@@ -79,6 +79,10 @@ pub struct Config {
     pub sandbox_mode: SandboxMode,
     /// The file spelt container mode `use_sandbox = true`, which `config check` notes.
     pub sandbox_old_spelling: bool,
+    /// Set when process mode was asked for (or defaulted to) but this kernel cannot
+    /// confine, and `[sandbox] fallback = "none"` let code run unconfined: the warning
+    /// every run and `config check` give.
+    pub unconfined: Option<String>,
     /// `[browser]`; a browser starts only when an agent first uses it.
     pub browser: BrowserSettings,
     /// The MCP servers of the servers file, in id order.

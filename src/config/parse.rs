@@ -46,6 +46,8 @@ pub struct Parsed {
     /// `[sandbox] mode`, and whether the file spelt container mode `use_sandbox = true`.
     pub(super) sandbox_mode: sandbox::SandboxMode,
     pub(super) sandbox_old_spelling: bool,
+    /// Process mode where the kernel cannot confine: run unconfined rather than refuse.
+    pub(super) sandbox_fallback_to_none: bool,
     /// With the proxy password the file writes; `proxy_password_env` names the variable
     /// whose value wins over it.
     pub(super) browser: BrowserSettings,
@@ -112,6 +114,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         old_spelling: sandbox_old_spelling,
         container: sandbox,
         confine,
+        fallback_to_none: sandbox_fallback_to_none,
     } = sandbox::build(&file.sandbox, &workspace, lines)?;
     let tools = ToolSettings { confine, ..tools };
     let store = service::store(&file.store, lines)?;
@@ -131,6 +134,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         sandbox,
         sandbox_mode,
         sandbox_old_spelling,
+        sandbox_fallback_to_none,
         browser,
         proxy_password_env,
         mcp_servers_file,

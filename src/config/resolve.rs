@@ -64,6 +64,20 @@ impl Parsed {
             proxy.password = Some(password);
         }
         let mut tools = self.tools;
+        // Process mode needs the kernel's Landlock and seccomp: without them, run
+        // unconfined and say so, or refuse, as [sandbox] fallback says.
+        let mut sandbox_mode = self.sandbox_mode;
+        let mut unconfined = None;
+        if tools.confine.is_some() {
+            let support = manus_actors::confine::Support::here();
+            if let Some(warning) = sandbox::fall_back(&support, self.sandbox_fallback_to_none)
+                .map_err(|why| in_file(Problem::whole(why)))?
+            {
+                tools.confine = None;
+                sandbox_mode = sandbox::SandboxMode::None;
+                unconfined = Some(warning);
+            }
+        }
         Arc::make_mut(&mut tools.search).brave_api_key =
             env(&self.brave_key_env).filter(|k| !k.is_empty());
         let mut store = self.store;
@@ -119,8 +133,9 @@ impl Parsed {
             flow: self.flow,
             telemetry: self.telemetry.with_env(env),
             sandbox,
-            sandbox_mode: self.sandbox_mode,
+            sandbox_mode,
             sandbox_old_spelling: self.sandbox_old_spelling,
+            unconfined,
             browser,
             mcp_servers,
             mcp_serve_tools: self.mcp_serve_tools,

@@ -10,7 +10,7 @@ use manus_actors::confine::ConfineSettings;
 use manus_actors::sandbox::{DockerHost, SandboxSettings, TlsFiles};
 
 use super::error::{Lines, Problem};
-use super::file::{HostToml, SandboxModeToml, SandboxToml};
+use super::file::{FallbackToml, HostToml, SandboxModeToml, SandboxToml};
 use super::values::{Bounds, Table};
 
 /// The engine's socket when neither the file nor `DOCKER_HOST` names one.
@@ -30,9 +30,10 @@ const SANDBOXES: Bounds<i64> = Bounds::new(1, 10_000, " containers");
 /// `[sandbox] mode`, as the config check shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SandboxMode {
-    /// Code runs on the host with the user's rights (today's default).
+    /// Code runs on the host with the user's rights.
     None,
-    /// Code runs on the host, confined to its workspace (`manus_actors::confine`).
+    /// Code runs on the host, confined to its workspace (`manus_actors::confine`); the
+    /// default where the kernel can confine.
     Process,
     /// Code runs in a container per flow.
     Container,
@@ -47,6 +48,8 @@ pub(super) struct Built {
     pub(super) container: Option<(SandboxSettings, bool)>,
     /// The confinement in process mode.
     pub(super) confine: Option<ConfineSettings>,
+    /// Where the kernel cannot confine: run unconfined (saying so) rather than refuse.
+    pub(super) fallback_to_none: bool,
 }
 
 /// The sandbox's settings for its mode. Every key is checked whatever the mode.
@@ -68,7 +71,8 @@ pub(super) fn build(sb: &SandboxToml, workspace: &Path, lines: Lines) -> Result<
             SandboxModeToml::None => SandboxMode::None,
         },
         (None, _) if use_sandbox == Some(true) => SandboxMode::Container,
-        (None, _) => SandboxMode::None,
+        // Safe by default: code is confined unless the file says otherwise.
+        (None, _) => SandboxMode::Process,
     };
     let network = match (&sb.network, sb.network_enabled) {
         (Some(n), Some(_)) => {
@@ -158,7 +162,35 @@ pub(super) fn build(sb: &SandboxToml, workspace: &Path, lines: Lines) -> Result<
         old_spelling: sb.mode.is_none() && use_sandbox == Some(true),
         container: (mode == SandboxMode::Container).then_some((settings, named)),
         confine: (mode == SandboxMode::Process).then_some(confine),
+        fallback_to_none: sb
+            .fallback
+            .as_ref()
+            .is_none_or(|f| *f.get_ref() == FallbackToml::None),
     })
+}
+
+/// Process mode on a kernel with `support`: confined (`Ok(None)`), or where the kernel
+/// cannot confine, unconfined with the warning to give (`Ok(Some)`, when `fallback_to_none`)
+/// or refused (`Err`, saying why and what to change).
+pub(super) fn fall_back(
+    support: &manus_actors::confine::Support,
+    fallback_to_none: bool,
+) -> Result<Option<String>, String> {
+    if support.full() {
+        return Ok(None);
+    }
+    let why = format!("this kernel cannot confine code ({})", support.describe());
+    if fallback_to_none {
+        Ok(Some(format!(
+            "{why}: code the model writes runs UNCONFINED, with your user's rights. \
+             [sandbox] mode = \"container\" isolates it in Docker; fallback = \"refuse\" stops instead"
+        )))
+    } else {
+        Err(format!(
+            "[sandbox] fallback = \"refuse\": {why}. Use mode = \"container\", or \
+             fallback = \"none\" to run unconfined"
+        ))
+    }
 }
 
 /// The engines: `hosts`, else `docker_host`, else the default socket (which `resolve`

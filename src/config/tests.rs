@@ -1050,9 +1050,23 @@ fn memory_settings_parse_and_bad_values_name_line_key_and_choices() {
 #[test]
 fn sandbox_mode_parses_use_sandbox_is_its_old_spelling_and_bad_values_are_named() {
     let sandbox = |extra: &str| load(&format!("{MINIMAL}\n[sandbox]\n{extra}\n"));
+    // Safe by default: process mode where the kernel can confine; where it cannot, code
+    // runs unconfined and the config says so (fallback = "none", the default).
     let c = load(MINIMAL).unwrap();
-    assert_eq!(c.sandbox_mode, SandboxMode::None, "today's default stays");
-    assert!(c.tools.confine.is_none() && c.sandbox.is_none());
+    if manus_actors::confine::Support::here().full() {
+        assert_eq!(c.sandbox_mode, SandboxMode::Process);
+        assert!(c.tools.confine.is_some() && c.unconfined.is_none());
+    } else {
+        assert_eq!(c.sandbox_mode, SandboxMode::None);
+        assert!(c.tools.confine.is_none() && c.unconfined.is_some());
+    }
+    assert!(c.sandbox.is_none());
+    let c = sandbox("mode = \"none\"").unwrap();
+    assert_eq!(c.sandbox_mode, SandboxMode::None);
+    assert!(c.tools.confine.is_none() && c.unconfined.is_none());
+    let e = sandbox("fallback = \"maybe\"").unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("refuse"), "{e}");
     let c = sandbox("mode = \"process\"\nmemory_limit = \"1g\"\npids_limit = 64").unwrap();
     assert_eq!(c.sandbox_mode, SandboxMode::Process);
     let confine = c.tools.confine.unwrap();
@@ -1082,4 +1096,27 @@ fn sandbox_mode_parses_use_sandbox_is_its_old_spelling_and_bad_values_are_named(
     let e = sandbox("network = true\nnetwork_enabled = true").unwrap_err();
     assert_eq!(e.line, Some(8), "{e}");
     assert!(e.message.contains("network_enabled"), "{e}");
+}
+
+/// Where the kernel cannot confine, process mode runs unconfined with a loud warning
+/// (fallback = "none") or refuses (fallback = "refuse"); where it can, nothing changes.
+#[test]
+fn process_mode_falls_back_only_as_the_config_says() {
+    use manus_actors::confine::Support;
+    let none = Support {
+        landlock_abi: 0,
+        seccomp: true,
+    };
+    let warning = super::sandbox::fall_back(&none, true).unwrap().unwrap();
+    assert!(
+        warning.contains("UNCONFINED") && warning.contains("Landlock ABI 0"),
+        "{warning}"
+    );
+    let refused = super::sandbox::fall_back(&none, false).unwrap_err();
+    assert!(refused.contains("fallback = \"refuse\""), "{refused}");
+    let full = Support {
+        landlock_abi: 7,
+        seccomp: true,
+    };
+    assert_eq!(super::sandbox::fall_back(&full, false), Ok(None));
 }

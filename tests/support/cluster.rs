@@ -94,7 +94,8 @@ pub async fn cluster(
             "[llm]\napi_type = \"openai\"\nbase_url = \"{}\"\nmodel = \"scripted\"\napi_key = \"k\"\nmax_retries = 2\n\n\
              [runtime]\nworkspace = \"{}\"\n\n[agents.manus]\nprofile = \"manus\"\nreplicas = 8\nmax_steps = 4\n\n\
              [flow]\nflow_timeout_secs = 600\n\n[store]\nurl = \"{store}\"\n\n\
-             [cluster]\nenabled = true\nlease_secs = {lease}\nmax_flows = 6\ndrain_secs = 2\n",
+             [cluster]\nenabled = true\nlease_secs = {lease}\nmax_flows = 6\ndrain_secs = 2\n\n\
+             [sandbox]\nmode = \"none\"   # `logged_flow`'s commands log to a file beside the nodes' workspaces\n",
             server.base_url(),
             dir.path().join(&name).display()
         );
