@@ -79,3 +79,47 @@ async fn process_mode_keeps_agent_code_in_its_workspace() {
     assert!(!outside.join("escaped.txt").exists());
     assert!(canary.accept().is_err(), "the canary heard a connection");
 }
+
+/// Code mode on a confined host: a cell's refused write comes back as Python's own error
+/// and the line that names the setting, as python_execute's results do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_mode_cell_says_which_setting_allows_what_was_refused() {
+    if !Support::here().full() {
+        eprintln!(
+            "SKIPPED a_code_mode_cell_says…: {}",
+            Support::here().describe()
+        );
+        return;
+    }
+    let dir = Scratch::new("confine-cell");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(
+            "python",
+            json!({ "code": format!("open({:?}, 'w').write('x')", outside.join("escaped.txt")) }),
+        ),
+        done("tried"),
+    ]);
+    let text = config_with(
+        &server,
+        &dir.workspace(),
+        &[
+            ("sandbox.mode", "\"process\""),
+            ("agents.manus.action", "\"code\""),
+        ],
+    );
+    let config = Config::from_text(&text, "confine-cell", None).unwrap();
+    let (_rt, flow) = start_single(config, "try the wall from a cell").await;
+    let outcome = tokio::time::timeout(Duration::from_secs(120), flow.outcome())
+        .await
+        .expect("the flow ended");
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let said = observation(&server, 0);
+    assert!(
+        said.contains("PermissionError") && said.contains("[sandbox] mode = \"none\""),
+        "{said}"
+    );
+    assert!(!outside.join("escaped.txt").exists());
+}

@@ -164,6 +164,16 @@ impl StepRun<'_> {
             Ok(text) => (true, text),
             Err(text) => (false, text),
         };
+        // A cell on a confined host says which setting allows what the sandbox refused, as
+        // python_execute's results do.
+        let spec = &self.state.spec;
+        if spec.sandbox.is_none()
+            && let Some(confine) = &spec.tool_settings.confine
+            && let Some(refused) = crate::confine::refusal_note(&output, confine)
+        {
+            output.push('\n');
+            output.push_str(refused);
+        }
         if !made.tools.is_empty() {
             output += &format!(
                 "\n[tool calls made by this cell: {}]",
