@@ -24,6 +24,8 @@ const MIN_MEMORY: i64 = 6 << 20;
 const CPUS: Bounds<f64> = Bounds::new(0.01, 1024.0, " CPUs");
 /// Processes a container may hold (Linux's own limit is 2^22).
 const PIDS: Bounds<i64> = Bounds::new(1, 4_194_304, " processes");
+/// Descriptors a confined process may hold open.
+const OPEN_FILES: Bounds<i64> = Bounds::new(16, 1_048_576, " descriptors");
 /// Containers at once.
 const SANDBOXES: Bounds<i64> = Bounds::new(1, 10_000, " containers");
 
@@ -152,10 +154,30 @@ pub(super) fn build(sb: &SandboxToml, workspace: &Path, lines: Lines) -> Result<
             .unwrap_or(false)
             .then(|| workspace.to_path_buf()),
     };
+    let file_size = match &sb.file_size_limit {
+        Some(f) => parse_bytes(f.get_ref())
+            .filter(|b| *b >= 1 << 20)
+            .ok_or_else(|| {
+                Problem::at(
+                    lines.of(f),
+                    "[sandbox] file_size_limit",
+                    format!(
+                        "[sandbox] file_size_limit = \"{}\": use a size such as \"1g\" or \"500m\", \
+                         at least \"1m\"",
+                        f.get_ref()
+                    ),
+                )
+            })?,
+        None => 4 << 30,
+    };
     let confine = ConfineSettings {
         network,
         memory_limit: settings.memory_limit as u64,
         processes: settings.pids_limit as u64,
+        file_size: file_size as u64,
+        open_files: table
+            .number(&sb.open_files, "open_files", OPEN_FILES)?
+            .map_or(1024, |n| n as u64),
     };
     Ok(Built {
         mode,

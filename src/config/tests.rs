@@ -1077,6 +1077,15 @@ fn sandbox_mode_parses_use_sandbox_is_its_old_spelling_and_bad_values_are_named(
     assert!(c.sandbox.is_none());
     let c = sandbox("mode = \"process\"\nnetwork = true").unwrap();
     assert!(c.tools.confine.unwrap().network);
+    let c = sandbox("file_size_limit = \"100m\"\nopen_files = 256").unwrap();
+    if let Some(confine) = c.tools.confine {
+        assert_eq!((confine.file_size, confine.open_files), (100 << 20, 256));
+    }
+    let e = sandbox("open_files = 4").unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("16") && e.message.contains("1048576"), "{e}");
+    let e = sandbox("file_size_limit = \"1k\"").unwrap_err();
+    assert!(e.message.contains("at least \"1m\""), "{e}");
     let c = sandbox("use_sandbox = true").unwrap();
     assert_eq!(c.sandbox_mode, SandboxMode::Container);
     assert!(c.sandbox_old_spelling && c.sandbox.is_some() && c.tools.confine.is_none());

@@ -14,7 +14,8 @@
 //! - a seccomp filter refusing what code never needs (ptrace, mount, namespaces, bpf,
 //!   keyrings, kernel modules, reboot, io_uring, …); no capabilities (bounding, ambient,
 //!   effective, permitted, inheritable all cleared) and `no_new_privs`;
-//! - rlimits from `[sandbox]`: memory (`RLIMIT_DATA`), processes (`RLIMIT_NPROC`, which
+//! - rlimits from `[sandbox]`: file size (`RLIMIT_FSIZE`), open files (`RLIMIT_NOFILE`),
+//!   memory (`RLIMIT_DATA`), processes (`RLIMIT_NPROC`, which
 //!   the kernel does not apply to root), no core files;
 //! - a minimal environment: the runtime's variables (API keys among them) are not passed on;
 //! - every inherited descriptor but stdio closed at exec.
@@ -50,6 +51,10 @@ pub struct ConfineSettings {
     pub memory_limit: u64,
     /// Processes the user may have (`[sandbox] pids_limit`, as `RLIMIT_NPROC`).
     pub processes: u64,
+    /// The largest file a process may write (`[sandbox] file_size_limit`, `RLIMIT_FSIZE`).
+    pub file_size: u64,
+    /// Descriptors a process may hold open (`[sandbox] open_files`, `RLIMIT_NOFILE`).
+    pub open_files: u64,
 }
 
 /// What the kernel here offers for confinement (`sandbox doctor`).
@@ -294,6 +299,8 @@ impl Prepared {
             limits: vec![
                 (libc::RLIMIT_DATA, limit(settings.memory_limit)),
                 (libc::RLIMIT_NPROC, limit(settings.processes)),
+                (libc::RLIMIT_FSIZE, limit(settings.file_size)),
+                (libc::RLIMIT_NOFILE, limit(settings.open_files)),
                 (libc::RLIMIT_CORE, limit(0)),
             ],
             tmp,

@@ -31,6 +31,8 @@ fn settings(network: bool) -> ToolSettings {
             network,
             memory_limit: 256 << 20,
             processes: 256,
+            file_size: 4 << 20,
+            open_files: 64,
         }),
         ..ToolSettings::default()
     }
@@ -267,4 +269,44 @@ async fn confined_code_is_held_to_the_memory_limit() {
     assert!(said.contains("MemoryError"), "{said}");
     let said = py(&mut python, &ctx, "x = bytearray(16 << 20)\nprint(len(x))").await;
     assert!(said.contains("16777216"), "{said}");
+}
+
+/// The file-size and open-files caps hold: a file past 4 MiB cannot be written, the 65th
+/// descriptor cannot be opened, and below both everything works.
+#[tokio::test]
+async fn confined_code_is_held_to_its_file_size_and_open_files() {
+    if !can_confine("confined_code_is_held_to_its_file_size_and_open_files") {
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(
+        &mut python,
+        &ctx,
+        "open('big.bin', 'wb').write(b'x' * (8 << 20))",
+    )
+    .await;
+    assert!(said.contains("File too large"), "{said}");
+    let said = py(
+        &mut python,
+        &ctx,
+        "print(open('ok.bin', 'wb').write(b'x' * (1 << 20)))",
+    )
+    .await;
+    assert!(said.contains("1048576"), "{said}");
+    let said = py(
+        &mut python,
+        &ctx,
+        "kept = [open('ok.bin') for _ in range(100)]",
+    )
+    .await;
+    assert!(said.contains("Too many open files"), "{said}");
+    let said = py(
+        &mut python,
+        &ctx,
+        "kept = [open('ok.bin') for _ in range(20)]\nprint(len(kept))",
+    )
+    .await;
+    assert!(said.contains("20"), "{said}");
 }
