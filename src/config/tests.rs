@@ -1083,7 +1083,10 @@ fn sandbox_mode_parses_use_sandbox_is_its_old_spelling_and_bad_values_are_named(
     }
     let e = sandbox("open_files = 4").unwrap_err();
     assert_eq!(e.line, Some(8), "{e}");
-    assert!(e.message.contains("16") && e.message.contains("1048576"), "{e}");
+    assert!(
+        e.message.contains("16") && e.message.contains("1048576"),
+        "{e}"
+    );
     let e = sandbox("file_size_limit = \"1k\"").unwrap_err();
     assert!(e.message.contains("at least \"1m\""), "{e}");
     let c = sandbox("use_sandbox = true").unwrap();
