@@ -265,11 +265,11 @@ impl Runtime {
         let turn = match &options.continues {
             Some(continues) => {
                 let store = self.store.as_ref().ok_or(RuntimeError::NoStore)?;
-                store
+                let place = store
                     .link_turn(&id, continues, options.user.clone())
                     .await?
                     .map_err(|why| refused(continues, why))?;
-                self.place(&id).await?.0
+                Self::turn_at(store, place).await?.0
             }
             None => None,
         };
@@ -410,6 +410,15 @@ impl Runtime {
             return Ok((None, None));
         };
         let place = store.turn_of(id).await?;
+        Self::turn_at(store, place).await
+    }
+
+    /// What a run at `place` reads of its thread's earlier turns (none for turn 0), and
+    /// who it was started for.
+    async fn turn_at(
+        store: &RunStore,
+        place: crate::store::TurnOf,
+    ) -> Result<(Option<Turn>, Option<String>), RuntimeError> {
         if place.turn == 0 {
             return Ok((None, place.user));
         }

@@ -88,11 +88,16 @@ export function showRun(main, id, failed) {
     if (!running) showResult();
     else refreshTimer = setTimeout(refresh, 3000);
     followUp.hidden = running;
-    showTurns();
+    // The thread is read again only when this turn's status changes (its own entry's).
+    if (flow.status !== turnsRead) {
+      turnsRead = flow.status;
+      showTurns();
+    }
   }
 
   // ── The conversation: its turns, and the next one ──────────────────────────────────
   let shownTurns = "";
+  let turnsRead = null;
 
   async function showTurns() {
     let thread;
