@@ -235,6 +235,13 @@ impl Drop for Contained {
     }
 }
 
+/// Whether `step`, a command's last step before exec (system calls only), succeeds here;
+/// tried once in a throwaway process placed as a contained command is.
+#[cfg(target_os = "linux")]
+pub(crate) fn try_as_command(step: fn() -> bool) -> bool {
+    contain::try_as_command(step)
+}
+
 /// Whether `Contained` processes run in a PID namespace of their own here, so that even
 /// processes that leave their group end with them (tests check those only then).
 #[cfg(test)]
@@ -364,6 +371,31 @@ mod contain {
                     let ok = unshare(mode).is_ok()
                         && match libc::fork() {
                             0 => libc::_exit(0),
+                            -1 => false,
+                            pid => exited_zero(pid),
+                        };
+                    libc::_exit(if ok { 0 } else { 1 })
+                }
+                pid => exited_zero(pid),
+            }
+        }
+    }
+
+    /// Whether `step` succeeds in a throwaway process placed where a contained command
+    /// runs here (in the namespaces `mode` makes, as their second process), so that what
+    /// a command would do before exec can be tried once, harmlessly.
+    pub(super) fn try_as_command(step: fn() -> bool) -> bool {
+        let mode = mode();
+        // SAFETY: the children make only system calls (and `step`, whose caller promises
+        // the same), then `_exit`.
+        unsafe {
+            match libc::fork() {
+                -1 => false,
+                0 => {
+                    let placed = mode.is_none_or(|mode| unshare(mode).is_ok());
+                    let ok = placed
+                        && match libc::fork() {
+                            0 => libc::_exit(if step() { 0 } else { 1 }),
                             -1 => false,
                             pid => exited_zero(pid),
                         };

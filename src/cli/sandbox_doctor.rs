@@ -17,6 +17,9 @@ pub async fn run(config: &Config) -> ExitCode {
         mark(true)
     );
     println!("{} mode process: {}", mark(here.full()), here.describe());
+    for gap in here.gaps() {
+        println!("  ! {gap}");
+    }
     let container_ok = match &config.sandbox {
         None => {
             println!(

@@ -177,6 +177,7 @@ pub(super) struct SandboxToml {
     pub(super) pids_limit: Option<Spanned<i64>>,
     pub(super) file_size_limit: Option<Spanned<String>>,
     pub(super) open_files: Option<Spanned<i64>>,
+    pub(super) cpu_time_limit_secs: Option<Spanned<i64>>,
     pub(super) network_enabled: Option<bool>,
     pub(super) idle_timeout_secs: Option<Spanned<i64>>,
     pub(super) max_sandboxes: Option<Spanned<i64>>,

@@ -24,6 +24,11 @@ const MIN_MEMORY: i64 = 6 << 20;
 const CPUS: Bounds<f64> = Bounds::new(0.01, 1024.0, " CPUs");
 /// Processes a container may hold (Linux's own limit is 2^22).
 const PIDS: Bounds<i64> = Bounds::new(1, 4_194_304, " processes");
+/// Seconds of CPU a confined process may use (a week at most).
+const CPU_TIME: Bounds<i64> = Bounds::new(1, 604_800, " seconds");
+/// The default `cpu_time_limit_secs`: an hour of CPU per process, far more than a call
+/// needs, so that only code spinning in the background meets it.
+const CPU_TIME_DEFAULT: u64 = 3600;
 /// Descriptors a confined process may hold open.
 const OPEN_FILES: Bounds<i64> = Bounds::new(16, 1_048_576, " descriptors");
 /// Containers at once.
@@ -178,6 +183,9 @@ pub(super) fn build(sb: &SandboxToml, workspace: &Path, lines: Lines) -> Result<
         open_files: table
             .number(&sb.open_files, "open_files", OPEN_FILES)?
             .map_or(1024, |n| n as u64),
+        cpu_time: table
+            .number(&sb.cpu_time_limit_secs, "cpu_time_limit_secs", CPU_TIME)?
+            .map_or(CPU_TIME_DEFAULT, |n| n as u64),
     };
     Ok(Built {
         mode,

@@ -172,7 +172,7 @@ impl StepRun<'_> {
             && let Some(refused) = crate::confine::refusal_note(&output, confine)
         {
             output.push('\n');
-            output.push_str(refused);
+            output.push_str(&refused);
         }
         if !made.tools.is_empty() {
             output += &format!(

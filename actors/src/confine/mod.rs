@@ -24,7 +24,7 @@
 //! `Contained`.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,9 @@ use tokio::process::Command;
 
 use crate::process::{Contained, LastStep};
 
+mod cgroup;
+mod links;
+mod mounts;
 mod seccomp;
 
 /// What confined processes may do, from `[sandbox]`.
@@ -55,6 +58,9 @@ pub struct ConfineSettings {
     pub file_size: u64,
     /// Descriptors a process may hold open (`[sandbox] open_files`, `RLIMIT_NOFILE`).
     pub open_files: u64,
+    /// Seconds of CPU each process may use (`[sandbox] cpu_time_limit_secs`,
+    /// `RLIMIT_CPU`): SIGXCPU then, SIGKILL a few seconds later.
+    pub cpu_time: u64,
 }
 
 /// What the kernel here offers for confinement (`sandbox doctor`).
@@ -64,6 +70,11 @@ pub struct Support {
     pub landlock_abi: i64,
     /// Whether seccomp filters can be installed.
     pub seccomp: bool,
+    /// Whether commands get a private `/proc` and `/dev/shm` (`mounts`).
+    pub private_mounts: bool,
+    /// Whether commands get a `pids` cgroup of their own, the process cap that holds for
+    /// root too (`cgroup`).
+    pub pids_cgroup: bool,
 }
 
 impl Support {
@@ -86,6 +97,8 @@ impl Support {
             Support {
                 landlock_abi: abi.max(0) as i64,
                 seccomp,
+                private_mounts: mounts::available(),
+                pids_cgroup: cgroup::available(),
             }
         })
     }
@@ -113,6 +126,25 @@ impl Support {
         )
     }
 
+    /// What of process mode is weaker here than it can be, a line each (`sandbox doctor`).
+    pub fn gaps(&self) -> Vec<&'static str> {
+        let mut gaps = vec![];
+        if !self.private_mounts {
+            gaps.push(
+                "no private mount namespace: confined code gets no /proc and no /dev/shm \
+                 (tools that read /proc, and Python's multiprocessing locks, fail)",
+            );
+        }
+        // SAFETY: geteuid cannot fail.
+        if !self.pids_cgroup && unsafe { libc::geteuid() } == 0 {
+            gaps.push(
+                "no pids cgroup can be made, and the kernel does not apply RLIMIT_NPROC to \
+                 root: running as root, confined code's process count is not capped",
+            );
+        }
+        gaps
+    }
+
     /// Whether process mode confines fully here: files, TCP and abstract sockets by
     /// Landlock (ABI 6 or later) and the rest by seccomp.
     pub fn full(&self) -> bool {
@@ -138,6 +170,7 @@ pub(crate) fn spawn(
              offer (see `manus-rt sandbox doctor`)",
         ));
     }
+    links::check(workspace)?;
     let toolchain = toolchain(python);
     let prepared = Prepared::new(settings, workspace, &toolchain)?;
     prepared.environment(cmd, &toolchain);
@@ -146,13 +179,21 @@ pub(crate) fn spawn(
 
 /// The line added to a tool's output that shows a refusal the sandbox likely caused, or
 /// `None` when the output shows none.
-pub(crate) fn refusal_note(output: &str, settings: &ConfineSettings) -> Option<&'static str> {
+pub(crate) fn refusal_note(output: &str, settings: &ConfineSettings) -> Option<String> {
+    if output.contains("CPU time limit exceeded") || output.contains("signal 24") {
+        return Some(format!(
+            "[sandbox: the process used up its {} s of CPU time and was stopped; \
+             `[sandbox] cpu_time_limit_secs` in the runtime's config sets it]",
+            settings.cpu_time
+        ));
+    }
     if !settings.network
         && (output.contains("Network is unreachable") || output.contains("[Errno 101]"))
     {
         return Some(
             "[sandbox: code here may not use the network; `[sandbox] network = true` in the \
-             runtime's config allows it]",
+             runtime's config allows it]"
+                .into(),
         );
     }
     let refused = [
@@ -160,11 +201,12 @@ pub(crate) fn refusal_note(output: &str, settings: &ConfineSettings) -> Option<&
         "PermissionError",
         "Operation not permitted",
     ];
-    refused.iter().any(|r| output.contains(r)).then_some(
+    refused.iter().any(|r| output.contains(r)).then(|| {
         "[sandbox: code here may write only in the workspace and $TMPDIR, read only those and \
          the system's and Python's files, and may not open sockets or use privileged system \
-         calls; `[sandbox] mode = \"none\"` in the runtime's config lifts this]",
-    )
+         calls; `[sandbox] mode = \"none\"` in the runtime's config lifts this]"
+            .into()
+    })
 }
 
 /// Where the configured Python lives, found once per name by asking it.
@@ -225,7 +267,6 @@ const TOOLCHAIN: &[&str] = &[
     "/lib64",
     "/libx32",
     "/opt",
-    "/proc",
     "/sys",
     "/dev/zero",
     "/dev/random",
@@ -255,6 +296,10 @@ const ETC_SECRETS: &[&str] = &[
 /// The variables passed on from the runtime's environment (and every `LC_*`).
 const KEPT_ENV: &[&str] = &["PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME"];
 
+/// The Landlock ABI whose rights are asked for (older kernels get what they offer).
+const LANDLOCK_ABI: ABI = ABI::V6;
+/// Seconds between SIGXCPU at the CPU-time limit and SIGKILL.
+const CPU_GRACE_SECS: u64 = 5;
 /// Makes every private temporary folder's name distinct.
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -266,6 +311,12 @@ struct Prepared {
     /// Seccomp programs, each with its own errno.
     filters: Vec<BpfProgram>,
     limits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    /// The command's own `pids` cgroup, where one can be made.
+    cgroup: Option<cgroup::Cgroup>,
+    /// The options of its private `/dev/shm`, when it gets private mounts.
+    private_mounts: Option<CString>,
+    /// Landlock's read rights and all its rights, for the private mounts' rules.
+    rights: (u64, u64),
     /// The command's private temporary folder, removed with this.
     tmp: PathBuf,
 }
@@ -283,6 +334,8 @@ impl Prepared {
         ));
         // Seccomp first: it needs no folder, so a failure leaves nothing behind.
         let filters = seccomp::filters(settings)?;
+        let cgroup = cgroup::Cgroup::new(settings.processes)?;
+        let private = Support::here().private_mounts;
         std::fs::create_dir(&tmp)?;
         let ruleset = (|| {
             use std::os::unix::fs::PermissionsExt;
@@ -302,7 +355,20 @@ impl Prepared {
                 (libc::RLIMIT_FSIZE, limit(settings.file_size)),
                 (libc::RLIMIT_NOFILE, limit(settings.open_files)),
                 (libc::RLIMIT_CORE, limit(0)),
+                (
+                    libc::RLIMIT_CPU,
+                    libc::rlimit {
+                        rlim_cur: settings.cpu_time,
+                        rlim_max: settings.cpu_time.saturating_add(CPU_GRACE_SECS),
+                    },
+                ),
             ],
+            cgroup,
+            private_mounts: private.then(|| mounts::shm_options(settings.memory_limit)),
+            rights: (
+                AccessFs::from_read(LANDLOCK_ABI).bits(),
+                AccessFs::from_all(LANDLOCK_ABI).bits(),
+            ),
             tmp,
         })
     }
@@ -344,6 +410,13 @@ impl LastStep for Prepared {
         // SAFETY: between fork and exec in the command: system calls only, on memory made
         // before the fork; nothing allocates or locks.
         unsafe {
+            if let Some(cgroup) = &self.cgroup {
+                cgroup.enter()?;
+            }
+            if let Some(shm) = &self.private_mounts {
+                mounts::enter(shm)?;
+                mounts::grant(self.ruleset.as_raw_fd(), self.rights.0, self.rights.1)?;
+            }
             for (resource, value) in &self.limits {
                 // Never raise a limit the runtime already has lower.
                 let mut now = libc::rlimit {
@@ -447,7 +520,7 @@ fn landlock(
             workspace.display()
         )));
     }
-    let abi = ABI::V6;
+    let abi = LANDLOCK_ABI;
     let bad = |e: landlock::RulesetError| io::Error::other(format!("Landlock: {e}"));
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(abi))
@@ -462,9 +535,12 @@ fn landlock(
     let mut reads: Vec<PathBuf> = TOOLCHAIN.iter().map(PathBuf::from).collect();
     reads.extend(etc_without_secrets(Path::new("/etc"), ""));
     reads.extend(toolchain.reads.iter().cloned());
-    let writes = [workspace.to_path_buf(), tmp.to_path_buf()]
+    let writes = [workspace, tmp]
         .into_iter()
+        .map(Path::to_path_buf)
         .chain(DEVICES.iter().map(PathBuf::from));
+    // The host's own `/proc` and `/dev/shm` show and share too much: there are no rules for
+    // them here; the private ones get theirs in the command (`mounts::grant`).
     let created = ruleset
         .create()
         .map_err(bad)?

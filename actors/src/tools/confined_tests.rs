@@ -24,15 +24,21 @@ fn can_confine(test: &str) -> bool {
 }
 
 fn settings(network: bool) -> ToolSettings {
+    with_caps(network, 256, 30)
+}
+
+/// Settings with `processes` and `cpu_time` seconds as the caps.
+fn with_caps(network: bool, processes: u64, cpu_time: u64) -> ToolSettings {
     ToolSettings {
         python_timeout: Duration::from_secs(60),
         bash_timeout: Duration::from_secs(60),
         confine: Some(ConfineSettings {
             network,
             memory_limit: 256 << 20,
-            processes: 256,
+            processes,
             file_size: 4 << 20,
             open_files: 64,
+            cpu_time,
         }),
         ..ToolSettings::default()
     }
@@ -155,7 +161,12 @@ async fn confined_code_reads_no_secrets_of_the_runtime_or_its_user() {
         &format!("print(open('/proc/{pid}/environ', 'rb').read())"),
     )
     .await;
-    assert!(said.contains("PermissionError"), "{said}");
+    // Not even there to be refused, where there are private mounts.
+    assert!(
+        said.contains("PermissionError") || said.contains("FileNotFoundError"),
+        "{said}"
+    );
+    assert!(!said.contains("PATH="), "{said}");
     // The runtime's variables are not handed on (cargo gives tests this one).
     assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
     let said = py(&mut python, &ctx, "import os\nprint('CARGO_PKG_NAME' in os.environ, os.environ['HOME'] == os.environ['TMPDIR'])").await;
@@ -309,4 +320,196 @@ async fn confined_code_is_held_to_its_file_size_and_open_files() {
     )
     .await;
     assert!(said.contains("20"), "{said}");
+}
+
+/// Other processes are not even seen: not the runtime (whose command line and environment
+/// may hold keys), not another process of the same user with a secret in its arguments;
+/// the code's own processes are, and `/proc/self` works.
+#[tokio::test]
+async fn confined_code_sees_no_other_process() {
+    if !can_confine("confined_code_sees_no_other_process") {
+        return;
+    }
+    if !Support::here().private_mounts {
+        eprintln!("SKIPPED confined_code_sees_no_other_process: no private mounts here");
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let mut other = std::process::Command::new("sh")
+        .args(["-c", "sleep 60", "manus-secret-argument"])
+        .spawn()
+        .unwrap();
+    let (me, them) = (std::process::id(), other.id());
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!(
+            "import os\n\
+             pids = [p for p in os.listdir('/proc') if p.isdigit()]\n\
+             lines = [open(f'/proc/{{p}}/cmdline', 'rb').read() for p in pids]\n\
+             print('secret', any(b'manus-secret' in l for l in lines))\n\
+             print('runtime', os.path.exists('/proc/{me}/cmdline'), os.path.exists('/proc/{them}'))\n\
+             print('self', os.getpid() == int(os.readlink('/proc/self')), len(open('/proc/self/status').read()) > 0)\n\
+             print('count', len(pids))"
+        ),
+    )
+    .await;
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(said.contains("secret False"), "{said}");
+    assert!(said.contains("runtime False False"), "{said}");
+    assert!(said.contains("self True True"), "{said}");
+    // The interpreter alone (its shell, if any, and the namespace's init are not shown).
+    let count: usize = said
+        .lines()
+        .find_map(|l| l.strip_prefix("count "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    assert!(count <= 2, "{said}");
+}
+
+/// Python's multiprocessing works confined: its locks live in a private `/dev/shm`, where
+/// nothing of the host's is seen.
+#[tokio::test]
+async fn confined_code_has_a_private_shared_memory() {
+    if !can_confine("confined_code_has_a_private_shared_memory") {
+        return;
+    }
+    if !Support::here().private_mounts {
+        eprintln!("SKIPPED confined_code_has_a_private_shared_memory: no private mounts here");
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let planted = std::path::Path::new("/dev/shm").join(format!("manus-test-{}", std::process::id()));
+    std::fs::write(&planted, "host's").unwrap();
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!(
+            "import multiprocessing as mp, os\n\
+             with mp.Pool(2) as pool: print('pool', pool.map(abs, [-1, -2, -3]))\n\
+             lock = mp.Lock()\n\
+             with lock: print('locked')\n\
+             print('seen', os.path.exists({:?}))",
+            planted.display().to_string()
+        ),
+    )
+    .await;
+    let _ = std::fs::remove_file(&planted);
+    assert!(said.contains("pool [1, 2, 3]"), "{said}");
+    assert!(said.contains("locked"), "{said}");
+    assert!(said.contains("seen False"), "{said}");
+}
+
+/// A fork bomb meets the process cap, for root too (by a cgroup of its own where the
+/// kernel's rlimit does not hold), and the runtime stays up.
+#[tokio::test]
+async fn confined_code_is_held_to_the_process_cap() {
+    if !can_confine("confined_code_is_held_to_the_process_cap") {
+        return;
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 && !Support::here().pids_cgroup {
+        eprintln!(
+            "SKIPPED confined_code_is_held_to_the_process_cap: root without a pids cgroup"
+        );
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let mut python = PythonExecute::new(&with_caps(false, 16, 30));
+    let said = py(
+        &mut python,
+        &ctx,
+        "import os, time\n\
+         made = 0\n\
+         try:\n\
+         \x20   for _ in range(200):\n\
+         \x20       if os.fork() == 0:\n\
+         \x20           time.sleep(30)\n\
+         \x20           os._exit(0)\n\
+         \x20       made += 1\n\
+         except OSError as e:\n\
+         \x20   print('refused', e)\n\
+         print('made', made)",
+    )
+    .await;
+    assert!(said.contains("refused"), "{said}");
+    let made: usize = said
+        .lines()
+        .find_map(|l| l.strip_prefix("made "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    assert!(made < 16, "{said}");
+    // The call after it works: the cap is the code's, not the runtime's.
+    let said = py(&mut python, &ctx, "print('still', 6 * 7)").await;
+    assert!(said.contains("still 42"), "{said}");
+}
+
+/// ptrace is refused (so no process can be read or steered through it), with the note.
+#[tokio::test]
+async fn confined_code_cannot_ptrace() {
+    if !can_confine("confined_code_cannot_ptrace") {
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(
+        &mut python,
+        &ctx,
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         print(libc.ptrace(16, os.getppid(), None, None), os.strerror(ctypes.get_errno()))\n\
+         print(libc.ptrace(0, 0, None, None), os.strerror(ctypes.get_errno()))",
+    )
+    .await;
+    assert_eq!(
+        said.matches("-1 Operation not permitted").count(),
+        2,
+        "{said}"
+    );
+    assert!(said.contains(FS_NOTE), "{said}");
+}
+
+/// Code that spins meets its CPU-time cap and is stopped, with the setting named.
+#[tokio::test]
+async fn confined_code_is_held_to_its_cpu_time() {
+    if !can_confine("confined_code_is_held_to_its_cpu_time") {
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let mut bash = Bash::new(&with_caps(false, 256, 1));
+    let said = sh(&mut bash, &ctx, "python3 -c 'while True: pass'; echo after").await;
+    assert!(said.contains("cpu_time_limit_secs"), "{said}");
+    assert!(said.contains("after"), "{said}");
+}
+
+/// A hard link in the workspace to a file outside it (made before the code runs, since
+/// confined code cannot make one) stops the command before it starts, naming the file;
+/// the outside file is untouched.
+#[tokio::test]
+async fn a_hard_link_to_an_outside_file_is_refused() {
+    if !can_confine("a_hard_link_to_an_outside_file_is_refused") {
+        return;
+    }
+    let (ws, outside) = (TempDir::new("confine-ws"), TempDir::new("confine-out"));
+    let ctx = host_ctx(&ws.0);
+    std::fs::write(outside.0.join("bashrc"), "mine").unwrap();
+    std::fs::hard_link(outside.0.join("bashrc"), ws.0.join("rc")).unwrap();
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(&mut python, &ctx, "open('rc', 'w').write('changed')").await;
+    assert!(said.contains("hard links to files outside"), "{said}");
+    assert!(said.contains("rc` (2 links, 1 in the workspace)"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(outside.0.join("bashrc")).unwrap(),
+        "mine"
+    );
+    std::fs::remove_file(ws.0.join("rc")).unwrap();
+    let said = py(&mut python, &ctx, "print('fine')").await;
+    assert!(said.contains("fine"), "{said}");
 }

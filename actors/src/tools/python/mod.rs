@@ -211,7 +211,7 @@ pub(crate) fn explained(
     let add = |text: &mut String| {
         if let Some(note) = confine::refusal_note(text, confine) {
             text.push('\n');
-            text.push_str(note);
+            text.push_str(&note);
         }
     };
     match result {
