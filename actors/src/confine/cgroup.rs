@@ -30,7 +30,8 @@ impl Cgroup {
         let Some(parent) = parent() else {
             return Ok(None);
         };
-        sweep(parent);
+        // A cgroup outlives a runtime that was SIGKILLed.
+        super::sweep_dead(parent, PREFIX, |dir| std::fs::remove_dir(dir));
         let dir = parent.join(format!(
             "{PREFIX}{}-{}",
             std::process::id(),
@@ -129,30 +130,6 @@ fn place(lines: &str, root: &Path) -> Option<PathBuf> {
     let v2 = v2?;
     let handed = std::fs::read_to_string(v2.join("cgroup.subtree_control")).ok()?;
     handed.split_whitespace().any(|c| c == "pids").then_some(v2)
-}
-
-/// Remove the cgroups left by runtimes that are gone (a cgroup outlives a SIGKILLed one).
-fn sweep(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(PREFIX))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        // SAFETY: signal 0 only asks whether the process exists.
-        let gone = unsafe { libc::kill(owner, 0) } != 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
 }
 
 #[cfg(test)]

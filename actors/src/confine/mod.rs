@@ -300,6 +300,8 @@ const KEPT_ENV: &[&str] = &["PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "L
 const LANDLOCK_ABI: ABI = ABI::V6;
 /// Seconds between SIGXCPU at the CPU-time limit and SIGKILL.
 const CPU_GRACE_SECS: u64 = 5;
+/// The prefix of private temporary folders' names (then `<runtime pid>-<seq>`).
+const TMP_PREFIX: &str = "manus-confined-";
 /// Makes every private temporary folder's name distinct.
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -327,8 +329,11 @@ impl Prepared {
         workspace: &Path,
         toolchain: &Toolchain,
     ) -> io::Result<Prepared> {
+        sweep_dead(&std::env::temp_dir(), TMP_PREFIX, |dir| {
+            std::fs::remove_dir_all(dir)
+        });
         let tmp = std::env::temp_dir().join(format!(
-            "manus-confined-{}-{}",
+            "{TMP_PREFIX}{}-{}",
             std::process::id(),
             TMP_SEQ.fetch_add(1, Ordering::Relaxed)
         ));
@@ -572,4 +577,29 @@ fn etc_without_secrets(dir: &Path, rel: &str) -> Vec<PathBuf> {
         }
     }
     kept
+}
+
+/// Remove what runtimes that are gone (SIGKILLed, so nothing of theirs was dropped) left in
+/// `parent`: the entries named `<prefix><pid>-…` whose process no longer exists.
+fn sweep_dead(parent: &Path, prefix: &str, remove: impl Fn(&Path) -> io::Result<()>) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(owner, 0) } != 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = remove(&entry.path());
+        }
+    }
 }
