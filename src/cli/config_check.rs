@@ -150,7 +150,7 @@ fn describe(c: &Config) -> String {
                  (memory {} MiB a process, processes {}, network {}); this kernel: {}\n",
                 confine.memory_limit >> 20,
                 confine.processes,
-                if confine.network { "on" } else { "off" },
+                confine.network,
                 Support::here().describe()
             ));
         }

@@ -53,7 +53,7 @@ pub async fn start(config: Config, record: Option<&Path>) -> Option<Runtime> {
             Some(c) => eprintln!(
                 "note: code runs on this machine confined to {} (Landlock and seccomp; network {})",
                 runtime.config().workspace.display(),
-                if c.network { "on" } else { "off" }
+                c.network
             ),
             None => match &runtime.config().unconfined {
                 Some(warning) => eprintln!("WARNING: {warning}"),

@@ -167,7 +167,7 @@ pub(super) struct McpToml {
 pub(super) struct SandboxToml {
     pub(super) mode: Option<Spanned<SandboxModeToml>>,
     pub(super) use_sandbox: Option<Spanned<bool>>,
-    pub(super) network: Option<Spanned<bool>>,
+    pub(super) network: Option<Spanned<NetworkToml>>,
     pub(super) docker_host: Option<Spanned<String>>,
     pub(super) hosts: Option<Spanned<Vec<HostToml>>>,
     pub(super) image: Option<Spanned<String>>,
@@ -183,6 +183,17 @@ pub(super) struct SandboxToml {
     pub(super) max_sandboxes: Option<Spanned<i64>>,
     pub(super) mount_workspace: Option<bool>,
     pub(super) fallback: Option<Spanned<FallbackToml>>,
+}
+
+/// `[sandbox] network`: on, off, or the hosts code may reach.
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "true, false, or a list of hosts such as [\"pypi.org\", \"*.example.com:8443\"]"
+)]
+pub(super) enum NetworkToml {
+    Switch(bool),
+    Hosts(Vec<String>),
 }
 
 /// `[sandbox] fallback`: what process mode does where the kernel cannot confine.

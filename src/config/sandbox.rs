@@ -6,11 +6,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use manus_actors::confine::ConfineSettings;
+use toml::Spanned;
+
+use manus_actors::confine::{ConfineSettings, Host, Network};
 use manus_actors::sandbox::{DockerHost, SandboxSettings, TlsFiles};
 
 use super::error::{Lines, Problem};
-use super::file::{FallbackToml, HostToml, SandboxModeToml, SandboxToml};
+use super::file::{FallbackToml, HostToml, NetworkToml, SandboxModeToml, SandboxToml};
 use super::values::{Bounds, Table};
 
 /// The engine's socket when neither the file nor `DOCKER_HOST` names one.
@@ -91,8 +93,9 @@ pub(super) fn build(sb: &SandboxToml, workspace: &Path, lines: Lines) -> Result<
                     .to_string(),
             ));
         }
-        (Some(n), None) => *n.get_ref(),
-        (None, old) => old.unwrap_or(false),
+        (Some(n), None) => network(n, mode, lines)?,
+        (None, Some(true)) => Network::On,
+        (None, _) => Network::Off,
     };
     let table = Table::new("[sandbox]", lines);
     let memory_limit = match &sb.memory_limit {
@@ -149,7 +152,7 @@ pub(super) fn build(sb: &SandboxToml, workspace: &Path, lines: Lines) -> Result<
         pids_limit: table
             .number(&sb.pids_limit, "pids_limit", PIDS)?
             .unwrap_or(256),
-        network_enabled: network,
+        network_enabled: network != Network::Off,
         idle_timeout: table.seconds(&sb.idle_timeout_secs, "idle_timeout_secs", IDLE)?,
         max_sandboxes: table
             .number(&sb.max_sandboxes, "max_sandboxes", SANDBOXES)?
@@ -197,6 +200,28 @@ pub(super) fn build(sb: &SandboxToml, workspace: &Path, lines: Lines) -> Result<
             .as_ref()
             .is_none_or(|f| *f.get_ref() == FallbackToml::None),
     })
+}
+
+/// `[sandbox] network`: a switch, or (in process mode) the hosts code may reach.
+fn network(n: &Spanned<NetworkToml>, mode: SandboxMode, lines: Lines) -> Result<Network, Problem> {
+    let problem = |why: String| Problem::at(lines.of(n), "[sandbox] network", why);
+    match n.get_ref() {
+        NetworkToml::Switch(true) => Ok(Network::On),
+        NetworkToml::Switch(false) => Ok(Network::Off),
+        NetworkToml::Hosts(_) if mode == SandboxMode::Container => Err(problem(
+            "[sandbox] network: a list of hosts is kept to in process mode only; in container \
+             mode use true or false"
+                .into(),
+        )),
+        NetworkToml::Hosts(hosts) if hosts.is_empty() => Err(problem(
+            "[sandbox] network = []: name at least one host, or use false for none".into(),
+        )),
+        NetworkToml::Hosts(hosts) => hosts
+            .iter()
+            .map(|h| Host::parse(h).map_err(|e| problem(format!("[sandbox] network: {e}"))))
+            .collect::<Result<_, _>>()
+            .map(Network::Only),
+    }
 }
 
 /// Process mode on a kernel with `support`: confined (`Ok(None)`), or where the kernel

@@ -3,6 +3,7 @@
 //! apart from `resolve`.
 
 use manus_actors::browser::WebDriverSource;
+use manus_actors::confine::Network;
 use manus_actors::tools::web::search::Engine;
 
 use super::llm::sees_images;
@@ -1072,11 +1073,34 @@ fn sandbox_mode_parses_use_sandbox_is_its_old_spelling_and_bad_values_are_named(
     let confine = c.tools.confine.unwrap();
     assert_eq!(
         (confine.network, confine.memory_limit, confine.processes),
-        (false, 1 << 30, 64)
+        (Network::Off, 1 << 30, 64)
     );
+    assert_eq!(confine.cpu_time, 3600);
     assert!(c.sandbox.is_none());
     let c = sandbox("mode = \"process\"\nnetwork = true").unwrap();
-    assert!(c.tools.confine.unwrap().network);
+    assert_eq!(c.tools.confine.unwrap().network, Network::On);
+    let c =
+        sandbox("mode = \"process\"\nnetwork = [\"PyPI.org\", \"*.example.com:8443\"]").unwrap();
+    assert_eq!(
+        c.tools.confine.unwrap().network.to_string(),
+        "only pypi.org, *.example.com:8443"
+    );
+    let e = sandbox("mode = \"process\"\nnetwork = [\"pypi.org\", \"bad host\"]").unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (Some(9), Some("[sandbox] network")),
+        "{e}"
+    );
+    assert!(e.message.contains("`bad host` is not a host"), "{e}");
+    let e = sandbox("mode = \"container\"\nnetwork = [\"pypi.org\"]").unwrap_err();
+    assert!(e.message.contains("process mode only"), "{e}");
+    let e = sandbox("network = []").unwrap_err();
+    assert!(e.message.contains("at least one host"), "{e}");
+    let e = sandbox("network = \"yes\"").unwrap_err();
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("a list of hosts"), "{e}");
+    let e = sandbox("cpu_time_limit_secs = 0").unwrap_err();
+    assert!(e.message.contains("604800"), "{e}");
     let c = sandbox("file_size_limit = \"100m\"\nopen_files = 256").unwrap();
     if let Some(confine) = c.tools.confine {
         assert_eq!((confine.file_size, confine.open_files), (100 << 20, 256));
@@ -1118,6 +1142,8 @@ fn process_mode_falls_back_only_as_the_config_says() {
     let none = Support {
         landlock_abi: 0,
         seccomp: true,
+        private_mounts: true,
+        pids_cgroup: true,
     };
     let warning = super::sandbox::fall_back(&none, true).unwrap().unwrap();
     assert!(
@@ -1128,7 +1154,7 @@ fn process_mode_falls_back_only_as_the_config_says() {
     assert!(refused.contains("fallback = \"refuse\""), "{refused}");
     let full = Support {
         landlock_abi: 7,
-        seccomp: true,
+        ..none
     };
     assert_eq!(super::sandbox::fall_back(&full, false), Ok(None));
 }

@@ -4,19 +4,24 @@
 //! group and namespace):
 //!
 //! - the filesystem by Landlock: read and execute in the toolchain (`/usr`, `/lib*`, `/bin`,
-//!   `/sbin`, `/opt`, `/etc` but its secrets, `/proc`, `/sys`, the configured Python's own
-//!   prefix and `sys.path`), read-write only in the workspace and a private temporary folder
-//!   (`TMPDIR` and `HOME`, removed with the process); links and renames that would carry a
-//!   file into more rights are refused (`Refer`);
+//!   `/sbin`, `/opt`, `/etc` but its secrets, `/sys`, the configured Python's own prefix and
+//!   `sys.path`), read-write only in the workspace and a private temporary folder (`TMPDIR`
+//!   and `HOME`, removed with the process); links and renames that would carry a file into
+//!   more rights are refused (`Refer`); a hard link already in the workspace to a file
+//!   outside it stops the command before it starts (`links`);
+//! - other processes unseen: a private `/proc` and `/dev/shm` (`mounts`), and Landlock's
+//!   scoping (no ptrace, signals or abstract sockets outside the code's own domain);
 //! - with `network = false`, no sockets (seccomp refuses `socket()` of every family, so TCP,
 //!   UDP, fast-open, unix sockets by path and abstract ones alike; `socketpair` stays) and
-//!   Landlock's TCP bind/connect and abstract-socket scoping as a second layer;
+//!   Landlock's TCP bind/connect rules as a second layer; with a list of hosts, TCP to the
+//!   runtime's proxy alone (`proxy`);
 //! - a seccomp filter refusing what code never needs (ptrace, mount, namespaces, bpf,
 //!   keyrings, kernel modules, reboot, io_uring, …); no capabilities (bounding, ambient,
 //!   effective, permitted, inheritable all cleared) and `no_new_privs`;
-//! - rlimits from `[sandbox]`: file size (`RLIMIT_FSIZE`), open files (`RLIMIT_NOFILE`),
-//!   memory (`RLIMIT_DATA`), processes (`RLIMIT_NPROC`, which
-//!   the kernel does not apply to root), no core files;
+//! - caps from `[sandbox]`: file size (`RLIMIT_FSIZE`), open files (`RLIMIT_NOFILE`),
+//!   memory (`RLIMIT_DATA`), CPU time (`RLIMIT_CPU`), processes (`RLIMIT_NPROC`, and a
+//!   `pids` cgroup of the command's own where one can be made, since the kernel does not
+//!   apply the rlimit to root: `cgroup`), no core files;
 //! - a minimal environment: the runtime's variables (API keys among them) are not passed on;
 //! - every inherited descriptor but stdio closed at exec.
 //!
@@ -32,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
     path_beneath_rules,
 };
 use seccompiler::{BpfProgram, TargetArch};
@@ -43,13 +48,16 @@ use crate::process::{Contained, LastStep};
 mod cgroup;
 mod links;
 mod mounts;
+mod proxy;
 mod seccomp;
+
+pub use proxy::{Host, Network};
 
 /// What confined processes may do, from `[sandbox]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfineSettings {
-    /// Whether they may open sockets at all (`[sandbox] network`).
-    pub network: bool,
+    /// Where they may connect (`[sandbox] network`).
+    pub network: Network,
     /// Bytes of data each process may map (`[sandbox] memory_limit`, as `RLIMIT_DATA`).
     pub memory_limit: u64,
     /// Processes the user may have (`[sandbox] pids_limit`, as `RLIMIT_NPROC`).
@@ -172,8 +180,12 @@ pub(crate) fn spawn(
     }
     links::check(workspace)?;
     let toolchain = toolchain(python);
-    let prepared = Prepared::new(settings, workspace, &toolchain)?;
-    prepared.environment(cmd, &toolchain);
+    let proxy = match &settings.network {
+        Network::Only(hosts) => Some(proxy::port_for(hosts)?),
+        Network::Off | Network::On => None,
+    };
+    let prepared = Prepared::new(settings, workspace, &toolchain, proxy)?;
+    prepared.environment(cmd, &toolchain, proxy);
     Contained::spawn_then(cmd, Arc::new(prepared))
 }
 
@@ -187,14 +199,24 @@ pub(crate) fn refusal_note(output: &str, settings: &ConfineSettings) -> Option<S
             settings.cpu_time
         ));
     }
-    if !settings.network
-        && (output.contains("Network is unreachable") || output.contains("[Errno 101]"))
-    {
-        return Some(
-            "[sandbox: code here may not use the network; `[sandbox] network = true` in the \
-             runtime's config allows it]"
-                .into(),
-        );
+    let unreachable = output.contains("Network is unreachable") || output.contains("[Errno 101]");
+    match &settings.network {
+        Network::Off if unreachable => {
+            return Some(
+                "[sandbox: code here may not use the network; `[sandbox] network = true` in \
+                 the runtime's config allows it]"
+                    .into(),
+            );
+        }
+        Network::Only(_) if unreachable || output.contains(proxy::REFUSED) => {
+            return Some(format!(
+                "[sandbox: code here may reach {}, by HTTP(S) through the proxy in \
+                 $HTTPS_PROXY, and use no other sockets; a host added to `[sandbox] network` in \
+                 the runtime's config is allowed]",
+                settings.network
+            ));
+        }
+        _ => {}
     }
     let refused = [
         "Permission denied",
@@ -328,6 +350,7 @@ impl Prepared {
         settings: &ConfineSettings,
         workspace: &Path,
         toolchain: &Toolchain,
+        proxy: Option<u16>,
     ) -> io::Result<Prepared> {
         sweep_dead(&std::env::temp_dir(), TMP_PREFIX, |dir| {
             std::fs::remove_dir_all(dir)
@@ -345,7 +368,7 @@ impl Prepared {
         let ruleset = (|| {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700))?;
-            Option::<OwnedFd>::from(landlock(settings, workspace, &tmp, toolchain)?)
+            Option::<OwnedFd>::from(landlock(settings, workspace, &tmp, toolchain, proxy)?)
                 .ok_or_else(|| io::Error::other("Landlock made no ruleset here"))
         })();
         let ruleset = ruleset.inspect_err(|_| {
@@ -379,7 +402,7 @@ impl Prepared {
     }
 
     /// A minimal environment: the runtime's own variables stay behind.
-    fn environment(&self, cmd: &mut Command, toolchain: &Toolchain) {
+    fn environment(&self, cmd: &mut Command, toolchain: &Toolchain, proxy: Option<u16>) {
         let set: Vec<(OsString, Option<OsString>)> = cmd
             .as_std()
             .get_envs()
@@ -401,6 +424,12 @@ impl Prepared {
             }
         }
         cmd.env("HOME", &self.tmp).env("TMPDIR", &self.tmp);
+        if let Some(port) = proxy {
+            let url = format!("http://127.0.0.1:{port}");
+            for key in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+                cmd.env(key, &url).env(key.to_ascii_lowercase(), &url);
+            }
+        }
         for (key, value) in set {
             match value {
                 Some(value) => cmd.env(key, value),
@@ -518,6 +547,7 @@ fn landlock(
     workspace: &Path,
     tmp: &Path,
     toolchain: &Toolchain,
+    proxy: Option<u16>,
 ) -> io::Result<landlock::RulesetCreated> {
     if !workspace.is_dir() {
         return Err(io::Error::other(format!(
@@ -532,7 +562,7 @@ fn landlock(
         .map_err(bad)?
         .scope(Scope::from_all(abi))
         .map_err(bad)?;
-    if !settings.network {
+    if settings.network != Network::On {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
             .map_err(bad)?;
@@ -552,6 +582,8 @@ fn landlock(
         .add_rules(path_beneath_rules(reads, AccessFs::from_read(abi)))
         .map_err(bad)?
         .add_rules(path_beneath_rules(writes, AccessFs::from_all(abi)))
+        .map_err(bad)?
+        .add_rules(proxy.map(|port| Ok(NetPort::new(port, AccessNet::ConnectTcp))))
         .map_err(bad)?;
     Ok(created)
 }

@@ -1,7 +1,8 @@
 //! The seccomp side of process mode: the system calls confined code never needs, refused
 //! with EPERM; `clone3` with ENOSYS (libc then falls back to `clone`, whose flags can be
-//! read); and without network, `socket()` of every family (ENETUNREACH for IP, EACCES for
-//! the rest, unix sockets included; `socketpair` stays).
+//! read); without network, `socket()` of every family (ENETUNREACH for IP, EACCES for the
+//! rest, unix sockets included; `socketpair` stays); with an allow-list, every socket but a
+//! TCP one and TCP fast-open (Landlock then decides where TCP may connect).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -11,14 +12,12 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-use super::ConfineSettings;
+use super::{ConfineSettings, Network};
 
 /// The seccomp programs: refused system calls (EPERM), `clone3` (ENOSYS, so libc falls
-/// back to `clone`, whose namespace flags can be seen), and without network, sockets.
+/// back to `clone`, whose namespace flags can be seen), and the sockets `network` refuses.
 pub(super) fn filters(settings: &ConfineSettings) -> io::Result<Vec<BpfProgram>> {
-    let bad = |e: seccompiler::BackendError| io::Error::other(format!("seccomp: {e}"));
-    let arch = TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| io::Error::other("seccomp: this architecture is not supported"))?;
+    let arch = arch()?;
     let always = |n: i64| (n, vec![]);
     let refused: BTreeMap<i64, Vec<SeccompRule>> = [
         libc::SYS_ptrace,
@@ -74,31 +73,10 @@ pub(super) fn filters(settings: &ConfineSettings) -> io::Result<Vec<BpfProgram>>
         libc::ENOSYS,
         arch,
     )?);
-    if !settings.network {
-        let family = |op, family: i32| {
-            SeccompCondition::new(0, SeccompCmpArgLen::Dword, op, family as u64).map_err(bad)
-        };
-        let inet = vec![
-            SeccompRule::new(vec![family(SeccompCmpOp::Eq, libc::AF_INET)?]).map_err(bad)?,
-            SeccompRule::new(vec![family(SeccompCmpOp::Eq, libc::AF_INET6)?]).map_err(bad)?,
-        ];
-        programs.push(program(
-            [(libc::SYS_socket, inet)].into(),
-            libc::ENETUNREACH,
-            arch,
-        )?);
-        let other = vec![
-            SeccompRule::new(vec![
-                family(SeccompCmpOp::Ne, libc::AF_INET)?,
-                family(SeccompCmpOp::Ne, libc::AF_INET6)?,
-            ])
-            .map_err(bad)?,
-        ];
-        programs.push(program(
-            [(libc::SYS_socket, other)].into(),
-            libc::EACCES,
-            arch,
-        )?);
+    match &settings.network {
+        Network::On => {}
+        Network::Off => programs.extend(no_sockets()?),
+        Network::Only(_) => programs.extend(tcp_alone()?),
     }
     Ok(programs)
 }
@@ -142,4 +120,107 @@ fn program(
     )
     .and_then(BpfProgram::try_from)
     .map_err(|e| io::Error::other(format!("seccomp: {e}")))
+}
+
+fn bad(e: seccompiler::BackendError) -> io::Error {
+    io::Error::other(format!("seccomp: {e}"))
+}
+
+fn arch() -> io::Result<TargetArch> {
+    TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| io::Error::other("seccomp: this architecture is not supported"))
+}
+
+fn arg(index: u8, op: SeccompCmpOp, value: u64) -> io::Result<SeccompCondition> {
+    SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(bad)
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> io::Result<SeccompRule> {
+    SeccompRule::new(conditions).map_err(bad)
+}
+
+/// No socket at all: IP ones are unreachable, the rest refused.
+fn no_sockets() -> io::Result<Vec<BpfProgram>> {
+    let family = |op, family: i32| arg(0, op, family as u64);
+    let inet = vec![
+        rule(vec![family(SeccompCmpOp::Eq, libc::AF_INET)?])?,
+        rule(vec![family(SeccompCmpOp::Eq, libc::AF_INET6)?])?,
+    ];
+    let other = vec![rule(vec![
+        family(SeccompCmpOp::Ne, libc::AF_INET)?,
+        family(SeccompCmpOp::Ne, libc::AF_INET6)?,
+    ])?];
+    Ok(vec![
+        program(
+            [(libc::SYS_socket, inet)].into(),
+            libc::ENETUNREACH,
+            arch()?,
+        )?,
+        program([(libc::SYS_socket, other)].into(), libc::EACCES, arch()?)?,
+    ])
+}
+
+/// TCP sockets alone (Landlock holds their connections to the proxy), and no fast-open,
+/// which sends data without a `connect` for Landlock to see.
+fn tcp_alone() -> io::Result<Vec<BpfProgram>> {
+    let mut not_tcp = vec![];
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let family = arg(0, SeccompCmpOp::Eq, family as u64)?;
+        // Any type but a stream (flags such as SOCK_CLOEXEC sit above the low bits).
+        for kind in [
+            libc::SOCK_DGRAM,
+            libc::SOCK_RAW,
+            libc::SOCK_RDM,
+            libc::SOCK_SEQPACKET,
+            libc::SOCK_DCCP,
+        ] {
+            let kind = arg(1, SeccompCmpOp::MaskedEq(0xf), kind as u64)?;
+            not_tcp.push(rule(vec![family.clone(), kind])?);
+        }
+        // A stream of another protocol than TCP (SCTP, MPTCP).
+        not_tcp.push(rule(vec![
+            family,
+            arg(2, SeccompCmpOp::Ne, 0)?,
+            arg(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
+        ])?);
+    }
+    let other = vec![rule(vec![
+        arg(0, SeccompCmpOp::Ne, libc::AF_INET as u64)?,
+        arg(0, SeccompCmpOp::Ne, libc::AF_INET6 as u64)?,
+    ])?];
+    let fast_open = libc::MSG_FASTOPEN as u64;
+    let fast = [
+        (
+            libc::SYS_sendto,
+            vec![rule(vec![arg(
+                3,
+                SeccompCmpOp::MaskedEq(fast_open),
+                fast_open,
+            )?])?],
+        ),
+        (
+            libc::SYS_sendmsg,
+            vec![rule(vec![arg(
+                2,
+                SeccompCmpOp::MaskedEq(fast_open),
+                fast_open,
+            )?])?],
+        ),
+        (
+            libc::SYS_setsockopt,
+            vec![rule(vec![
+                arg(1, SeccompCmpOp::Eq, libc::IPPROTO_TCP as u64)?,
+                arg(2, SeccompCmpOp::Eq, libc::TCP_FASTOPEN_CONNECT as u64)?,
+            ])?],
+        ),
+    ];
+    Ok(vec![
+        program(
+            [(libc::SYS_socket, not_tcp)].into(),
+            libc::ENETUNREACH,
+            arch()?,
+        )?,
+        program([(libc::SYS_socket, other)].into(), libc::EACCES, arch()?)?,
+        program(fast.into(), libc::EPERM, arch()?)?,
+    ])
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::tests::{TempDir, host_ctx};
 use super::{Tool, ToolCtx, ToolSettings, bash::Bash, python::PythonExecute};
-use crate::confine::{ConfineSettings, Support};
+use crate::confine::{ConfineSettings, Host, Network, Support};
 
 /// Whether this kernel can confine; a test that cannot run says so loudly.
 fn can_confine(test: &str) -> bool {
@@ -24,11 +24,11 @@ fn can_confine(test: &str) -> bool {
 }
 
 fn settings(network: bool) -> ToolSettings {
-    with_caps(network, 256, 30)
+    with_caps(if network { Network::On } else { Network::Off }, 256, 30)
 }
 
 /// Settings with `processes` and `cpu_time` seconds as the caps.
-fn with_caps(network: bool, processes: u64, cpu_time: u64) -> ToolSettings {
+fn with_caps(network: Network, processes: u64, cpu_time: u64) -> ToolSettings {
     ToolSettings {
         python_timeout: Duration::from_secs(60),
         bash_timeout: Duration::from_secs(60),
@@ -383,7 +383,8 @@ async fn confined_code_has_a_private_shared_memory() {
     }
     let ws = TempDir::new("confine-ws");
     let ctx = host_ctx(&ws.0);
-    let planted = std::path::Path::new("/dev/shm").join(format!("manus-test-{}", std::process::id()));
+    let planted =
+        std::path::Path::new("/dev/shm").join(format!("manus-test-{}", std::process::id()));
     std::fs::write(&planted, "host's").unwrap();
     let mut python = PythonExecute::new(&settings(false));
     let said = py(
@@ -414,14 +415,12 @@ async fn confined_code_is_held_to_the_process_cap() {
     }
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 && !Support::here().pids_cgroup {
-        eprintln!(
-            "SKIPPED confined_code_is_held_to_the_process_cap: root without a pids cgroup"
-        );
+        eprintln!("SKIPPED confined_code_is_held_to_the_process_cap: root without a pids cgroup");
         return;
     }
     let ws = TempDir::new("confine-ws");
     let ctx = host_ctx(&ws.0);
-    let mut python = PythonExecute::new(&with_caps(false, 16, 30));
+    let mut python = PythonExecute::new(&with_caps(Network::Off, 16, 30));
     let said = py(
         &mut python,
         &ctx,
@@ -483,7 +482,7 @@ async fn confined_code_is_held_to_its_cpu_time() {
     }
     let ws = TempDir::new("confine-ws");
     let ctx = host_ctx(&ws.0);
-    let mut bash = Bash::new(&with_caps(false, 256, 1));
+    let mut bash = Bash::new(&with_caps(Network::Off, 256, 1));
     let said = sh(&mut bash, &ctx, "python3 -c 'while True: pass'; echo after").await;
     assert!(said.contains("cpu_time_limit_secs"), "{said}");
     assert!(said.contains("after"), "{said}");
@@ -512,4 +511,94 @@ async fn a_hard_link_to_an_outside_file_is_refused() {
     std::fs::remove_file(ws.0.join("rc")).unwrap();
     let said = py(&mut python, &ctx, "print('fine')").await;
     assert!(said.contains("fine"), "{said}");
+}
+
+/// A server on 127.0.0.1 that answers each connection's first request with `body`, and
+/// counts the connections it heard.
+fn tiny_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = heard.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut conn = conn;
+            let mut head = [0u8; 4096];
+            let _ = conn.read(&mut head);
+            let _ = write!(
+                conn,
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, heard)
+}
+
+/// With `network` a list of hosts, code reaches a listed one by HTTP (urllib through the
+/// proxy, and a raw CONNECT tunnel), and nothing else: an unlisted host gets the proxy's
+/// refusal with the note, a direct connection and a UDP datagram are refused, and the
+/// unlisted server hears nothing.
+#[tokio::test]
+async fn confined_code_reaches_only_the_listed_hosts() {
+    if !can_confine("confined_code_reaches_only_the_listed_hosts") {
+        return;
+    }
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let (allowed, _) = tiny_server("welcome");
+    let (canary, heard) = tiny_server("leaked");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let hosts = vec![Host::parse(&format!("127.0.0.1:{allowed}")).unwrap()];
+    let mut python = PythonExecute::new(&with_caps(Network::Only(hosts), 256, 30));
+    let get = |port: u16| {
+        format!(
+            "import urllib.request\nprint(urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=10).read())"
+        )
+    };
+    let said = py(&mut python, &ctx, &get(allowed)).await;
+    assert!(said.contains("b'welcome'"), "{said}");
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!(
+            "import os, socket, urllib.parse\n\
+             proxy = urllib.parse.urlparse(os.environ['HTTPS_PROXY'])\n\
+             s = socket.create_connection((proxy.hostname, proxy.port), timeout=10)\n\
+             s.sendall(b'CONNECT 127.0.0.1:{allowed} HTTP/1.1\\r\\n\\r\\n')\n\
+             print(s.recv(100).split(b'\\r\\n')[0])\n\
+             s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n\
+             print(s.recv(100).endswith(b'welcome'))"
+        ),
+    )
+    .await;
+    assert!(
+        said.contains("b'HTTP/1.1 200 Connection established'\nTrue"),
+        "{said}"
+    );
+    let said = py(&mut python, &ctx, &get(canary)).await;
+    assert!(
+        said.contains("403") && said.contains("[sandbox] network"),
+        "{said}"
+    );
+    assert!(said.contains("may reach only 127.0.0.1:"), "{said}");
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!("import socket\nsocket.create_connection(('127.0.0.1', {canary}), timeout=5)"),
+    )
+    .await;
+    assert!(said.contains("PermissionError"), "{said}");
+    let said = py(&mut python, &ctx, &format!("import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {udp_port}))")).await;
+    assert!(said.contains("Network is unreachable"), "{said}");
+    assert!(said.contains("may reach only"), "{said}");
+    assert_eq!(heard.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(
+        udp.recv(&mut [0; 8]).is_err(),
+        "the UDP canary heard a datagram"
+    );
 }
