@@ -1,6 +1,8 @@
 //! `python_execute`'s own cost per call: a fresh interpreter for every call
 //! (`[tools] python_session = "call"`) against the agent's kept interpreter (`"flow"`, the
-//! default), on the host and, when a Docker engine is named, in a flow's container.
+//! default), on the host unconfined (`[sandbox] mode = "none"`), on the host confined
+//! (`"process"`, the default, where the kernel can: what confinement adds is the difference
+//! between the two host rows), and, when a Docker engine is named, in a flow's container.
 //!
 //! Each way runs a trivial cell (`x = 1`) `CALLS` times (default 200) through the tool
 //! itself, after one warm-up call that starts the interpreter (and the container), and
@@ -15,6 +17,7 @@
 
 use std::time::{Duration, Instant};
 
+use manus_rt::engine::confine::{ConfineSettings, Network, Support};
 use manus_rt::engine::sandbox::{DockerHost, SandboxHandle, SandboxSettings, SandboxSupervisor};
 use manus_rt::engine::tools::python::PythonSession;
 use manus_rt::engine::tools::{ToolCtx, ToolSettings, make_tool};
@@ -28,9 +31,15 @@ fn calls() -> usize {
 }
 
 /// Per-call times of `calls` trivial cells, after a warm-up call.
-async fn measure(session: PythonSession, ctx: &ToolCtx, calls: usize) -> Vec<Duration> {
+async fn measure(
+    session: PythonSession,
+    confine: Option<ConfineSettings>,
+    ctx: &ToolCtx,
+    calls: usize,
+) -> Vec<Duration> {
     let settings = ToolSettings {
         python_session: session,
+        confine,
         python: std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()),
         ..ToolSettings::default()
     };
@@ -62,14 +71,36 @@ fn print(place: &str, session: &str, mut times: Vec<Duration>) -> f64 {
     ms(times[times.len() / 2])
 }
 
-async fn both(place: &str, ctx: &ToolCtx) {
+/// The medians of a fresh and a kept interpreter per call, printed.
+async fn both(place: &str, confine: Option<ConfineSettings>, ctx: &ToolCtx) -> (f64, f64) {
     let n = calls();
-    let fresh = print(place, "call", measure(PythonSession::Call, ctx, n).await);
-    let kept = print(place, "flow", measure(PythonSession::Flow, ctx, n).await);
+    let fresh = print(
+        place,
+        "call",
+        measure(PythonSession::Call, confine.clone(), ctx, n).await,
+    );
+    let kept = print(
+        place,
+        "flow",
+        measure(PythonSession::Flow, confine, ctx, n).await,
+    );
     println!(
         "{place:<10} a kept interpreter is {:.1}x cheaper per call (medians)",
         fresh / kept
     );
+    (fresh, kept)
+}
+
+/// Process mode's settings, as `[sandbox]`'s defaults make them.
+fn confined() -> ConfineSettings {
+    ConfineSettings {
+        network: Network::Off,
+        memory_limit: 512 << 20,
+        processes: 256,
+        file_size: 4 << 30,
+        open_files: 1024,
+        cpu_time: 3600,
+    }
 }
 
 /// A sandbox supervisor on the named engine, or why there is none.
@@ -122,11 +153,22 @@ async fn main() {
         step: None,
     };
     println!("python_execute per call, a trivial cell (`x = 1`):");
-    both("host", &ctx).await;
+    let (open_fresh, open_kept) = both("host", None, &ctx).await;
+    if Support::here().full() {
+        let (fresh, kept) = both("confined", Some(confined()), &ctx).await;
+        println!(
+            "confinement adds {:.3} ms to a fresh interpreter's call and {:.3} ms to a kept \
+             one's (medians)",
+            fresh - open_fresh,
+            kept - open_kept
+        );
+    } else {
+        println!("confined   skipped: {}", Support::here().describe());
+    }
     match sandbox(&workspace).await {
         Ok(handle) => {
             ctx.sandbox = Some(handle.clone());
-            both("container", &ctx).await;
+            both("container", None, &ctx).await;
             let _ =
                 handle
                     .supervisor

@@ -38,33 +38,7 @@ pub async fn start(config: Config, record: Option<&Path>) -> Option<Runtime> {
             "note: the model's answers are replayed from a recorded cassette (api_type = \"replay\"); the tools run for real."
         );
     }
-    match &runtime.config().sandbox {
-        Some(s) => eprintln!(
-            "note: code and files live in a sandbox container per flow ({} via {}, in {}){}",
-            s.image,
-            s.engines_text(),
-            s.work_dir,
-            match &s.mount {
-                Some(host) => format!(", which sees {} on this machine", host.display()),
-                None => String::new(),
-            }
-        ),
-        None => match &runtime.config().tools.confine {
-            Some(c) => eprintln!(
-                "note: code runs on this machine confined to {} (Landlock and seccomp; network {})",
-                runtime.config().workspace.display(),
-                c.network
-            ),
-            None => match &runtime.config().unconfined {
-                Some(warning) => eprintln!("WARNING: {warning}"),
-                None => eprintln!(
-                    "note: tools run on this machine in {}; code the model writes runs with your \
-                     user's rights ([sandbox] mode = \"process\" confines it to the workspace)",
-                    runtime.config().workspace.display()
-                ),
-            },
-        },
-    }
+    eprintln!("{}", sandbox_note(runtime.config()));
     if let Some(store) = runtime.store() {
         eprintln!(
             "note: runs are recorded in {}; if this process dies mid-flow, `manus-rt resume ID` continues the run",
@@ -254,5 +228,37 @@ async fn decide(flow: &FlowHandle, id: u64, decision: Decision) {
         Err(e) => eprintln!(
             "manus-rt: cannot record the decision on approval request {id} ({e}); it stays open: decide it with `manus-rt approvals`"
         ),
+    }
+}
+
+/// Where code the model writes runs, and with what rights: the first note of a run and of a
+/// service's start (never silently unsafe).
+pub(super) fn sandbox_note(config: &manus_rt::Config) -> String {
+    match &config.sandbox {
+        Some(s) => format!(
+            "note: code and files live in a sandbox container per flow ({} via {}, in {}){}",
+            s.image,
+            s.engines_text(),
+            s.work_dir,
+            match &s.mount {
+                Some(host) => format!(", which sees {} on this machine", host.display()),
+                None => String::new(),
+            }
+        ),
+        None => match &config.tools.confine {
+            Some(c) => format!(
+                "note: code runs on this machine confined to {} (Landlock and seccomp; network {})",
+                config.workspace.display(),
+                c.network
+            ),
+            None => match &config.unconfined {
+                Some(warning) => format!("WARNING: {warning}"),
+                None => format!(
+                    "note: tools run on this machine in {}; code the model writes runs with your \
+                     user's rights ([sandbox] mode = \"process\" confines it to the workspace)",
+                    config.workspace.display()
+                ),
+            },
+        },
     }
 }

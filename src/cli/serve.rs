@@ -38,6 +38,7 @@ pub async fn run(config: Config, bind: &str) -> ExitCode {
             "bearer tokens required"
         }
     );
+    eprintln!("{}", super::flow::sandbox_note(runtime.config()));
     // Runs a killed predecessor left mid-flow continue here, unless configured otherwise;
     // in a cluster, whichever node has room takes them over when their lease lapses.
     let cluster = runtime.config().cluster.clone();

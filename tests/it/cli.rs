@@ -222,7 +222,8 @@ async fn the_default_run_keeps_the_users_home_out_of_reach() {
     .await;
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
     assert!(
-        out.stderr.contains("note: code runs on this machine confined to"),
+        out.stderr
+            .contains("note: code runs on this machine confined to"),
         "{}",
         out.stderr
     );
