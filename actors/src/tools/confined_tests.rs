@@ -596,9 +596,108 @@ async fn confined_code_reaches_only_the_listed_hosts() {
     let said = py(&mut python, &ctx, &format!("import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {udp_port}))")).await;
     assert!(said.contains("Network is unreachable"), "{said}");
     assert!(said.contains("may reach only"), "{said}");
+    // TCP fast-open would send data with no `connect` for Landlock to see.
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n\
+             try: s.setsockopt(socket.IPPROTO_TCP, 30, 1)\n\
+             except OSError as e: print('connect option', e)\n\
+             s.sendto(b'leak', socket.MSG_FASTOPEN, ('127.0.0.1', {canary}))"
+        ),
+    )
+    .await;
+    assert!(
+        said.contains("connect option [Errno 1]") && said.contains("PermissionError"),
+        "{said}"
+    );
     assert_eq!(heard.load(std::sync::atomic::Ordering::SeqCst), 0);
     assert!(
         udp.recv(&mut [0; 8]).is_err(),
         "the UDP canary heard a datagram"
+    );
+}
+
+/// With the network open, Landlock's scoping still holds: an abstract unix socket made
+/// outside the code's domain cannot be reached, and a process outside it cannot be
+/// signalled.
+#[tokio::test]
+async fn confined_code_reaches_no_abstract_socket_or_outside_process() {
+    if !can_confine("confined_code_reaches_no_abstract_socket_or_outside_process") {
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    let ws = TempDir::new("confine-ws");
+    let ctx = host_ctx(&ws.0);
+    let name = format!("manus-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let abstract_canary = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    abstract_canary.set_nonblocking(true).unwrap();
+    let mut outside = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let mut python = PythonExecute::new(&settings(true));
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!(
+            "import os, socket\n\
+             s = socket.socket(socket.AF_UNIX)\n\
+             try: s.connect('\\0{name}')\n\
+             except OSError as e: print('abstract', type(e).__name__)\n\
+             try: os.kill({}, 9)\n\
+             except OSError as e: print('signal', type(e).__name__)",
+            outside.id()
+        ),
+    )
+    .await;
+    let alive = outside.try_wait().unwrap().is_none();
+    let _ = outside.kill();
+    let _ = outside.wait();
+    assert!(said.contains("abstract PermissionError"), "{said}");
+    // Refused by Landlock, or not even found from the code's own PID namespace.
+    assert!(
+        said.contains("signal PermissionError") || said.contains("signal ProcessLookupError"),
+        "{said}"
+    );
+    assert!(alive, "the outside process was killed");
+    assert!(
+        abstract_canary.accept().is_err(),
+        "the abstract socket heard a connection"
+    );
+}
+
+/// A descriptor the runtime left open without close-on-exec (to a file the code may not
+/// read) is closed before the code starts.
+#[tokio::test]
+async fn confined_code_inherits_no_descriptor_of_the_runtime() {
+    if !can_confine("confined_code_inherits_no_descriptor_of_the_runtime") {
+        return;
+    }
+    let (ws, outside) = (TempDir::new("confine-ws"), TempDir::new("confine-out"));
+    let ctx = host_ctx(&ws.0);
+    let secret = outside.0.join("secret.txt");
+    std::fs::write(&secret, "FAKE TOKEN").unwrap();
+    let path = std::ffi::CString::new(secret.display().to_string()).unwrap();
+    // SAFETY: open returns a descriptor this test closes below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
+    assert!(fd >= 0);
+    let mut python = PythonExecute::new(&settings(false));
+    let said = py(
+        &mut python,
+        &ctx,
+        &format!(
+            "import os\ntry: print(os.read({fd}, 100))\nexcept OSError as e: print('closed', e.errno)"
+        ),
+    )
+    .await;
+    // SAFETY: the descriptor opened above.
+    unsafe { libc::close(fd) };
+    assert!(
+        said.contains("closed 9") && !said.contains("FAKE"),
+        "{said}"
     );
 }
