@@ -153,6 +153,9 @@ fn describe(c: &Config) -> String {
                 confine.network,
                 Support::here().describe()
             ));
+            for gap in Support::here().gaps() {
+                s.push_str(&format!("  ! {gap}\n"));
+            }
         }
         (None, None) => match &c.unconfined {
             Some(warning) => s.push_str(&format!("Sandbox: WARNING {warning}\n")),

@@ -63,23 +63,3 @@ pub(super) fn check(workspace: &Path) -> io::Result<()> {
         outside.join(", ")
     )))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tools::tests::TempDir;
-
-    #[test]
-    fn links_from_outside_are_found_and_links_within_are_not() {
-        let (ws, outside) = (TempDir::new("links-ws"), TempDir::new("links-out"));
-        std::fs::create_dir(ws.0.join("sub")).unwrap();
-        std::fs::write(ws.0.join("a.txt"), "a").unwrap();
-        std::fs::hard_link(ws.0.join("a.txt"), ws.0.join("sub/b.txt")).unwrap();
-        check(&ws.0).expect("links within the workspace are fine");
-        std::fs::write(outside.0.join("bashrc"), "mine").unwrap();
-        std::fs::hard_link(outside.0.join("bashrc"), ws.0.join("sub/rc")).unwrap();
-        let e = check(&ws.0).unwrap_err().to_string();
-        assert!(e.contains("sub/rc` (2 links, 1 in the workspace)"), "{e}");
-        assert!(!e.contains("a.txt"), "{e}");
-    }
-}

@@ -508,9 +508,13 @@ async fn a_hard_link_to_an_outside_file_is_refused() {
         std::fs::read_to_string(outside.0.join("bashrc")).unwrap(),
         "mine"
     );
+    // Links within the workspace are fine.
     std::fs::remove_file(ws.0.join("rc")).unwrap();
-    let said = py(&mut python, &ctx, "print('fine')").await;
-    assert!(said.contains("fine"), "{said}");
+    std::fs::create_dir(ws.0.join("sub")).unwrap();
+    std::fs::write(ws.0.join("a.txt"), "a").unwrap();
+    std::fs::hard_link(ws.0.join("a.txt"), ws.0.join("sub/b.txt")).unwrap();
+    let said = py(&mut python, &ctx, "print(open('sub/b.txt').read(), 'fine')").await;
+    assert!(said.contains("a fine"), "{said}");
 }
 
 /// A server on 127.0.0.1 that answers each connection's first request with `body`, and
