@@ -132,6 +132,33 @@ async fn planning_runs_on_a_thread_in_the_idle_class() {
     rt.shutdown().await;
 }
 
+/// A final summary that degenerates into one sentence said over and over is cut after its
+/// first saying, and the cut is marked.
+#[tokio::test]
+async fn a_summary_that_repeats_itself_is_cut_and_marked() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        plan_reply(&["[MANUS] note it"]),
+        done("noted"),
+        Reply::text(&format!(
+            "The note is written. {}",
+            "It is in notes.txt. ".repeat(40)
+        )),
+    ]);
+    let dir = Scratch::new("summary-repeats");
+    let rt = start(&server, &dir, &[]).await;
+    let (_, outcome) = run(&rt, "note it").await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert!(
+        outcome
+            .summary
+            .starts_with("The note is written. It is in notes.txt.\n\n[the summary then said this sentence 39 more time(s)"),
+        "{}",
+        outcome.summary
+    );
+    rt.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agent_plan_is_routed_by_tags() {
     let server = ScriptedLlm::start().await;

@@ -396,7 +396,12 @@ pub(super) async fn summarise(caller: Caller, plan: Plan) -> (String, Usage) {
         .await
     {
         Ok(resp) => {
-            let summary = resp.message.text().trim().to_string();
+            let said = resp.message.text().trim();
+            // A degenerate repetition is cut (and marked) before anything else is said of it.
+            if let Some(cut) = super::repeats::cut(said) {
+                return (cut, resp.usage);
+            }
+            let summary = said.to_string();
             let summary = if resp.finish_reason.as_deref() == Some("length") {
                 // Never passed off as whole.
                 format!("{summary} […] (the summary was cut off at the profile's max_tokens)")

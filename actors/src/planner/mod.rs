@@ -19,6 +19,7 @@ mod approvals;
 mod calls;
 mod finish;
 mod prompts;
+mod repeats;
 mod resume;
 mod revisions;
 mod spec;
