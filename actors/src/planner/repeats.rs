@@ -22,8 +22,7 @@ pub(super) fn cut(text: &str) -> Option<String> {
         .take_while(|u| same(&units[first], u))
         .count();
     Some(format!(
-        "{}\n\n[the summary then said this sentence {again} more time(s) and went on no \
-         further; the repetition was cut]",
+        "{}\n\n[the summary then said this sentence {again} more time(s); it was cut here]",
         text[..units[first].1].trim_end()
     ))
 }
