@@ -48,6 +48,9 @@ pub struct Question {
     /// The tool call that asks: the question is open until it finishes.
     #[serde(skip)]
     pub call_id: Option<String>,
+    /// The JSON schema the answer must meet (an MCP server's elicitation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub form: Option<serde_json::Value>,
 }
 
 /// A tool call (or the plan) waiting for a person's approval: the one type every fold of
@@ -179,6 +182,7 @@ impl FlowView {
                 step,
                 inquire,
                 call_id,
+                form,
             } => {
                 self.questions.insert(
                     *id,
@@ -187,6 +191,7 @@ impl FlowView {
                         step: *step,
                         inquire: inquire.clone(),
                         call_id: call_id.clone(),
+                        form: form.clone(),
                     },
                 );
             }
@@ -223,6 +228,7 @@ impl FlowView {
             | FlowEvent::TextDelta { .. }
             | FlowEvent::ToolCalled { .. }
             | FlowEvent::ToolFinished { .. }
+            | FlowEvent::ToolProgress { .. }
             | FlowEvent::StepMemory { .. }
             | FlowEvent::Answered { .. }
             | FlowEvent::Cell { .. } => {}
@@ -309,6 +315,7 @@ mod tests {
             step: Some(step),
             inquire: format!("question {id}?"),
             call_id: Some(call_id.into()),
+            form: None,
         }
     }
 

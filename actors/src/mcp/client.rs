@@ -1,24 +1,36 @@
 //! The connection actor: owns one MCP server's session (rmcp), connects on first use, keeps
 //! the server's tool list until the server says it changed, and runs each tool call in a
-//! task of its own so a slow call never blocks the mailbox. A session that breaks (the
-//! server exits, or a call hangs past its timeout) is dropped and reported; the next use
-//! reconnects, no sooner than an exponential backoff allows.
+//! task of its own so a slow call never blocks the mailbox; what the server asks back
+//! during a call goes to the calling flow (`asks.rs`), and a call whose caller is gone (its
+//! step cancelled) is cancelled at the server. A session that breaks (the server exits,
+//! or a call hangs past its timeout) is dropped and reported; the next use reconnects, no
+//! sooner than an exponential backoff allows.
+
+// Sampling and roots are deprecated by the 2026-07-28 revision (SEP-2577), but servers that
+// speak 2025-11-25 still send them.
+#![expect(deprecated)]
 
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, RequestMetaObject,
-    SubscriptionFilterBuilder,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult, ProgressNotificationParam,
+    RequestMetaObject, ServerResult, SubscriptionFilterBuilder,
 };
-use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::service::{
+    NotificationContext, PeerRequestOptions, RequestContext, RunningService, ServiceError,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
+use super::asks::{self, Calls, Sampling};
 use super::{McpServerSpec, McpTransport, sse};
 use crate::protocol::{ImageData, McpMsg, McpOutput, McpToolInfo};
 
@@ -34,16 +46,21 @@ pub struct ConnState {
     /// Counts sessions, so news from an old one is ignored.
     generation: u64,
     tools: Option<Arc<Vec<McpToolInfo>>>,
+    /// The calls in flight, whose flows answer what the server asks.
+    calls: Arc<Calls>,
     /// Failures since the last good session, the last one's reason, and when to try again.
     failures: u32,
     last_error: String,
     retry_at: Option<Instant>,
 }
 
-/// Receives the server's notifications for one session.
+/// Receives the server's notifications and requests for one session.
 pub struct Listener {
     conn: ActorRef<McpMsg>,
     generation: u64,
+    server: String,
+    calls: Arc<Calls>,
+    sampling: Sampling,
 }
 
 impl ClientHandler for Listener {
@@ -53,9 +70,48 @@ impl ClientHandler for Listener {
         });
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        Ok(asks::elicit(&self.calls, &self.server, request).await)
+    }
+
+    async fn create_message(
+        &self,
+        request: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        asks::sample(&self.calls, &self.server, self.sampling, request).await
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        Ok(self.calls.roots())
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.calls.progress(params);
+    }
+
     fn get_info(&self) -> ClientConfig {
+        // Elicitation (forms and URLs), sampling (answered by `[mcp] sampling`, refused by
+        // default) and roots (the calling flow's workspace).
+        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "elicitation": {"form": {}, "url": {}},
+            "sampling": {},
+            "roots": {"listChanged": true},
+        }))
+        .expect("the client's capabilities");
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("manus-rt", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -76,6 +132,7 @@ impl Actor for McpConnection {
             session: None,
             generation: 0,
             tools: None,
+            calls: Arc::default(),
             failures: 0,
             last_error: String::new(),
             retry_at: None,
@@ -96,6 +153,7 @@ impl Actor for McpConnection {
                 tool,
                 args,
                 traceparent,
+                caller,
                 reply,
             } => {
                 if let Err(e) = st.connect(&myself).await {
@@ -106,25 +164,29 @@ impl Actor for McpConnection {
                     return Ok(());
                 };
                 let peer = session.peer().clone();
-                let (generation, limit, server) =
-                    (st.generation, st.spec.call_timeout, st.spec.id.clone());
-                let mut params = CallToolRequestParams::new(tool.clone()).with_arguments(args);
+                let (generation, server, calls) =
+                    (st.generation, st.spec.id.clone(), st.calls.clone());
+                // A question to the person may hold the call as long as one may wait.
+                let asking = caller.as_ref().map_or(Duration::ZERO, |c| c.ask_timeout);
+                let limit = st.spec.call_timeout.saturating_add(asking);
+                let params = CallToolRequestParams::new(tool.clone()).with_arguments(args);
+                let mut meta = RequestMetaObject::new();
                 if let Some(tp) = traceparent {
-                    let mut meta = RequestMetaObject::new();
                     meta.set_traceparent(tp);
-                    params.meta = Some(meta);
                 }
                 // A call may change the server's tools, and its announcement may arrive after
                 // the result: list them again before the next round.
                 st.tools = None;
                 tokio::spawn(async move {
-                    let result = match tokio::time::timeout(limit, peer.call_tool(params)).await {
-                        Ok(Ok(result)) => Ok(output(&result)),
-                        Ok(Err(ServiceError::McpError(e))) => Err(format!(
+                    let called = call(&peer, &calls, params, meta, caller, limit, &reply).await;
+                    let result = match called {
+                        Some(Ok(result)) => Ok(output(&result)),
+                        None => Err(format!("the call to `{tool}` was cancelled")),
+                        Some(Err(Ok(ServiceError::McpError(e)))) => Err(format!(
                             "the MCP server `{server}` refused the call to `{tool}`: {}",
                             e.message
                         )),
-                        Ok(Err(e)) => {
+                        Some(Err(Ok(e))) => {
                             let why = format!("the connection broke during the call ({e})");
                             let _ = myself.cast(McpMsg::Lost {
                                 generation,
@@ -134,7 +196,7 @@ impl Actor for McpConnection {
                                 "the MCP server `{server}` failed: {why}; its tools are unavailable until it reconnects"
                             ))
                         }
-                        Err(_) => {
+                        Some(Err(Err(_))) => {
                             let why = format!("a call to `{tool}` hung for {}s", limit.as_secs());
                             let _ = myself.cast(McpMsg::Lost {
                                 generation,
@@ -234,6 +296,9 @@ impl ConnState {
         let listener = Listener {
             conn: myself.clone(),
             generation: self.generation,
+            server: self.spec.id.clone(),
+            calls: self.calls.clone(),
+            sampling: self.spec.sampling,
         };
         let started =
             tokio::time::timeout(self.spec.connect_timeout, start(&self.spec, listener)).await;
@@ -314,6 +379,58 @@ impl ConnState {
             self.last_error,
             wait.as_secs_f64()
         )
+    }
+}
+
+/// What became of a call: its result, a failure (`Err(Err)`: past `limit`), or `None` when
+/// its caller went away first (the call is then cancelled at the server).
+type Called = Option<Result<rmcp::model::CallToolResult, Result<ServiceError, ()>>>;
+
+/// Send a tool call with `meta`, keep its caller in `calls` (under the request's progress
+/// token) while it runs, and wait for its result, its limit or its caller's leaving.
+async fn call(
+    peer: &rmcp::Peer<RoleClient>,
+    calls: &Calls,
+    params: CallToolRequestParams,
+    meta: RequestMetaObject,
+    caller: Option<crate::protocol::McpCaller>,
+    limit: Duration,
+    reply: &ractor::RpcReplyPort<Result<McpOutput, String>>,
+) -> Called {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let options = PeerRequestOptions::no_options().with_meta(meta);
+    let handle = match peer.send_request_with_option(request, options).await {
+        Ok(handle) => handle,
+        Err(e) => return Some(Err(Ok(e))),
+    };
+    let (token, id) = (handle.progress_token.clone(), handle.id.clone());
+    let roots_moved = caller.is_some_and(|c| calls.begin(&token, c));
+    if roots_moved {
+        let _ = peer.notify_roots_list_changed().await;
+    }
+    // The caller (a tool worker) is gone when its step was cancelled or timed out.
+    let gone = async {
+        while !reply.is_closed() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    let answered = tokio::select! {
+        r = tokio::time::timeout(limit, handle.await_response()) => Some(r),
+        _ = gone => None,
+    };
+    calls.done(&token);
+    match answered {
+        Some(Ok(Ok(ServerResult::CallToolResult(result)))) => Some(Ok(result)),
+        Some(Ok(Ok(_))) => Some(Err(Ok(ServiceError::UnexpectedResponse))),
+        Some(Ok(Err(e))) => Some(Err(Ok(e))),
+        Some(Err(_)) => Some(Err(Err(()))),
+        None => {
+            let why = "the step that made the call was cancelled".to_string();
+            let _ = peer
+                .notify_cancelled(CancelledNotificationParam::new(Some(id), Some(why)))
+                .await;
+            None
+        }
     }
 }
 

@@ -1,0 +1,204 @@
+//! What MCP servers ask of our client while a call runs, against the reference server
+//! `@modelcontextprotocol/server-everything` and, where it lacks a case, a server written
+//! with the official Python SDK (tests/peers/mcp_asking_server.py): elicitation answered,
+//! re-asked, declined, cancelled, with no person, and across a SIGKILL of the service;
+//! sampling allowed (counted in the flow's usage), denied and held for approval; the
+//! workspace as the root; resources listed and read; progress as flow events and a
+//! cancelled step's call cancelled at the server.
+
+use crate::mcp::{mcp_config, mcp_config_text, peer_server_script, peers};
+use crate::support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use manus_rt::{FlowEvent, FlowHandle, FlowStatus};
+use serde_json::{Value, json};
+use support::llm_server::{Reply, ScriptedLlm};
+use support::scenario::{Scratch, done, observation, start_single};
+use support::service::Service;
+
+const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
+
+fn everything() -> Value {
+    let (everything, _) = peers();
+    json!({"everything": {"command": "node", "args": [everything, "stdio"]}})
+}
+
+fn asking_peer(notes: &std::path::Path) -> Value {
+    let (_, python) = peers();
+    let script = peer_server_script().with_file_name("mcp_asking_server.py");
+    json!({"asking": {"command": python, "args": [script], "env": {"MANUS_PEER_NOTES": notes}}})
+}
+
+/// The flow's events up to the first that `stop` picks, which is returned.
+async fn until(flow: &mut FlowHandle, stop: impl Fn(&FlowEvent) -> bool) -> FlowEvent {
+    tokio::time::timeout(Duration::from_secs(90), async {
+        loop {
+            let e = flow.next_event().await.expect("the flow goes on");
+            if let FlowEvent::FlowFinished { outcome } = &e {
+                panic!(
+                    "the flow ended first: {:?} {}",
+                    outcome.status, outcome.reason
+                );
+            }
+            if stop(&e) {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("the event came")
+}
+
+/// The next question's id, text and form.
+async fn question(flow: &mut FlowHandle) -> (u64, String, Option<Value>) {
+    match until(flow, |e| matches!(e, FlowEvent::Question { .. })).await {
+        FlowEvent::Question {
+            id, inquire, form, ..
+        } => (id, inquire, form),
+        _ => unreachable!(),
+    }
+}
+
+const ELICIT: &str = "mcp_everything_trigger-elicitation-request";
+
+/// The reference server's form is shown with its schema; an answer that does not meet it
+/// is asked again with the reason; a good one reaches the server as accepted content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_is_asked_checked_and_answered() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([Reply::tool(ELICIT, json!({})), done("filled in")]);
+    let dir = Scratch::new("mcp-elicit-answer");
+    let (rt, mut flow) = start_single(mcp_config(&server, &dir, everything()), "fill it in").await;
+    let (id, inquire, form) = question(&mut flow).await;
+    assert!(
+        inquire.contains("MCP server `everything` asks: Please provide inputs"),
+        "{inquire}"
+    );
+    let form = form.expect("the schema is shown");
+    assert_eq!(form["properties"]["name"]["type"], "string", "{form}");
+    flow.answer(id, r#"{"name": "Ada", "integer": 500}"#);
+    let (again, inquire, _) = question(&mut flow).await;
+    assert!(again > id);
+    assert!(
+        inquire.contains("`integer`: must be from 1 to 100"),
+        "{inquire}"
+    );
+    flow.answer(
+        again,
+        r#"{"name": "Ada Lovelace", "integer": 42, "check": true, "email": "ada@example.org"}"#,
+    );
+    let outcome = flow.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let seen = observation(&server, 0);
+    assert!(
+        seen.contains("User provided the requested information")
+            && seen.contains("Name: Ada Lovelace")
+            && seen.contains("Favorite Integer: 42"),
+        "{seen}"
+    );
+}
+
+/// Decline and cancel both reach the server as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_can_be_declined_or_cancelled() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(ELICIT, json!({})),
+        Reply::tool(ELICIT, json!({})),
+        done("refused twice"),
+    ]);
+    let dir = Scratch::new("mcp-elicit-decline");
+    let (rt, mut flow) = start_single(mcp_config(&server, &dir, everything()), "refuse").await;
+    let (id, ..) = question(&mut flow).await;
+    flow.answer(id, "decline: I would rather not say");
+    let (id, ..) = question(&mut flow).await;
+    flow.answer(id, "Cancel");
+    let outcome = flow.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let declined = observation(&server, 0);
+    assert!(declined.contains("User declined"), "{declined}");
+    assert!(
+        declined.contains("I would rather not say"),
+        "the reason travels in _meta: {declined}"
+    );
+    let cancelled = observation(&server, 1);
+    assert!(cancelled.contains("User cancelled"), "{cancelled}");
+}
+
+/// `manus-rt run --on-approval reject` with no terminal: the form is declined, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_person_an_elicitation_is_declined_with_a_reason() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([Reply::tool(ELICIT, json!({})), done("no one answered")]);
+    let dir = Scratch::new("mcp-elicit-nobody");
+    let config = dir.write_config(&mcp_config_text(&server, &dir, everything(), &[]));
+    let out = tokio::process::Command::new(BIN)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "fill it in", "--on-approval", "reject", "--json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seen = observation(&server, 0);
+    assert!(
+        seen.contains("User declined") && seen.contains("no one could be asked"),
+        "{seen}"
+    );
+}
+
+/// Issue 41: the service is SIGKILLed while an MCP server's question waits; started again,
+/// it resumes the run, the step calls the server again, the question is asked again (a new
+/// number), answered over HTTP, and the flow completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_waiting_across_a_sigkill_is_asked_again_and_answered() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([Reply::tool(ELICIT, json!({}))]);
+    let dir = Scratch::new("mcp-elicit-sigkill");
+    let text = mcp_config_text(&server, &dir, everything(), &[]);
+    let mut svc = Service::start(&dir, &text).await;
+    let id = svc.submit_single("fill it in").await;
+    let asked = svc.events(&id, None, |kind, _| kind == "question").await;
+    let first = asked.last().unwrap().2.clone();
+    assert!(first["form"]["properties"]["name"].is_object(), "{first}");
+    // Let the store write the question, then kill.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    svc.kill().await;
+
+    server.push_all([Reply::tool(ELICIT, json!({})), done("filled in after all")]);
+    let again = Service::start(&dir, &text).await;
+    let open = tokio::time::timeout(Duration::from_secs(90), async {
+        loop {
+            let (_, flow) = again.get(&format!("/v1/flows/{id}")).await;
+            if flow["questions"].as_array().is_some_and(|q| !q.is_empty()) {
+                return flow["questions"].clone();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the resumed flow asks again");
+    assert_eq!(open.as_array().unwrap().len(), 1, "{open}");
+    assert!(open[0]["id"].as_u64() > first["id"].as_u64(), "{open}");
+    assert!(open[0]["form"]["properties"]["name"].is_object(), "{open}");
+    let r = again
+        .http
+        .post(again.url(&format!("/v1/flows/{id}/answers")))
+        .json(&json!({"question_id": open[0]["id"], "text": "{\"name\": \"Grace Hopper\"}"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let events = again.events(&id, None, |_, _| false).await;
+    assert_eq!(events.last().unwrap().2["outcome"]["status"], "completed");
+    let requests = server.requests();
+    let seen = support::scenario::last_tool_text(requests.last().unwrap());
+    assert!(seen.contains("Name: Grace Hopper"), "{seen}");
+}
