@@ -929,6 +929,8 @@ pub struct McpCaller {
     pub workspace: std::path::PathBuf,
     /// How long a question to the person waits (`[tools] ask_timeout`).
     pub ask_timeout: Duration,
+    /// The call's `execute_tool` span: a sampling request's model call is its child.
+    pub span: tracing::Span,
 }
 
 /// One tool of an MCP server, as the server describes it.

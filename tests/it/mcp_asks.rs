@@ -202,3 +202,120 @@ async fn an_elicitation_waiting_across_a_sigkill_is_asked_again_and_answered() {
     let seen = support::scenario::last_tool_text(requests.last().unwrap());
     assert!(seen.contains("Name: Grace Hopper"), "{seen}");
 }
+
+const SAMPLE: &str = "mcp_everything_trigger-sampling-request";
+
+/// Run one sampling request of the reference server under `[mcp] sampling = rule`, the
+/// model's sampling answer scripted as `answer`; the flow, still running.
+async fn sampling_flow(
+    server: &ScriptedLlm,
+    dir: &Scratch,
+    rule: &str,
+) -> (manus_rt::Runtime, FlowHandle) {
+    let rule = format!("{rule:?}");
+    let text = mcp_config_text(server, dir, everything(), &[("mcp.sampling", &rule)]);
+    let config = manus_rt::Config::from_text(&text, "mcp-test", None).unwrap();
+    start_single(config, "sample").await
+}
+
+/// Allowed, the server's sampling request runs on the flow's model: its tokens count in
+/// the flow's usage and the server gets the model's text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_sampling_request_runs_on_the_flows_model_and_counts() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(SAMPLE, json!({"prompt": "a word for joy", "maxTokens": 20})).usage(10, 5),
+        Reply::text("elation").usage(700, 300),
+        done("sampled").usage(10, 5),
+    ]);
+    let dir = Scratch::new("mcp-sampling-allow");
+    let (rt, flow) = sampling_flow(&server, &dir, "allow").await;
+    let outcome = flow.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let asked = &requests[1];
+    assert_eq!(
+        asked.messages()[0]["content"],
+        "You are a helpful test server."
+    );
+    assert!(
+        asked.messages()[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("a word for joy")
+    );
+    assert!(
+        observation(&server, 1).contains("elation"),
+        "{}",
+        observation(&server, 1)
+    );
+    assert_eq!(
+        (outcome.usage.prompt_tokens, outcome.usage.completion_tokens),
+        (720, 310),
+        "the sampling call counts in the flow's usage"
+    );
+}
+
+/// Denied (the default), the server hears why and no model call is made for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_is_refused_by_deny() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(SAMPLE, json!({"prompt": "a word for joy"})),
+        done("refused"),
+    ]);
+    let dir = Scratch::new("mcp-sampling-deny");
+    let outcome = {
+        let (rt, flow) = start_single(mcp_config(&server, &dir, everything()), "sample").await;
+        let o = flow.outcome().await;
+        rt.shutdown().await;
+        o
+    };
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(server.requests().len(), 2, "no model call for the server");
+    let seen = observation(&server, 0);
+    assert!(seen.contains("[mcp] sampling = \"deny\""), "{seen}");
+}
+
+/// With "approve", the request waits as an approval request of the step; no model call is
+/// made until a person approves, then it runs and counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_under_approve_waits_for_a_person() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(SAMPLE, json!({"prompt": "a word for joy"})),
+        Reply::text("elation").usage(700, 300),
+        done("sampled"),
+    ]);
+    let dir = Scratch::new("mcp-sampling-approve");
+    let (rt, mut flow) = sampling_flow(&server, &dir, "approve").await;
+    let asked = until(&mut flow, |e| {
+        matches!(e, FlowEvent::ApprovalRequested { .. })
+    })
+    .await;
+    let FlowEvent::ApprovalRequested {
+        id,
+        tool,
+        arguments,
+        step,
+        ..
+    } = asked
+    else {
+        unreachable!()
+    };
+    assert_eq!(tool, "mcp_sampling");
+    assert_eq!(step, Some(0));
+    assert!(arguments.contains("a word for joy"), "{arguments}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(server.requests().len(), 1, "held: no model call yet");
+    let decision = manus_rt::engine::protocol::Decision::now(true, None, None, "ana");
+    assert!(flow.decide(id, decision).await.unwrap());
+    let outcome = flow.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(server.requests().len(), 3);
+    assert!(observation(&server, 1).contains("elation"));
+    assert!(outcome.usage.prompt_tokens >= 700, "{:?}", outcome.usage);
+}

@@ -227,7 +227,7 @@ pub async fn sample(
             )));
         }
     }
-    let span = tracing::info_span!("mcp_sampling", mcp.server = %server);
+    let span = tracing::info_span!(parent: &caller.span, "mcp_sampling", mcp.server = %server);
     let messages = sampling_messages(&wire);
     let request = crate::llm::ChatRequest {
         messages: messages.iter().collect(),

@@ -101,6 +101,7 @@ impl Actor for ToolWorker {
                         llm: state.ctx.llm.clone(),
                         workspace: state.ctx.workspace.clone(),
                         ask_timeout: state.ask_timeout,
+                        span: span.clone(),
                     });
                     let called = route
                         .call(inv.args, traceparent(&span), caller)
