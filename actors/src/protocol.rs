@@ -895,6 +895,11 @@ pub enum McpMsg {
         caller: Option<McpCaller>,
         reply: RpcReplyPort<Result<McpOutput, String>>,
     },
+    /// List the server's resources (`uri: None`) or read one.
+    Resources {
+        uri: Option<String>,
+        reply: RpcReplyPort<Result<McpOutput, String>>,
+    },
     /// From the session: the server announced that its tool list changed.
     ToolsChanged { generation: u64 },
     /// From a call: the session broke (the server exited, or hung past the call timeout).
@@ -915,6 +920,8 @@ pub struct McpHandle {
 pub struct McpRoute {
     pub handle: McpHandle,
     pub tool: String,
+    /// The server's resources tool rather than one of its own tools.
+    pub resources: bool,
 }
 
 /// Who makes an MCP call: what the server asks back while the call runs (elicitation,
@@ -940,6 +947,8 @@ pub struct McpToolInfo {
     pub description: String,
     /// The server's JSON schema for the arguments, passed to the model unchanged.
     pub schema: Value,
+    /// The tool is ours: the server's resources, listed and read (`mcp/resources.rs`).
+    pub resources: bool,
 }
 
 /// An MCP tool's result: its text, structured and resource content as text, and its images.

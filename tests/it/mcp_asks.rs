@@ -319,3 +319,142 @@ async fn sampling_under_approve_waits_for_a_person() {
     assert!(observation(&server, 1).contains("elation"));
     assert!(outcome.usage.prompt_tokens >= 700, "{:?}", outcome.usage);
 }
+
+/// The reference server asks for the roots: it is given the flow's workspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspace_is_offered_as_the_root() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool("mcp_everything_get-roots-list", json!({})),
+        done("listed"),
+    ]);
+    let dir = Scratch::new("mcp-roots");
+    let (rt, flow) = start_single(mcp_config(&server, &dir, everything()), "roots").await;
+    let outcome = flow.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let seen = observation(&server, 0);
+    let root = reqwest::Url::from_directory_path(dir.workspace()).unwrap();
+    assert!(
+        seen.contains("(1 total)") && seen.contains(root.as_str()),
+        "{root}: {seen}"
+    );
+}
+
+/// The model lists the reference server's resources and templates, reads a text one, a
+/// text blob and one past the agent's `max_observe`, which is cut like any tool result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_are_listed_and_read_within_the_tool_result_limit() {
+    let server = ScriptedLlm::start().await;
+    let read = |uri: &str| Reply::tool("mcp_everything_resources", json!({"uri": uri}));
+    server.push_all([
+        Reply::tool("mcp_everything_resources", json!({})),
+        read("demo://resource/dynamic/text/7"),
+        read("demo://resource/dynamic/blob/3"),
+        read("demo://resource/static/document/structure.md"),
+        read("demo://resource/nowhere"),
+        done("read them"),
+    ]);
+    let dir = Scratch::new("mcp-resources");
+    let (rt, flow) = start_single(mcp_config(&server, &dir, everything()), "read").await;
+    let outcome = flow.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let first = &server.requests()[0];
+    assert!(
+        first
+            .tool_names()
+            .contains(&"mcp_everything_resources".to_string())
+    );
+    let listed = observation(&server, 0);
+    assert!(
+        listed.contains("demo://resource/static/document/structure.md")
+            && listed.contains("demo://resource/dynamic/text/{resourceId}"),
+        "{listed}"
+    );
+    let text = observation(&server, 1);
+    assert!(
+        text.contains("Resource 7: This is a plaintext resource"),
+        "{text}"
+    );
+    let blob = observation(&server, 2);
+    assert!(blob.contains("Resource 3: This is a base64 blob"), "{blob}");
+    let long = observation(&server, 3);
+    assert!(long.contains("characters cut"), "{long}");
+    let missing = observation(&server, 4);
+    assert!(
+        missing.starts_with("Error:") && missing.contains("demo://resource/nowhere"),
+        "{missing}"
+    );
+}
+
+/// The reference server's long operation reports progress: each report is a flow event
+/// of the calling step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_notifications_become_flow_events() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([
+        Reply::tool(
+            "mcp_everything_trigger-long-running-operation",
+            json!({"duration": 1, "steps": 3}),
+        ),
+        done("waited"),
+    ]);
+    let dir = Scratch::new("mcp-progress");
+    let (rt, mut flow) = start_single(mcp_config(&server, &dir, everything()), "wait").await;
+    let mut seen = vec![];
+    let outcome = loop {
+        match flow.next_event().await.expect("events until the end") {
+            FlowEvent::ToolProgress {
+                progress,
+                total,
+                step,
+                call_id,
+                ..
+            } => {
+                assert_eq!(step, Some(0));
+                assert!(call_id.is_some());
+                seen.push((progress, total));
+            }
+            FlowEvent::FlowFinished { outcome } => break outcome,
+            _ => {}
+        }
+    };
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert_eq!(seen, [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]);
+}
+
+/// A flow cancelled while a long MCP call runs cancels the call at the server (the Python
+/// SDK server notes the cancellation it received).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_step_cancels_the_servers_call() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([Reply::tool("mcp_asking_slow", json!({"seconds": 60}))]);
+    let dir = Scratch::new("mcp-cancel");
+    let notes = dir.path().join("notes.txt");
+    let config = mcp_config(&server, &dir, asking_peer(&notes));
+    let (rt, mut flow) = start_single(config, "count slowly").await;
+    let e = until(&mut flow, |e| matches!(e, FlowEvent::ToolProgress { .. })).await;
+    let FlowEvent::ToolProgress { message, .. } = e else {
+        unreachable!()
+    };
+    assert_eq!(message.as_deref(), Some("second 1 of 60"));
+    flow.cancel();
+    let outcome = flow.outcome().await;
+    assert_eq!(outcome.status, FlowStatus::Cancelled, "{}", outcome.reason);
+    let noted = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&notes)
+                && !text.is_empty()
+            {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the server heard the cancellation");
+    rt.shutdown().await;
+    assert_eq!(noted, "cancelled 60\n");
+}

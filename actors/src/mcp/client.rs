@@ -31,7 +31,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
 use super::asks::{self, Calls, Sampling};
-use super::{McpServerSpec, McpTransport, sse};
+use super::{McpServerSpec, McpTransport, resources, sse};
 use crate::protocol::{ImageData, McpMsg, McpOutput, McpToolInfo};
 
 /// First wait after a failure; it doubles with each further failure.
@@ -211,6 +211,27 @@ impl Actor for McpConnection {
                     let _ = reply.send(result);
                 });
             }
+            McpMsg::Resources { uri, reply } => {
+                if let Err(e) = st.connect(&myself).await {
+                    let _ = reply.send(Err(e));
+                    return Ok(());
+                }
+                let Some(session) = &st.session else {
+                    return Ok(());
+                };
+                let (peer, limit, server) = (
+                    session.peer().clone(),
+                    st.spec.call_timeout,
+                    st.spec.id.clone(),
+                );
+                tokio::spawn(async move {
+                    let result = tokio::time::timeout(limit, resources::run(&peer, uri))
+                        .await
+                        .unwrap_or_else(|_| Err(format!("no answer within {}s", limit.as_secs())))
+                        .map_err(|e| format!("the MCP server `{server}`'s resources: {e}"));
+                    let _ = reply.send(result);
+                });
+            }
             McpMsg::ToolsChanged { generation } if generation == st.generation => {
                 tracing::info!(server = %st.spec.id, "the MCP server's tool list changed");
                 st.tools = None;
@@ -246,6 +267,11 @@ impl ConnState {
         let Some(session) = &self.session else {
             return Err(self.unavailable());
         };
+        // A server with resources gets our tool that lists and reads them.
+        let has_resources = session
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.resources.is_some());
         let listed =
             tokio::time::timeout(self.spec.connect_timeout, session.peer().list_all_tools()).await;
         match listed {
@@ -261,7 +287,9 @@ impl ConnState {
                             .unwrap_or("")
                             .to_string(),
                         schema: serde_json::Value::Object((*t.input_schema).clone()),
+                        resources: false,
                     })
+                    .chain(has_resources.then(|| resources::tool(&self.spec.id)))
                     .collect();
                 let tools = Arc::new(tools);
                 self.tools = Some(tools.clone());

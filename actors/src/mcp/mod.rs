@@ -8,6 +8,7 @@
 mod asks;
 pub mod client;
 mod elicit;
+mod resources;
 pub mod server;
 pub mod sessions;
 mod sse;
@@ -113,6 +114,16 @@ impl McpRoute {
             .saturating_add(asking)
             .saturating_add(self.handle.connect_timeout)
             .saturating_add(Duration::from_secs(5));
+        if self.resources {
+            let uri = args.get("uri").and_then(|u| u.as_str()).map(str::to_string);
+            let answer = self
+                .handle
+                .conn
+                .call(|reply| McpMsg::Resources { uri, reply }, Some(wait))
+                .await;
+            let who = format!("the MCP server `{}`", self.handle.server);
+            return answered(answer, &who, wait);
+        }
         let tool = self.tool.clone();
         let answer = self
             .handle
@@ -198,6 +209,7 @@ impl McpToolset {
                             McpRoute {
                                 handle: handle.clone(),
                                 tool: tool.name.clone(),
+                                resources: tool.resources,
                             },
                         );
                     }
