@@ -12,7 +12,8 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -48,9 +49,14 @@ pub struct Calls {
 #[derive(Default)]
 struct Inner {
     next: u64,
-    calls: HashMap<String, (u64, McpCaller)>,
+    /// Each call's number (the latest is the greatest), caller, and whether it has ended.
+    calls: HashMap<String, (u64, McpCaller, bool)>,
     offered: Option<PathBuf>,
 }
+
+/// How long an ended call's caller is kept for progress reports that were sent before its
+/// result but are handled after it (the session handles notifications in tasks of their own).
+const LATE: Duration = Duration::from_secs(2);
 
 fn key(token: &ProgressToken) -> String {
     serde_json::to_string(&token.0).unwrap_or_default()
@@ -68,31 +74,46 @@ impl Calls {
         inner.next += 1;
         let changed = inner.offered.as_ref() != Some(&caller.workspace);
         let n = inner.next;
-        inner.calls.insert(key(token), (n, caller));
+        inner.calls.insert(key(token), (n, caller, false));
         changed
     }
 
-    pub fn done(&self, token: &ProgressToken) {
-        self.lock().calls.remove(&key(token));
+    /// A call ended: it asks nothing more, and is forgotten once its late reports are in.
+    pub fn done(self: &Arc<Self>, token: &ProgressToken) {
+        let key = key(token);
+        if let Some(call) = self.lock().calls.get_mut(&key) {
+            call.2 = true;
+        }
+        let calls = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(LATE).await;
+            calls.lock().calls.remove(&key);
+        });
     }
 
     fn of(&self, token: &ProgressToken) -> Option<McpCaller> {
-        self.lock().calls.get(&key(token)).map(|(_, c)| c.clone())
+        self.lock()
+            .calls
+            .get(&key(token))
+            .map(|(_, c, _)| c.clone())
+    }
+
+    /// The calls still running.
+    fn running(inner: &Inner) -> impl Iterator<Item = &(u64, McpCaller, bool)> {
+        inner.calls.values().filter(|(_, _, ended)| !ended)
     }
 
     /// The caller a server's request is for: the latest call in flight, if every call in
     /// flight is one flow's.
     fn asker(&self) -> Result<McpCaller, String> {
         let inner = self.lock();
-        let latest = inner.calls.values().max_by_key(|(n, _)| *n).map(|(_, c)| c);
+        let latest = Self::running(&inner)
+            .max_by_key(|(n, ..)| *n)
+            .map(|(_, c, _)| c);
         let Some(latest) = latest else {
             return Err("no call of ours is in flight on this server".into());
         };
-        if inner
-            .calls
-            .values()
-            .any(|(_, c)| !c.link.same_flow(&latest.link))
-        {
+        if Self::running(&inner).any(|(_, c, _)| !c.link.same_flow(&latest.link)) {
             return Err("calls of several flows are in flight on this server, so it cannot be told which one asks".into());
         }
         Ok(latest.clone())
@@ -102,9 +123,9 @@ impl Calls {
     /// offered.
     pub fn roots(&self) -> ListRootsResult {
         let mut inner = self.lock();
-        let latest = inner.calls.values().max_by_key(|(n, _)| *n);
-        if let Some((_, c)) = latest {
-            inner.offered = Some(c.workspace.clone());
+        let latest = Self::running(&inner).max_by_key(|(n, ..)| *n);
+        if let Some(dir) = latest.map(|(_, c, _)| c.workspace.clone()) {
+            inner.offered = Some(dir);
         }
         let roots = inner
             .offered

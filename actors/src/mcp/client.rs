@@ -418,7 +418,7 @@ type Called = Option<Result<rmcp::model::CallToolResult, Result<ServiceError, ()
 /// token) while it runs, and wait for its result, its limit or its caller's leaving.
 async fn call(
     peer: &rmcp::Peer<RoleClient>,
-    calls: &Calls,
+    calls: &Arc<Calls>,
     params: CallToolRequestParams,
     meta: RequestMetaObject,
     caller: Option<crate::protocol::McpCaller>,
