@@ -892,7 +892,7 @@ pub enum McpMsg {
         args: serde_json::Map<String, Value>,
         traceparent: Option<String>,
         /// The flow behind the call, which answers what the server asks during it.
-        caller: Option<McpCaller>,
+        caller: Option<Box<McpCaller>>,
         reply: RpcReplyPort<Result<McpOutput, String>>,
     },
     /// List the server's resources (`uri: None`) or read one.

@@ -421,7 +421,7 @@ async fn call(
     calls: &Arc<Calls>,
     params: CallToolRequestParams,
     meta: RequestMetaObject,
-    caller: Option<crate::protocol::McpCaller>,
+    caller: Option<Box<crate::protocol::McpCaller>>,
     limit: Duration,
     reply: &ractor::RpcReplyPort<Result<McpOutput, String>>,
 ) -> Called {
@@ -432,7 +432,7 @@ async fn call(
         Err(e) => return Some(Err(Ok(e))),
     };
     let (token, id) = (handle.progress_token.clone(), handle.id.clone());
-    let roots_moved = caller.is_some_and(|c| calls.begin(&token, c));
+    let roots_moved = caller.is_some_and(|c| calls.begin(&token, *c));
     if roots_moved {
         let _ = peer.notify_roots_list_changed().await;
     }

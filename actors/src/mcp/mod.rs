@@ -133,7 +133,7 @@ impl McpRoute {
                     tool,
                     args,
                     traceparent,
-                    caller,
+                    caller: caller.map(Box::new),
                     reply,
                 },
                 Some(wait),
