@@ -83,6 +83,8 @@ impl Calls {
         let key = key(token);
         if let Some(call) = self.lock().calls.get_mut(&key) {
             call.2 = true;
+            // The call's span ends with the call, not with this grace.
+            call.1.span = tracing::Span::none();
         }
         let calls = self.clone();
         tokio::spawn(async move {
