@@ -129,6 +129,48 @@ async fn an_elicitation_can_be_declined_or_cancelled() {
     assert!(cancelled.contains("User cancelled"), "{cancelled}");
 }
 
+/// A URL elicitation shows the URL and waits; `done` completes it, anything else declines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_elicitation_shows_the_url_and_waits_for_done() {
+    let server = ScriptedLlm::start().await;
+    let open = |url: &str| {
+        Reply::tool(
+            "mcp_everything_trigger-url-elicitation",
+            json!({"url": url, "message": "Sign in to continue."}),
+        )
+    };
+    server.push_all([
+        open("https://example.org/sign-in"),
+        open("https://example.org/other"),
+        done("visited"),
+    ]);
+    let dir = Scratch::new("mcp-elicit-url");
+    let (rt, mut flow) = start_single(mcp_config(&server, &dir, everything()), "sign in").await;
+    let (id, inquire, form) = question(&mut flow).await;
+    assert!(form.is_none());
+    assert!(
+        inquire.contains("open https://example.org/sign-in")
+            && inquire.contains("Sign in to continue."),
+        "{inquire}"
+    );
+    flow.answer(id, "done");
+    let (id, ..) = question(&mut flow).await;
+    flow.answer(id, "not now");
+    let outcome = flow.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    let completed = observation(&server, 0);
+    assert!(
+        completed.contains("User completed the URL elicitation flow"),
+        "{completed}"
+    );
+    let declined = observation(&server, 1);
+    assert!(
+        declined.contains("User declined to open the URL") && declined.contains("not now"),
+        "{declined}"
+    );
+}
+
 /// `manus-rt run --on-approval reject` with no terminal: the form is declined, saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_no_person_an_elicitation_is_declined_with_a_reason() {
