@@ -230,6 +230,24 @@ async fn an_elicitation_waiting_across_a_sigkill_is_asked_again_and_answered() {
     assert_eq!(open.as_array().unwrap().len(), 1, "{open}");
     assert!(open[0]["id"].as_u64() > first["id"].as_u64(), "{open}");
     assert!(open[0]["form"]["properties"]["name"].is_object(), "{open}");
+    // A2A shows the question as input-required, with the schema.
+    let task: Value = again
+        .http
+        .post(again.url("/a2a"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let status = &task["result"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_INPUT_REQUIRED", "{task}");
+    let said = status["message"]["parts"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        said.contains("MCP server `everything` asks") && said.contains("JSON schema"),
+        "{task}"
+    );
     let r = again
         .http
         .post(again.url(&format!("/v1/flows/{id}/answers")))
