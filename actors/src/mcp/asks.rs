@@ -4,7 +4,8 @@
 //! event). One session serves every flow, so each call in flight is kept here under the
 //! progress token the request carried; a server's request goes to the flow of the latest
 //! call in flight, and is declined when calls of several flows are in flight (MCP does not
-//! say which call a request belongs to on every transport).
+//! say which call a request belongs to on every transport). A call's own run (`call`) keeps
+//! its caller here while it lasts and cancels it at the server if its caller goes away.
 
 // Sampling and roots are deprecated by the 2026-07-28 revision (SEP-2577), but servers that
 // speak 2025-11-25 still send them.
@@ -16,14 +17,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
+use rmcp::RoleClient;
 use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ListRootsResult, ProgressNotificationParam, ProgressToken, Root,
+    ListRootsResult, ProgressNotificationParam, ProgressToken, RequestMetaObject, Root,
+    ServerResult,
 };
 use serde_json::{Value, json};
 
 use super::elicit::{self, Reply};
-use crate::protocol::{McpCaller, Unanswered};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+
+use crate::protocol::{McpCaller, McpOutput, Unanswered};
 
 /// `[mcp] sampling`: what a server's request to use the flow's model gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -303,4 +309,56 @@ fn sampling_messages(wire: &Value) -> Vec<crate::llm::Message> {
         });
     }
     out
+}
+
+/// What became of a call: its result, a failure (`Err(Err)`: past `limit`), or `None` when
+/// its caller went away first (the call is then cancelled at the server).
+pub type Called = Option<Result<rmcp::model::CallToolResult, Result<ServiceError, ()>>>;
+
+/// Send a tool call with `meta`, keep its caller in `calls` (under the request's progress
+/// token) while it runs, and wait for its result, its limit or its caller's leaving.
+pub async fn call(
+    peer: &rmcp::Peer<RoleClient>,
+    calls: &Arc<Calls>,
+    params: CallToolRequestParams,
+    meta: RequestMetaObject,
+    caller: Option<Box<crate::protocol::McpCaller>>,
+    limit: Duration,
+    reply: &ractor::RpcReplyPort<Result<McpOutput, String>>,
+) -> Called {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let options = PeerRequestOptions::no_options().with_meta(meta);
+    let handle = match peer.send_request_with_option(request, options).await {
+        Ok(handle) => handle,
+        Err(e) => return Some(Err(Ok(e))),
+    };
+    let (token, id) = (handle.progress_token.clone(), handle.id.clone());
+    let roots_moved = caller.is_some_and(|c| calls.begin(&token, *c));
+    if roots_moved {
+        let _ = peer.notify_roots_list_changed().await;
+    }
+    // The caller (a tool worker) is gone when its step was cancelled or timed out.
+    let gone = async {
+        while !reply.is_closed() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    let answered = tokio::select! {
+        r = tokio::time::timeout(limit, handle.await_response()) => Some(r),
+        _ = gone => None,
+    };
+    calls.done(&token);
+    match answered {
+        Some(Ok(Ok(ServerResult::CallToolResult(result)))) => Some(Ok(result)),
+        Some(Ok(Ok(_))) => Some(Err(Ok(ServiceError::UnexpectedResponse))),
+        Some(Ok(Err(e))) => Some(Err(Ok(e))),
+        Some(Err(_)) => Some(Err(Err(()))),
+        None => {
+            let why = "the step that made the call was cancelled".to_string();
+            let _ = peer
+                .notify_cancelled(CancelledNotificationParam::new(Some(id), Some(why)))
+                .await;
+            None
+        }
+    }
 }

@@ -17,22 +17,19 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult, ProgressNotificationParam,
-    RequestMetaObject, ServerResult, SubscriptionFilterBuilder,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
+    ProgressNotificationParam, RequestMetaObject, SubscriptionFilterBuilder,
 };
-use rmcp::service::{
-    NotificationContext, PeerRequestOptions, RequestContext, RunningService, ServiceError,
-};
+use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
 use super::asks::{self, Calls, Sampling};
-use super::{McpServerSpec, McpTransport, resources, sse};
-use crate::protocol::{ImageData, McpMsg, McpOutput, McpToolInfo};
+use super::{McpServerSpec, McpTransport, output, resources, sse};
+use crate::protocol::{McpMsg, McpToolInfo};
 
 /// First wait after a failure; it doubles with each further failure.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -178,9 +175,10 @@ impl Actor for McpConnection {
                 // the result: list them again before the next round.
                 st.tools = None;
                 tokio::spawn(async move {
-                    let called = call(&peer, &calls, params, meta, caller, limit, &reply).await;
+                    let called =
+                        asks::call(&peer, &calls, params, meta, caller, limit, &reply).await;
                     let result = match called {
-                        Some(Ok(result)) => Ok(output(&result)),
+                        Some(Ok(result)) => Ok(output::text(&result)),
                         None => Err(format!("the call to `{tool}` was cancelled")),
                         Some(Err(Ok(ServiceError::McpError(e)))) => Err(format!(
                             "the MCP server `{server}` refused the call to `{tool}`: {}",
@@ -410,58 +408,6 @@ impl ConnState {
     }
 }
 
-/// What became of a call: its result, a failure (`Err(Err)`: past `limit`), or `None` when
-/// its caller went away first (the call is then cancelled at the server).
-type Called = Option<Result<rmcp::model::CallToolResult, Result<ServiceError, ()>>>;
-
-/// Send a tool call with `meta`, keep its caller in `calls` (under the request's progress
-/// token) while it runs, and wait for its result, its limit or its caller's leaving.
-async fn call(
-    peer: &rmcp::Peer<RoleClient>,
-    calls: &Arc<Calls>,
-    params: CallToolRequestParams,
-    meta: RequestMetaObject,
-    caller: Option<Box<crate::protocol::McpCaller>>,
-    limit: Duration,
-    reply: &ractor::RpcReplyPort<Result<McpOutput, String>>,
-) -> Called {
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let options = PeerRequestOptions::no_options().with_meta(meta);
-    let handle = match peer.send_request_with_option(request, options).await {
-        Ok(handle) => handle,
-        Err(e) => return Some(Err(Ok(e))),
-    };
-    let (token, id) = (handle.progress_token.clone(), handle.id.clone());
-    let roots_moved = caller.is_some_and(|c| calls.begin(&token, *c));
-    if roots_moved {
-        let _ = peer.notify_roots_list_changed().await;
-    }
-    // The caller (a tool worker) is gone when its step was cancelled or timed out.
-    let gone = async {
-        while !reply.is_closed() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    let answered = tokio::select! {
-        r = tokio::time::timeout(limit, handle.await_response()) => Some(r),
-        _ = gone => None,
-    };
-    calls.done(&token);
-    match answered {
-        Some(Ok(Ok(ServerResult::CallToolResult(result)))) => Some(Ok(result)),
-        Some(Ok(Ok(_))) => Some(Err(Ok(ServiceError::UnexpectedResponse))),
-        Some(Ok(Err(e))) => Some(Err(Ok(e))),
-        Some(Err(_)) => Some(Err(Err(()))),
-        None => {
-            let why = "the step that made the call was cancelled".to_string();
-            let _ = peer
-                .notify_cancelled(CancelledNotificationParam::new(Some(id), Some(why)))
-                .await;
-            None
-        }
-    }
-}
-
 /// Open a session over the server's transport.
 async fn start(
     spec: &McpServerSpec,
@@ -508,73 +454,4 @@ async fn start(
             listener.serve(transport).await.map_err(|e| failed(&e))
         }
     }
-}
-
-/// Whether structured content only repeats a text part (servers are asked to send both, and
-/// SDKs wrap a plain return value as `{"result": value}`).
-fn repeats(structured: &serde_json::Value, parts: &[String]) -> bool {
-    let same = |v: &serde_json::Value| {
-        let text = v
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| v.to_string());
-        parts.iter().any(|p| p.trim() == text.trim())
-    };
-    same(structured)
-        || structured
-            .as_object()
-            .is_some_and(|o| o.len() == 1 && o.values().all(same))
-}
-
-/// Everything a result holds, as text for the model plus its images.
-fn output(result: &rmcp::model::CallToolResult) -> McpOutput {
-    let mut out = McpOutput {
-        is_error: result.is_error == Some(true),
-        ..Default::default()
-    };
-    let mut parts: Vec<String> = Vec::new();
-    // Content blocks are read through their wire form, which is stable across versions.
-    for block in &result.content {
-        let Ok(v) = serde_json::to_value(block) else {
-            continue;
-        };
-        let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
-        match field("type").as_str() {
-            "text" => parts.push(field("text")),
-            "image" => {
-                let image = ImageData {
-                    mime_type: field("mimeType"),
-                    base64: field("data"),
-                };
-                parts.push(format!(
-                    "[image {}, {} bytes]",
-                    image.mime_type,
-                    image.base64.len() / 4 * 3
-                ));
-                out.images.push(image);
-            }
-            "audio" => parts.push(format!("[audio {}: not shown]", field("mimeType"))),
-            "resource" => {
-                let r = v.get("resource").cloned().unwrap_or_default();
-                let uri = r.get("uri").and_then(|u| u.as_str()).unwrap_or("");
-                match r.get("text").and_then(|t| t.as_str()) {
-                    Some(text) => parts.push(format!("[resource {uri}]\n{text}")),
-                    None => parts.push(format!("[resource {uri}: binary, not shown]")),
-                }
-            }
-            "resource_link" => parts.push(format!(
-                "[resource link {} ({})]",
-                field("uri"),
-                field("name")
-            )),
-            other => parts.push(format!("[{other} content]")),
-        }
-    }
-    if let Some(structured) = &result.structured_content
-        && !repeats(structured, &parts)
-    {
-        parts.push(format!("structured content: {structured}"));
-    }
-    out.text = parts.join("\n");
-    out
 }

@@ -8,6 +8,7 @@
 mod asks;
 pub mod client;
 mod elicit;
+mod output;
 mod resources;
 pub mod server;
 pub mod sessions;
