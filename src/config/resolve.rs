@@ -138,6 +138,7 @@ impl Parsed {
             unconfined,
             browser,
             mcp_servers,
+            mcp_sampling: self.mcp_servers_file.sampling,
             mcp_serve_tools: self.mcp_serve_tools,
             mcp_http: self.mcp_http,
             store,

@@ -449,7 +449,7 @@ fn mcp_sampling_is_one_of_three_rules() {
         ("deny", Sampling::Deny),
     ] {
         let c = servers(&format!("sampling = \"{rule}\"\n")).unwrap();
-        assert_eq!(c.mcp_servers[0].sampling, want);
+        assert_eq!((c.mcp_servers[0].sampling, c.mcp_sampling), (want, want));
     }
     let e = load(&format!("{MINIMAL}\n[mcp]\nsampling = \"maybe\"\n")).unwrap_err();
     assert_eq!(e.source, "test.toml", "{e}");
