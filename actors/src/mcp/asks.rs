@@ -362,3 +362,59 @@ pub async fn call(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{FlowLink, FlowMsg};
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+    struct Quiet;
+
+    impl Actor for Quiet {
+        type Msg = FlowMsg;
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<FlowMsg>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    fn caller(flow: &ActorRef<FlowMsg>, dir: &str) -> McpCaller {
+        McpCaller {
+            link: FlowLink::new(flow.clone(), "manus", flow.get_id()),
+            llm: None,
+            workspace: PathBuf::from(dir),
+            ask_timeout: Duration::from_secs(1),
+            span: tracing::Span::none(),
+        }
+    }
+
+    fn token(n: i64) -> ProgressToken {
+        ProgressToken(rmcp::model::NumberOrString::Number(n))
+    }
+
+    /// A request goes to the latest call's flow; with calls of two flows in flight it
+    /// cannot be told whose it is and is refused; an ended call asks nothing.
+    #[tokio::test]
+    async fn a_request_goes_to_the_one_flow_with_calls_in_flight() {
+        let (a, _) = Actor::spawn(None, Quiet, ()).await.unwrap();
+        let (b, _) = Actor::spawn(None, Quiet, ()).await.unwrap();
+        let calls = Arc::new(Calls::default());
+        assert!(calls.asker().unwrap_err().contains("no call"));
+        assert!(calls.begin(&token(1), caller(&a, "/w/one")));
+        calls.begin(&token(2), caller(&a, "/w/one"));
+        assert!(calls.asker().unwrap().link.same_flow(&caller(&a, "/").link));
+        calls.begin(&token(3), caller(&b, "/w/two"));
+        let e = calls.asker().unwrap_err();
+        assert!(e.contains("several flows"), "{e}");
+        assert_eq!(calls.roots().roots[0].uri, "file:///w/two/");
+        calls.done(&token(3));
+        assert!(calls.asker().unwrap().link.same_flow(&caller(&a, "/").link));
+        calls.done(&token(1));
+        calls.done(&token(2));
+        assert!(calls.asker().is_err());
+        a.stop(None);
+        b.stop(None);
+    }
+}
