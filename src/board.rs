@@ -256,12 +256,33 @@ impl<W: Write> Board<W> {
                 agent,
                 step,
                 inquire,
+                form,
                 ..
             } => {
                 let at = step.map(|s| format!(" (step {s})")).unwrap_or_default();
+                let form = form
+                    .as_ref()
+                    .map(|f| format!("\n  the answer must meet this schema: {f}\n  answer with that JSON, or `decline` or `cancel`"))
+                    .unwrap_or_default();
                 Some(format!(
-                    "\n[question {id}] {agent}{at} asks: {inquire}\nyour answer> "
+                    "\n[question {id}] {agent}{at} asks: {inquire}{form}\nyour answer> "
                 ))
+            }
+            FlowEvent::ToolProgress {
+                step,
+                agent,
+                progress,
+                total,
+                message,
+                ..
+            } => {
+                let at = step.map(|s| format!("[step {s}] ")).unwrap_or_default();
+                let of = total.map(|t| format!(" of {t}")).unwrap_or_default();
+                let what = message
+                    .as_deref()
+                    .map(|m| format!(": {}", one_line(m)))
+                    .unwrap_or_default();
+                Some(format!("{at}{agent} … progress {progress}{of}{what}"))
             }
             FlowEvent::PlanRevised { plan, reason, .. } => {
                 self.step_started.resize(plan.steps.len(), None);

@@ -48,6 +48,9 @@ pub struct Question {
     /// The tool call that asks: the question is open until it finishes.
     #[serde(skip)]
     pub call_id: Option<String>,
+    /// The JSON schema the answer must meet (an MCP server's elicitation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub form: Option<serde_json::Value>,
 }
 
 /// A tool call (or the plan) waiting for a person's approval: the one type every fold of
@@ -133,6 +136,10 @@ impl FlowView {
                 // An interrupted `ask_human` never finishes: its step starts over and asks
                 // again, under a new number.
                 self.questions.clear();
+                // Every request still open is published again right after (a paused step's,
+                // the plan's sign-off); one a call in flight made (an MCP server's sampling
+                // under "approve") is not, as its step starts over and asks anew.
+                self.approvals.clear();
             }
             FlowEvent::Forked {
                 from,
@@ -179,6 +186,7 @@ impl FlowView {
                 step,
                 inquire,
                 call_id,
+                form,
             } => {
                 self.questions.insert(
                     *id,
@@ -187,6 +195,7 @@ impl FlowView {
                         step: *step,
                         inquire: inquire.clone(),
                         call_id: call_id.clone(),
+                        form: form.clone(),
                     },
                 );
             }
@@ -223,6 +232,7 @@ impl FlowView {
             | FlowEvent::TextDelta { .. }
             | FlowEvent::ToolCalled { .. }
             | FlowEvent::ToolFinished { .. }
+            | FlowEvent::ToolProgress { .. }
             | FlowEvent::StepMemory { .. }
             | FlowEvent::Answered { .. }
             | FlowEvent::Cell { .. } => {}
@@ -309,6 +319,7 @@ mod tests {
             step: Some(step),
             inquire: format!("question {id}?"),
             call_id: Some(call_id.into()),
+            form: None,
         }
     }
 
@@ -336,5 +347,32 @@ mod tests {
         assert_eq!(v.questions.keys().collect::<Vec<_>>(), [&1, &2]);
         v.apply(&finished(0, "my_mcp_asker", "call_a"));
         assert_eq!(v.questions.keys().collect::<Vec<_>>(), [&2]);
+    }
+
+    /// A resumed flow publishes again every request still open; one made by a call in
+    /// flight (its step starts over) is no longer open.
+    #[test]
+    fn a_resumed_flow_keeps_only_the_requests_it_asks_again() {
+        let requested = |id: u64, tool: &str| FlowEvent::ApprovalRequested {
+            id,
+            step: Some(0),
+            agent: "manus".into(),
+            tool: tool.into(),
+            arguments: "{}".into(),
+            why: "a rule".into(),
+            call_id: format!("call_{id}"),
+            round: 1,
+        };
+        let mut v = FlowView::default();
+        v.apply(&requested(1, "bash"));
+        v.apply(&requested(2, "mcp_sampling"));
+        v.apply(&FlowEvent::Resumed {
+            plan: None,
+            usage: Default::default(),
+            rerun: vec![0],
+            goes_on: vec![],
+        });
+        v.apply(&requested(1, "bash"));
+        assert_eq!(v.approvals.keys().collect::<Vec<_>>(), [&1]);
     }
 }

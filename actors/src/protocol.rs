@@ -213,7 +213,31 @@ pub enum FlowMsg {
         /// The tool call that asks, if known: its `ToolFinished` closes the question.
         call_id: Option<String>,
         inquire: String,
+        /// The JSON schema the answer must meet (an MCP server's elicitation), shown with
+        /// the question; `None` for free text.
+        form: Option<Value>,
         reply: RpcReplyPort<Result<String, String>>,
+    },
+    /// A tool call in progress needs a person's approval to go on (an MCP server's
+    /// sampling request under `[mcp] sampling = "approve"`): published as an
+    /// `ApprovalRequested` of the asking step; the reply is the decision.
+    Hold {
+        agent: String,
+        from: ractor::ActorId,
+        call_id: Option<String>,
+        tool: String,
+        arguments: String,
+        why: String,
+        reply: RpcReplyPort<Decision>,
+    },
+    /// A tool call's progress, as an MCP server reported it.
+    Progress {
+        agent: String,
+        from: ractor::ActorId,
+        call_id: Option<String>,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
     },
     /// The answer to a `FlowEvent::Question`.
     Answer { question_id: u64, text: String },
@@ -328,6 +352,16 @@ impl FlowLink {
 
     /// Put `inquire` to the human behind the flow and wait up to `wait` for the answer.
     pub async fn ask(&self, inquire: String, wait: Duration) -> Result<String, Unanswered> {
+        self.ask_form(inquire, None, wait).await
+    }
+
+    /// `ask`, with the JSON schema the answer must meet shown beside the question.
+    pub async fn ask_form(
+        &self,
+        inquire: String,
+        form: Option<Value>,
+        wait: Duration,
+    ) -> Result<String, Unanswered> {
         let (agent, from, call_id) = (self.agent.clone(), self.from, self.call.clone());
         let answer = ractor::call_t!(
             self.flow,
@@ -336,6 +370,7 @@ impl FlowLink {
                 from,
                 call_id,
                 inquire,
+                form,
                 reply
             },
             wait.as_millis() as u64
@@ -346,6 +381,54 @@ impl FlowLink {
             Err(ractor::RactorErr::Timeout) => Err(Unanswered::TimedOut),
             Err(e) => Err(Unanswered::Undelivered(e.to_string())),
         }
+    }
+
+    /// Whether both links lead to the same flow.
+    pub fn same_flow(&self, other: &FlowLink) -> bool {
+        self.flow.get_id() == other.flow.get_id()
+    }
+
+    /// Ask a person to approve `tool` with `arguments` while the call in progress waits,
+    /// up to `wait`; the decision, or why there is none.
+    pub async fn approve(
+        &self,
+        tool: &str,
+        arguments: String,
+        why: String,
+        wait: Duration,
+    ) -> Result<Decision, String> {
+        let (agent, from, call_id) = (self.agent.clone(), self.from, self.call.clone());
+        let tool = tool.to_string();
+        let decided = ractor::call_t!(
+            self.flow,
+            |reply| FlowMsg::Hold {
+                agent,
+                from,
+                call_id,
+                tool,
+                arguments,
+                why,
+                reply
+            },
+            wait.as_millis() as u64
+        );
+        decided.map_err(|e| match e {
+            ractor::RactorErr::Timeout => format!("no one decided within {}s", wait.as_secs()),
+            e => format!("the flow could not take the request: {e}"),
+        })
+    }
+
+    /// Tell the flow how far the tool call in progress has got (as its server reports it).
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        // A planner that is gone shows no progress.
+        let _ = self.flow.send_message(FlowMsg::Progress {
+            agent: self.agent.clone(),
+            from: self.from,
+            call_id: self.call.clone(),
+            progress,
+            total,
+            message,
+        });
     }
 
     /// Count a model call's tokens toward the flow's tally. The agent asks about the budget
@@ -808,6 +891,13 @@ pub enum McpMsg {
         tool: String,
         args: serde_json::Map<String, Value>,
         traceparent: Option<String>,
+        /// The flow behind the call, which answers what the server asks during it.
+        caller: Option<Box<McpCaller>>,
+        reply: RpcReplyPort<Result<McpOutput, String>>,
+    },
+    /// List the server's resources (`uri: None`) or read one.
+    Resources {
+        uri: Option<String>,
         reply: RpcReplyPort<Result<McpOutput, String>>,
     },
     /// From the session: the server announced that its tool list changed.
@@ -830,6 +920,24 @@ pub struct McpHandle {
 pub struct McpRoute {
     pub handle: McpHandle,
     pub tool: String,
+    /// The server's resources tool rather than one of its own tools.
+    pub resources: bool,
+}
+
+/// Who makes an MCP call: what the server asks back while the call runs (elicitation,
+/// sampling, roots) and the progress it reports go to this flow, agent and call.
+#[derive(Debug, Clone)]
+pub struct McpCaller {
+    /// The calling agent's link, set to the call's id.
+    pub link: FlowLink,
+    /// The calling agent's model, for the server's sampling requests.
+    pub llm: Option<crate::llm::LlmClient>,
+    /// The flow's workspace, offered as the root.
+    pub workspace: std::path::PathBuf,
+    /// How long a question to the person waits (`[tools] ask_timeout`).
+    pub ask_timeout: Duration,
+    /// The call's `execute_tool` span: a sampling request's model call is its child.
+    pub span: tracing::Span,
 }
 
 /// One tool of an MCP server, as the server describes it.
@@ -839,6 +947,8 @@ pub struct McpToolInfo {
     pub description: String,
     /// The server's JSON schema for the arguments, passed to the model unchanged.
     pub schema: Value,
+    /// The tool is ours: the server's resources, listed and read (`mcp/resources.rs`).
+    pub resources: bool,
 }
 
 /// An MCP tool's result: its text, structured and resource content as text, and its images.
@@ -954,6 +1064,22 @@ pub enum FlowEvent {
         inquire: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
+        /// The JSON schema the answer must meet (an MCP server's elicitation): the answer
+        /// is that JSON, `decline` or `cancel`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        form: Option<Value>,
+    },
+    /// A tool call reported progress (an MCP server's `notifications/progress`).
+    ToolProgress {
+        step: Option<usize>,
+        agent: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     /// An agent compacted its working memory: `pruned` tool outputs became stubs (`recall`
     /// reads them back) and `folded` messages became one summary, taking the memory from

@@ -131,6 +131,9 @@ async fn ask_approval() -> Decision {
     }
 }
 
+/// Why a request was refused when no one can answer it here.
+const NO_ONE: &str = "no one could be asked (a run without a terminal, --on-approval reject)";
+
 /// Show a flow's progress, answer its questions and approvals from stdin (or, when no one
 /// can, do what `on_approval` says), and return how it ended.
 pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -> Followed {
@@ -159,6 +162,10 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
                 Some(e) => {
                     board.on_event(&e);
                     match e {
+                        // An MCP server's form, with no one here to fill it in, is declined.
+                        FlowEvent::Question { id, form: Some(_), .. } if !someone || on_approval == OnApproval::Reject => {
+                            flow.answer(id, manus_rt::engine::mcp::declined(NO_ONE));
+                        }
                         FlowEvent::Question { id, .. } => {
                             let answer = read_answer().await;
                             flow.answer(id, answer);
@@ -170,7 +177,7 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
                             decide(&flow, id, Decision::now(
                                 false,
                                 None,
-                                Some("no one could be asked (a run without a terminal, --on-approval reject)".into()),
+                                Some(NO_ONE.into()),
                                 local_user(),
                             )).await;
                         }

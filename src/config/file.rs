@@ -160,6 +160,16 @@ pub(super) struct McpToml {
     pub(super) max_sessions: Option<Spanned<i64>>,
     pub(super) session_idle_secs: Option<Spanned<i64>>,
     pub(super) allowed_origins: Option<Spanned<Vec<String>>>,
+    pub(super) sampling: Option<Spanned<SamplingToml>>,
+}
+
+/// `[mcp] sampling`: what a server's request to use the flow's model gets.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum SamplingToml {
+    Allow,
+    Approve,
+    Deny,
 }
 
 #[derive(Debug, Default, Deserialize)]

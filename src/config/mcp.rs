@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
+use manus_actors::mcp::Sampling;
 use manus_actors::mcp::server::HttpSettings;
 
 use super::error::{Lines, Problem};
-use super::file::McpToml;
+use super::file::{McpToml, SamplingToml};
 use super::values::{Bounds, Table, known_tools};
 
 /// The tools offered when `[mcp] serve_tools` is unset.
@@ -29,6 +30,8 @@ pub(super) struct ServersFile {
     pub(super) named: Option<(String, Option<usize>)>,
     pub(super) call_timeout: Duration,
     pub(super) connect_timeout: Duration,
+    /// `[mcp] sampling`, which every server gets.
+    pub(super) sampling: Sampling,
 }
 
 /// The servers file to read and the tools to serve.
@@ -44,6 +47,11 @@ pub(super) fn build(m: &McpToml, lines: Lines) -> Result<(ServersFile, Vec<Strin
         },
         call_timeout: table.seconds(&m.call_timeout_secs, "call_timeout_secs", CALL)?,
         connect_timeout: table.seconds(&m.connect_timeout_secs, "connect_timeout_secs", CONNECT)?,
+        sampling: match m.sampling.as_ref().map(|s| *s.get_ref()) {
+            Some(SamplingToml::Allow) => Sampling::Allow,
+            Some(SamplingToml::Approve) => Sampling::Approve,
+            Some(SamplingToml::Deny) | None => Sampling::Deny,
+        },
     };
     let serve_tools = match &m.serve_tools {
         Some(list) => known_tools(list, "[mcp] serve_tools", lines)?,

@@ -131,6 +131,7 @@ pub fn parse(
                 .map(Duration::from_secs)
                 .unwrap_or(call_timeout),
             connect_timeout,
+            sampling: Default::default(),
         });
     }
     Ok(servers)

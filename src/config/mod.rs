@@ -87,6 +87,9 @@ pub struct Config {
     pub browser: BrowserSettings,
     /// The MCP servers of the servers file, in id order.
     pub mcp_servers: Vec<McpServerSpec>,
+    /// `[mcp] sampling`: what MCP servers' sampling requests get (every server's spec
+    /// carries it; `run-mcp` gives it to the server it starts).
+    pub mcp_sampling: manus_actors::mcp::Sampling,
     /// The tools `manus-rt mcp-server` offers (`[mcp] serve_tools`).
     pub mcp_serve_tools: Vec<String>,
     /// How `mcp-server --transport http` admits clients and closes their sessions (`[mcp]

@@ -138,6 +138,7 @@ impl Parsed {
             unconfined,
             browser,
             mcp_servers,
+            mcp_sampling: self.mcp_servers_file.sampling,
             mcp_serve_tools: self.mcp_serve_tools,
             mcp_http: self.mcp_http,
             store,
@@ -221,12 +222,16 @@ fn read_servers_file(
     };
     let text = std::fs::read_to_string(&path)
         .map_err(|e| ConfigError::unreadable(&path, "the MCP servers file", e))?;
-    mcp_servers::parse(
+    let mut servers = mcp_servers::parse(
         &text,
         &path.display().to_string(),
         file.call_timeout,
         file.connect_timeout,
-    )
+    )?;
+    for server in &mut servers {
+        server.sampling = file.sampling;
+    }
+    Ok(servers)
 }
 
 /// The agent with the servers it names (every server when it names none), each checked.

@@ -427,6 +427,41 @@ fn mcp_http_settings_parse_and_are_checked() {
     }
 }
 
+#[test]
+fn mcp_sampling_is_one_of_three_rules() {
+    use manus_actors::mcp::Sampling;
+    let servers = |extra: &str| {
+        let dir = std::env::temp_dir().join(format!("manus-sampling-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("mcp.json"),
+            r#"{"mcpServers": {"s": {"command": "true"}}}"#,
+        )
+        .unwrap();
+        let text = format!("{MINIMAL}\n[mcp]\nservers_file = \"mcp.json\"\n{extra}");
+        let c = Config::from_text(&text, "test.toml", Some(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+        c
+    };
+    assert_eq!(servers("").unwrap().mcp_servers[0].sampling, Sampling::Deny);
+    for (rule, want) in [
+        ("allow", Sampling::Allow),
+        ("approve", Sampling::Approve),
+        ("deny", Sampling::Deny),
+    ] {
+        let c = servers(&format!("sampling = \"{rule}\"\n")).unwrap();
+        assert_eq!((c.mcp_servers[0].sampling, c.mcp_sampling), (want, want));
+    }
+    let e = load(&format!("{MINIMAL}\n[mcp]\nsampling = \"maybe\"\n")).unwrap_err();
+    assert_eq!(e.source, "test.toml", "{e}");
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("sampling"), "{e}");
+    assert!(
+        e.message.contains("allow") && e.message.contains("approve") && e.message.contains("deny"),
+        "{e}"
+    );
+}
+
 /// What a key accepts, as the mutation table writes it.
 enum Accepts {
     Int(i64, i64),

@@ -247,7 +247,15 @@ impl Task {
             None if self.queued => ("TASK_STATE_SUBMITTED", None),
             None => {
                 if let Some(q) = v.questions.values().next() {
-                    ("TASK_STATE_INPUT_REQUIRED", Some(q.inquire.clone()))
+                    // An MCP server's form: its schema goes with the question.
+                    let text = match &q.form {
+                        Some(form) => format!(
+                            "{}\nThe answer must meet this JSON schema: {form}",
+                            q.inquire
+                        ),
+                        None => q.inquire.clone(),
+                    };
+                    ("TASK_STATE_INPUT_REQUIRED", Some(text))
                 } else if let Some(a) = v.approvals.values().next() {
                     (
                         "TASK_STATE_INPUT_REQUIRED",

@@ -171,9 +171,13 @@ impl AgUi {
                     &mut out,
                 );
             }
-            FlowEvent::Question { id, step, inquire, agent, .. } => out.push(Self::custom(
+            FlowEvent::Question { id, step, inquire, agent, form, .. } => out.push(Self::custom(
                 "question",
-                json!({"id": id, "step": step, "agent": agent, "inquire": inquire}),
+                json!({"id": id, "step": step, "agent": agent, "inquire": inquire, "form": form}),
+            )),
+            FlowEvent::ToolProgress { step, agent, call_id, progress, total, message } => out.push(Self::custom(
+                "tool_progress",
+                json!({"step": step, "agent": agent, "call_id": call_id, "progress": progress, "total": total, "message": message}),
             )),
             FlowEvent::ApprovalRequested { id, step, agent, tool, arguments, why, .. } => out.push(Self::custom(
                 "approval_requested",

@@ -258,6 +258,7 @@ impl Folding {
                 | FlowEvent::ToolCalled { .. }
                 | FlowEvent::ToolFinished { .. }
                 | FlowEvent::Question { .. }
+                | FlowEvent::ToolProgress { .. }
         ) {
             self.changed = true;
             self.row.elapsed_ms = self.elapsed_before + ran_ms;

@@ -22,6 +22,7 @@ mod graph;
 mod llama;
 mod llm_server_selftest;
 mod mcp;
+mod mcp_asks;
 mod mcp_http;
 mod memory;
 mod python;

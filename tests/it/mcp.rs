@@ -20,7 +20,7 @@ use support::scenario::{
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 
 /// The reference server's entry point and the Python with the SDK, as scripts/test.sh set them.
-fn peers() -> (PathBuf, PathBuf) {
+pub(crate) fn peers() -> (PathBuf, PathBuf) {
     let get = |key: &str| {
         PathBuf::from(std::env::var(key).unwrap_or_else(|_| {
             panic!(
@@ -34,26 +34,36 @@ fn peers() -> (PathBuf, PathBuf) {
     )
 }
 
-fn peer_server_script() -> PathBuf {
+pub(crate) fn peer_server_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/mcp_peer_server.py")
 }
 
 /// A config whose agents get the servers of `servers` (an `mcpServers` object).
-fn mcp_config(server: &ScriptedLlm, dir: &Scratch, servers: Value) -> Config {
+pub(crate) fn mcp_config(server: &ScriptedLlm, dir: &Scratch, servers: Value) -> Config {
+    Config::from_text(
+        &mcp_config_text(server, dir, servers, &[]),
+        "mcp-test",
+        None,
+    )
+    .unwrap()
+}
+
+/// `mcp_config`'s text, with `extra` settings.
+pub(crate) fn mcp_config_text(
+    server: &ScriptedLlm,
+    dir: &Scratch,
+    servers: Value,
+    extra: &[(&str, &str)],
+) -> String {
     let file = dir.path().join("mcp.json");
     std::fs::write(&file, json!({ "mcpServers": servers }).to_string()).unwrap();
-    let text = config_with(
-        server,
-        &dir.workspace(),
-        &[
-            (
-                "mcp.servers_file",
-                &format!("{:?}", file.display().to_string()),
-            ),
-            ("mcp.call_timeout_secs", "20"),
-        ],
-    );
-    Config::from_text(&text, "mcp-test", None).unwrap()
+    let named = format!("{:?}", file.display().to_string());
+    let mut settings = vec![
+        ("mcp.servers_file", named.as_str()),
+        ("mcp.call_timeout_secs", "20"),
+    ];
+    settings.extend_from_slice(extra);
+    config_with(server, &dir.workspace(), &settings)
 }
 
 async fn run_single(config: Config, task: &str) -> manus_rt::FlowOutcome {
@@ -64,7 +74,7 @@ async fn run_single(config: Config, task: &str) -> manus_rt::FlowOutcome {
 }
 
 /// A peer process, killed by its PID when dropped.
-struct Peer(tokio::process::Child);
+pub(crate) struct Peer(tokio::process::Child);
 
 impl Drop for Peer {
     fn drop(&mut self) {

@@ -1,26 +1,35 @@
 //! The connection actor: owns one MCP server's session (rmcp), connects on first use, keeps
 //! the server's tool list until the server says it changed, and runs each tool call in a
-//! task of its own so a slow call never blocks the mailbox. A session that breaks (the
-//! server exits, or a call hangs past its timeout) is dropped and reported; the next use
-//! reconnects, no sooner than an exponential backoff allows.
+//! task of its own so a slow call never blocks the mailbox; what the server asks back
+//! during a call goes to the calling flow (`asks.rs`), and a call whose caller is gone (its
+//! step cancelled) is cancelled at the server. A session that breaks (the server exits,
+//! or a call hangs past its timeout) is dropped and reported; the next use reconnects, no
+//! sooner than an exponential backoff allows.
+
+// Sampling and roots are deprecated by the 2026-07-28 revision (SEP-2577), but servers that
+// speak 2025-11-25 still send them.
+#![expect(deprecated)]
 
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, RequestMetaObject,
-    SubscriptionFilterBuilder,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
+    ProgressNotificationParam, RequestMetaObject, SubscriptionFilterBuilder,
 };
-use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
-use super::{McpServerSpec, McpTransport, sse};
-use crate::protocol::{ImageData, McpMsg, McpOutput, McpToolInfo};
+use super::asks::{self, Calls, Sampling};
+use super::{McpServerSpec, McpTransport, output, resources, sse};
+use crate::protocol::{McpMsg, McpToolInfo};
 
 /// First wait after a failure; it doubles with each further failure.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -34,16 +43,21 @@ pub struct ConnState {
     /// Counts sessions, so news from an old one is ignored.
     generation: u64,
     tools: Option<Arc<Vec<McpToolInfo>>>,
+    /// The calls in flight, whose flows answer what the server asks.
+    calls: Arc<Calls>,
     /// Failures since the last good session, the last one's reason, and when to try again.
     failures: u32,
     last_error: String,
     retry_at: Option<Instant>,
 }
 
-/// Receives the server's notifications for one session.
+/// Receives the server's notifications and requests for one session.
 pub struct Listener {
     conn: ActorRef<McpMsg>,
     generation: u64,
+    server: String,
+    calls: Arc<Calls>,
+    sampling: Sampling,
 }
 
 impl ClientHandler for Listener {
@@ -53,9 +67,48 @@ impl ClientHandler for Listener {
         });
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        Ok(asks::elicit(&self.calls, &self.server, request).await)
+    }
+
+    async fn create_message(
+        &self,
+        request: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        asks::sample(&self.calls, &self.server, self.sampling, request).await
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        Ok(self.calls.roots())
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.calls.progress(params);
+    }
+
     fn get_info(&self) -> ClientConfig {
+        // Elicitation (forms and URLs), sampling (answered by `[mcp] sampling`, refused by
+        // default) and roots (the calling flow's workspace).
+        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "elicitation": {"form": {}, "url": {}},
+            "sampling": {},
+            "roots": {"listChanged": true},
+        }))
+        .expect("the client's capabilities");
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("manus-rt", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -76,6 +129,7 @@ impl Actor for McpConnection {
             session: None,
             generation: 0,
             tools: None,
+            calls: Arc::default(),
             failures: 0,
             last_error: String::new(),
             retry_at: None,
@@ -96,6 +150,7 @@ impl Actor for McpConnection {
                 tool,
                 args,
                 traceparent,
+                caller,
                 reply,
             } => {
                 if let Err(e) = st.connect(&myself).await {
@@ -106,25 +161,30 @@ impl Actor for McpConnection {
                     return Ok(());
                 };
                 let peer = session.peer().clone();
-                let (generation, limit, server) =
-                    (st.generation, st.spec.call_timeout, st.spec.id.clone());
-                let mut params = CallToolRequestParams::new(tool.clone()).with_arguments(args);
+                let (generation, server, calls) =
+                    (st.generation, st.spec.id.clone(), st.calls.clone());
+                // A question to the person may hold the call as long as one may wait.
+                let asking = caller.as_ref().map_or(Duration::ZERO, |c| c.ask_timeout);
+                let limit = st.spec.call_timeout.saturating_add(asking);
+                let params = CallToolRequestParams::new(tool.clone()).with_arguments(args);
+                let mut meta = RequestMetaObject::new();
                 if let Some(tp) = traceparent {
-                    let mut meta = RequestMetaObject::new();
                     meta.set_traceparent(tp);
-                    params.meta = Some(meta);
                 }
                 // A call may change the server's tools, and its announcement may arrive after
                 // the result: list them again before the next round.
                 st.tools = None;
                 tokio::spawn(async move {
-                    let result = match tokio::time::timeout(limit, peer.call_tool(params)).await {
-                        Ok(Ok(result)) => Ok(output(&result)),
-                        Ok(Err(ServiceError::McpError(e))) => Err(format!(
+                    let called =
+                        asks::call(&peer, &calls, params, meta, caller, limit, &reply).await;
+                    let result = match called {
+                        Some(Ok(result)) => Ok(output::text(&result)),
+                        None => Err(format!("the call to `{tool}` was cancelled")),
+                        Some(Err(Ok(ServiceError::McpError(e)))) => Err(format!(
                             "the MCP server `{server}` refused the call to `{tool}`: {}",
                             e.message
                         )),
-                        Ok(Err(e)) => {
+                        Some(Err(Ok(e))) => {
                             let why = format!("the connection broke during the call ({e})");
                             let _ = myself.cast(McpMsg::Lost {
                                 generation,
@@ -134,7 +194,7 @@ impl Actor for McpConnection {
                                 "the MCP server `{server}` failed: {why}; its tools are unavailable until it reconnects"
                             ))
                         }
-                        Err(_) => {
+                        Some(Err(Err(_))) => {
                             let why = format!("a call to `{tool}` hung for {}s", limit.as_secs());
                             let _ = myself.cast(McpMsg::Lost {
                                 generation,
@@ -146,6 +206,27 @@ impl Actor for McpConnection {
                             ))
                         }
                     };
+                    let _ = reply.send(result);
+                });
+            }
+            McpMsg::Resources { uri, reply } => {
+                if let Err(e) = st.connect(&myself).await {
+                    let _ = reply.send(Err(e));
+                    return Ok(());
+                }
+                let Some(session) = &st.session else {
+                    return Ok(());
+                };
+                let (peer, limit, server) = (
+                    session.peer().clone(),
+                    st.spec.call_timeout,
+                    st.spec.id.clone(),
+                );
+                tokio::spawn(async move {
+                    let result = tokio::time::timeout(limit, resources::run(&peer, uri))
+                        .await
+                        .unwrap_or_else(|_| Err(format!("no answer within {}s", limit.as_secs())))
+                        .map_err(|e| format!("the MCP server `{server}`'s resources: {e}"));
                     let _ = reply.send(result);
                 });
             }
@@ -184,6 +265,11 @@ impl ConnState {
         let Some(session) = &self.session else {
             return Err(self.unavailable());
         };
+        // A server with resources gets our tool that lists and reads them.
+        let has_resources = session
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.resources.is_some());
         let listed =
             tokio::time::timeout(self.spec.connect_timeout, session.peer().list_all_tools()).await;
         match listed {
@@ -199,7 +285,9 @@ impl ConnState {
                             .unwrap_or("")
                             .to_string(),
                         schema: serde_json::Value::Object((*t.input_schema).clone()),
+                        resources: false,
                     })
+                    .chain(has_resources.then(|| resources::tool(&self.spec.id)))
                     .collect();
                 let tools = Arc::new(tools);
                 self.tools = Some(tools.clone());
@@ -234,6 +322,9 @@ impl ConnState {
         let listener = Listener {
             conn: myself.clone(),
             generation: self.generation,
+            server: self.spec.id.clone(),
+            calls: self.calls.clone(),
+            sampling: self.spec.sampling,
         };
         let started =
             tokio::time::timeout(self.spec.connect_timeout, start(&self.spec, listener)).await;
@@ -363,73 +454,4 @@ async fn start(
             listener.serve(transport).await.map_err(|e| failed(&e))
         }
     }
-}
-
-/// Whether structured content only repeats a text part (servers are asked to send both, and
-/// SDKs wrap a plain return value as `{"result": value}`).
-fn repeats(structured: &serde_json::Value, parts: &[String]) -> bool {
-    let same = |v: &serde_json::Value| {
-        let text = v
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| v.to_string());
-        parts.iter().any(|p| p.trim() == text.trim())
-    };
-    same(structured)
-        || structured
-            .as_object()
-            .is_some_and(|o| o.len() == 1 && o.values().all(same))
-}
-
-/// Everything a result holds, as text for the model plus its images.
-fn output(result: &rmcp::model::CallToolResult) -> McpOutput {
-    let mut out = McpOutput {
-        is_error: result.is_error == Some(true),
-        ..Default::default()
-    };
-    let mut parts: Vec<String> = Vec::new();
-    // Content blocks are read through their wire form, which is stable across versions.
-    for block in &result.content {
-        let Ok(v) = serde_json::to_value(block) else {
-            continue;
-        };
-        let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
-        match field("type").as_str() {
-            "text" => parts.push(field("text")),
-            "image" => {
-                let image = ImageData {
-                    mime_type: field("mimeType"),
-                    base64: field("data"),
-                };
-                parts.push(format!(
-                    "[image {}, {} bytes]",
-                    image.mime_type,
-                    image.base64.len() / 4 * 3
-                ));
-                out.images.push(image);
-            }
-            "audio" => parts.push(format!("[audio {}: not shown]", field("mimeType"))),
-            "resource" => {
-                let r = v.get("resource").cloned().unwrap_or_default();
-                let uri = r.get("uri").and_then(|u| u.as_str()).unwrap_or("");
-                match r.get("text").and_then(|t| t.as_str()) {
-                    Some(text) => parts.push(format!("[resource {uri}]\n{text}")),
-                    None => parts.push(format!("[resource {uri}: binary, not shown]")),
-                }
-            }
-            "resource_link" => parts.push(format!(
-                "[resource link {} ({})]",
-                field("uri"),
-                field("name")
-            )),
-            other => parts.push(format!("[{other} content]")),
-        }
-    }
-    if let Some(structured) = &result.structured_content
-        && !repeats(structured, &parts)
-    {
-        parts.push(format!("structured content: {structured}"));
-    }
-    out.text = parts.join("\n");
-    out
 }

@@ -2,18 +2,26 @@
 //! (`client.rs`) that owns its session; an agent's tool set gains the server's tools as
 //! `mcp_{server}_{tool}` (`McpToolset`), and calls travel agent → tool worker → connection.
 //! As a server (`server.rs`), manus-rt offers its own tools to any MCP client; over HTTP,
-//! `sessions.rs` caps its sessions and closes idle ones.
+//! `sessions.rs` caps its sessions and closes idle ones. What a server asks back during
+//! our calls (elicitation, sampling, roots, progress) is `asks.rs`'s, for the calling flow.
 
+mod asks;
 pub mod client;
+mod elicit;
+mod output;
+mod resources;
 pub mod server;
 pub mod sessions;
 mod sse;
+
+pub use asks::Sampling;
+pub use elicit::declined;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use crate::llm::ToolSpec;
-pub use crate::protocol::{McpHandle, McpRoute};
+pub use crate::protocol::{McpCaller, McpHandle, McpRoute};
 use crate::protocol::{McpMsg, McpOutput, McpToolInfo, answered};
 
 /// One MCP server from the servers file, as data.
@@ -26,6 +34,8 @@ pub struct McpServerSpec {
     pub call_timeout: Duration,
     /// Longest wait to connect and list tools.
     pub connect_timeout: Duration,
+    /// What the server's sampling requests get (`[mcp] sampling`).
+    pub sampling: Sampling,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,21 +93,38 @@ impl McpHandle {
 }
 
 impl McpRoute {
-    /// Call the tool; an `Err` is an observation for the model.
+    /// Call the tool for `caller`, whose flow answers what the server asks meanwhile; an
+    /// `Err` is an observation for the model. Dropping the future (a cancelled step) cancels
+    /// the call at the server.
     pub async fn call(
         &self,
         args: serde_json::Value,
         traceparent: Option<String>,
+        caller: Option<McpCaller>,
     ) -> Result<McpOutput, String> {
         let args = match args {
             serde_json::Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
+        // A question to the person or a sampling approval may hold the call as long as
+        // `ask_human` may wait.
+        let asking = caller.as_ref().map_or(Duration::ZERO, |c| c.ask_timeout);
         let wait = self
             .handle
             .call_timeout
+            .saturating_add(asking)
             .saturating_add(self.handle.connect_timeout)
             .saturating_add(Duration::from_secs(5));
+        if self.resources {
+            let uri = args.get("uri").and_then(|u| u.as_str()).map(str::to_string);
+            let answer = self
+                .handle
+                .conn
+                .call(|reply| McpMsg::Resources { uri, reply }, Some(wait))
+                .await;
+            let who = format!("the MCP server `{}`", self.handle.server);
+            return answered(answer, &who, wait);
+        }
         let tool = self.tool.clone();
         let answer = self
             .handle
@@ -107,6 +134,7 @@ impl McpRoute {
                     tool,
                     args,
                     traceparent,
+                    caller: caller.map(Box::new),
                     reply,
                 },
                 Some(wait),
@@ -182,6 +210,7 @@ impl McpToolset {
                             McpRoute {
                                 handle: handle.clone(),
                                 tool: tool.name.clone(),
+                                resources: tool.resources,
                             },
                         );
                     }

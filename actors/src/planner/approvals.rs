@@ -46,6 +46,51 @@ pub(super) async fn paused(
     advance(myself, st).await;
 }
 
+/// A tool call in progress waits for a person (`FlowMsg::Hold`): publish the request as
+/// its step's, start its timeout, and keep where the decision goes.
+#[expect(clippy::too_many_arguments, reason = "the fields of FlowMsg::Hold")]
+pub(super) fn hold(
+    myself: &ActorRef<FlowMsg>,
+    st: &mut PlannerState,
+    agent: String,
+    from: ractor::ActorId,
+    call_id: Option<String>,
+    tool: String,
+    arguments: String,
+    why: String,
+    reply: ractor::RpcReplyPort<crate::protocol::Decision>,
+) {
+    let id = st.next_approval;
+    st.next_approval += 1;
+    let step = st.step_of(from);
+    st.emit(FlowEvent::ApprovalRequested {
+        id,
+        step,
+        agent,
+        tool,
+        arguments,
+        why,
+        call_id: call_id.unwrap_or_default(),
+        round: 0,
+    });
+    st.held.insert(id, (step, reply));
+    wait_for_decision(myself, st, id);
+}
+
+/// A person decided on held request `id`: say so and hand the decision to the call.
+pub(super) fn let_go(st: &mut PlannerState, id: u64, decision: crate::protocol::Decision) {
+    st.approval_deadlines.remove(&id);
+    let Some((step, reply)) = st.held.remove(&id) else {
+        return;
+    };
+    st.emit(FlowEvent::ApprovalDecided {
+        id,
+        step,
+        decision: decision.clone(),
+    });
+    let _ = reply.send(decision);
+}
+
 /// Publish paused step `p`'s approval request and start its timeout.
 pub(super) fn publish_request(
     myself: &ActorRef<FlowMsg>,

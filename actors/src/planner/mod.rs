@@ -81,6 +81,8 @@ pub struct PlannerState {
     pending: BTreeMap<u64, PausedStep>,
     /// The plan's sign-off request, while no step may start (`[flow] plan_approval`).
     plan_signoff: Option<u64>,
+    /// Tool calls in progress that wait for a decision (`FlowMsg::Hold`), by approval number.
+    held: HashMap<u64, (Option<usize>, RpcReplyPort<crate::protocol::Decision>)>,
     /// `[approvals] timeout_secs` of each pending request, which then decides it.
     approval_deadlines: HashMap<u64, Deadline>,
     next_approval: u64,
@@ -218,6 +220,7 @@ impl Actor for Planner {
             questions: HashMap::new(),
             pending: BTreeMap::new(),
             plan_signoff: None,
+            held: HashMap::new(),
             approval_deadlines: HashMap::new(),
             next_approval: before.next_approval.max(1),
             next_question: before.next_question.max(1),
@@ -382,6 +385,7 @@ impl Actor for Planner {
                 from,
                 call_id,
                 inquire,
+                form,
                 reply,
             } => {
                 let id = st.next_question;
@@ -394,6 +398,40 @@ impl Actor for Planner {
                     step,
                     inquire,
                     call_id,
+                    form,
+                });
+            }
+            FlowMsg::Hold {
+                agent,
+                from,
+                call_id,
+                tool,
+                arguments,
+                why,
+                reply,
+            } => approvals::hold(
+                &myself, st, agent, from, call_id, tool, arguments, why, reply,
+            ),
+            FlowMsg::Decide {
+                approval_id,
+                decision,
+            } if st.held.contains_key(&approval_id) => approvals::let_go(st, approval_id, decision),
+            FlowMsg::Progress {
+                agent,
+                from,
+                call_id,
+                progress,
+                total,
+                message,
+            } => {
+                let step = st.step_of(from);
+                st.emit(FlowEvent::ToolProgress {
+                    step,
+                    agent,
+                    call_id,
+                    progress,
+                    total,
+                    message,
                 });
             }
             FlowMsg::Decide {

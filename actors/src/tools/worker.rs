@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use super::{Tool, ToolCtx, ToolSettings, clip, make_tool};
 use crate::llm::ToolSpec;
-use crate::protocol::{ToolMsg, ToolResult};
+use crate::protocol::{McpCaller, ToolMsg, ToolResult};
 
 pub struct ToolWorker;
 
@@ -27,6 +27,8 @@ pub struct WorkerState {
     ctx: ToolCtx,
     /// Whether (and how much of) arguments and results go on spans.
     capture_content: Option<usize>,
+    /// How long a question to the person waits (an MCP server's too).
+    ask_timeout: std::time::Duration,
 }
 
 /// The specs of a tool list, in order, for the model. Unknown names are skipped (config
@@ -58,6 +60,7 @@ impl Actor for ToolWorker {
             tools,
             ctx: args.ctx,
             capture_content: args.settings.capture_content,
+            ask_timeout: args.settings.ask_timeout,
         })
     }
 
@@ -89,9 +92,19 @@ impl Actor for ToolWorker {
                     );
                 }
                 let started = Instant::now();
+                if let Some(link) = state.ctx.flow.as_mut() {
+                    link.for_call(&inv.call.id);
+                }
                 if let Some(route) = &inv.mcp {
+                    let caller = state.ctx.flow.clone().map(|link| McpCaller {
+                        link,
+                        llm: state.ctx.llm.clone(),
+                        workspace: state.ctx.workspace.clone(),
+                        ask_timeout: state.ask_timeout,
+                        span: span.clone(),
+                    });
                     let called = route
-                        .call(inv.args, traceparent(&span))
+                        .call(inv.args, traceparent(&span), caller)
                         .instrument(span.clone())
                         .await;
                     let (ok, output, images) = match called {
@@ -124,9 +137,6 @@ impl Actor for ToolWorker {
                     });
                     return Ok(());
                 };
-                if let Some(link) = state.ctx.flow.as_mut() {
-                    link.for_call(&inv.call.id);
-                }
                 state.ctx.step = inv.step;
                 let result = match tool
                     .call(inv.args, &state.ctx)

@@ -226,6 +226,7 @@ export function showRun(main, id, failed) {
       { class: "card question", data: { question: q.id }, onsubmit: send },
       h("h3", {}, `${q.agent} asks`),
       h("p", { class: "text" }, q.inquire),
+      q.form ? folded(pretty(JSON.stringify(q.form)), "form", "the answer must meet this schema (answer with that JSON, or decline or cancel)") : null,
       h("div", { class: "row" }, answer, h("button", { type: "submit" }, "Answer")),
       error,
     );
@@ -396,6 +397,9 @@ export function showRun(main, id, failed) {
       }
       case "compacted":
         entry(i, h("p", { class: "muted" }, `memory compacted: ${e.tokens_before} → ${e.tokens_after} tokens (${e.pruned} outputs pruned, ${e.folded} messages summarised)`));
+        break;
+      case "tool_progress":
+        if (i != null) entry(i, h("p", { class: "muted" }, `progress ${e.progress}${e.total != null ? ` of ${e.total}` : ""}${e.message ? `: ${e.message}` : ""}`));
         break;
       case "question":
         if (i != null) entry(i, h("p", { class: "muted" }, `asked: ${e.inquire}`));
