@@ -4,7 +4,8 @@
 //! re-asked, declined, cancelled, with no person, and across a SIGKILL of the service;
 //! sampling allowed (counted in the flow's usage), denied and held for approval; the
 //! workspace as the root; resources listed and read; progress as flow events and a
-//! cancelled step's call cancelled at the server.
+//! cancelled step's call cancelled at the server; a multi-round-trip call (2026-07-28)
+//! whose input-required result is asked and the call sent again.
 
 use crate::mcp::{mcp_config, mcp_config_text, peer_server_script, peers};
 use crate::support;
@@ -517,4 +518,39 @@ async fn a_cancelled_step_cancels_the_servers_call() {
     .expect("the server heard the cancellation");
     rt.shutdown().await;
     assert_eq!(noted, "cancelled 60\n");
+}
+
+/// A server speaking 2026-07-28 answers a call with an input-required result (the Python
+/// SDK does, for a tool whose argument is elicited): the question reaches the person as any
+/// elicitation does, and the call is sent again with the answer, which the tool then gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_round_trip_call_is_asked_and_sent_again() {
+    let server = ScriptedLlm::start().await;
+    server.push_all([Reply::tool("mcp_asking_paint", json!({})), done("painted")]);
+    let dir = Scratch::new("mcp-mrtr");
+    let notes = dir.path().join("notes.txt");
+    let config = mcp_config(&server, &dir, asking_peer(&notes));
+    let (rt, mut flow) = start_single(config, "paint the wall").await;
+    let (id, inquire, form) = question(&mut flow).await;
+    assert!(
+        inquire.contains("Which colour should the wall be?"),
+        "{inquire}"
+    );
+    assert_eq!(form.expect("the schema")["required"], json!(["colour"]));
+    flow.answer(id, "teal");
+    let outcome = flow.outcome().await;
+    rt.shutdown().await;
+    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
+    assert!(
+        observation(&server, 0).contains("painted teal"),
+        "{}",
+        observation(&server, 0)
+    );
+    // The session speaks 2026-07-28, so the SDK asked by an input-required result (a
+    // standalone request on older protocols); the call came again with the answer.
+    let rounds = std::fs::read_to_string(&notes).unwrap();
+    assert_eq!(
+        rounds, "paint round 2026-07-28\npaint round 2026-07-28\n",
+        "one round asked, the next brought the answer"
+    );
 }

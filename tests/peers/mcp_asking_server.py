@@ -3,14 +3,20 @@ official Python SDK, for what the reference server does not show.
 
 `slow` reports progress once a second for `seconds` seconds; when the client cancels the
 call, it writes `cancelled <seconds>` to the file named by $MANUS_PEER_NOTES, so a test can
-see the cancellation reached the server. Logs go to stderr; stdout is the protocol.
+see the cancellation reached the server. `paint` needs a colour from the person, which the
+SDK asks for the way the negotiated protocol says: on 2026-07-28, as an input-required
+result the client answers by sending the call again (a multi-round-trip request); each
+round writes `paint round <protocol version>` to the notes. Logs go to stderr; stdout is
+the protocol.
 """
 
 import os
+from typing import Annotated
 
 import anyio
+from pydantic import BaseModel
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 
 server = MCPServer("manus-rt-asking-peer")
 
@@ -27,6 +33,26 @@ async def slow(seconds: int, ctx: Context) -> str:
         with open(os.environ["MANUS_PEER_NOTES"], "a") as notes:
             notes.write(f"cancelled {seconds}\n")
         raise
+
+
+class Colour(BaseModel):
+    colour: str
+
+
+def note(line: str) -> None:
+    with open(os.environ["MANUS_PEER_NOTES"], "a") as notes:
+        notes.write(line + "\n")
+
+
+def which_colour(ctx: Context) -> Elicit[Colour]:
+    note(f"paint round {ctx.protocol_version}")
+    return Elicit("Which colour should the wall be?", Colour)
+
+
+@server.tool()
+async def paint(colour: Annotated[Colour, Resolve(which_colour)]) -> str:
+    """Paint the wall, in a colour the person chooses."""
+    return f"painted {colour.colour}"
 
 
 if __name__ == "__main__":

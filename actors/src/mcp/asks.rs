@@ -6,6 +6,9 @@
 //! call in flight, and is declined when calls of several flows are in flight (MCP does not
 //! say which call a request belongs to on every transport). A call's own run (`call`) keeps
 //! its caller here while it lasts and cancels it at the server if its caller goes away.
+//! A server speaking 2026-07-28 may instead answer a call with an input-required result
+//! (a multi-round-trip request): its requests are answered here the same way, and the call
+//! is sent again with the answers and the server's request state, up to `ROUNDS` times.
 
 // Sampling and roots are deprecated by the 2026-07-28 revision (SEP-2577), but servers that
 // speak 2025-11-25 still send them.
@@ -21,8 +24,8 @@ use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ListRootsResult, ProgressNotificationParam, ProgressToken, RequestMetaObject, Root,
-    ServerResult,
+    InputRequest, InputRequests, InputResponses, ListRootsResult, ProgressNotificationParam,
+    ProgressToken, RequestMetaObject, Root, ServerResult,
 };
 use serde_json::{Value, json};
 
@@ -45,6 +48,8 @@ pub enum Sampling {
 
 /// How many answers a form may get that do not meet its schema before it is cancelled.
 const TRIES: usize = 3;
+/// How many times one call may come back asking for input before it is given up.
+const ROUNDS: usize = 10;
 
 /// The calls in flight on one server, by progress token, and the root last offered.
 #[derive(Default)]
@@ -315,39 +320,78 @@ fn sampling_messages(wire: &Value) -> Vec<crate::llm::Message> {
 /// its caller went away first (the call is then cancelled at the server).
 pub type Called = Option<Result<rmcp::model::CallToolResult, Result<ServiceError, ()>>>;
 
+/// Whose server a call goes to, and what it may ask of the flow.
+#[derive(Clone, Copy)]
+pub struct Asked<'a> {
+    pub server: &'a str,
+    pub sampling: Sampling,
+}
+
 /// Send a tool call with `meta`, keep its caller in `calls` (under the request's progress
-/// token) while it runs, and wait for its result, its limit or its caller's leaving.
+/// token) while it runs, and wait for its result, its limit or its caller's leaving. An
+/// input-required answer is answered (as `asked` allows) and the call sent again.
+#[allow(clippy::too_many_arguments)]
 pub async fn call(
     peer: &rmcp::Peer<RoleClient>,
     calls: &Arc<Calls>,
-    params: CallToolRequestParams,
+    mut params: CallToolRequestParams,
     meta: RequestMetaObject,
     caller: Option<Box<crate::protocol::McpCaller>>,
     limit: Duration,
     reply: &ractor::RpcReplyPort<Result<McpOutput, String>>,
+    asked: Asked<'_>,
 ) -> Called {
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let options = PeerRequestOptions::no_options().with_meta(meta);
-    let handle = match peer.send_request_with_option(request, options).await {
-        Ok(handle) => handle,
-        Err(e) => return Some(Err(Ok(e))),
-    };
-    let (token, id) = (handle.progress_token.clone(), handle.id.clone());
-    let roots_moved = caller.is_some_and(|c| calls.begin(&token, *c));
-    if roots_moved {
-        let _ = peer.notify_roots_list_changed().await;
-    }
-    // The caller (a tool worker) is gone when its step was cancelled or timed out.
-    let gone = async {
-        while !reply.is_closed() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..ROUNDS {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+        let options = PeerRequestOptions::no_options().with_meta(meta.clone());
+        let handle = match peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            Err(e) => return Some(Err(Ok(e))),
+        };
+        let (token, id) = (handle.progress_token.clone(), handle.id.clone());
+        let roots_moved = caller.clone().is_some_and(|c| calls.begin(&token, *c));
+        if roots_moved {
+            let _ = peer.notify_roots_list_changed().await;
         }
-    };
-    let answered = tokio::select! {
-        r = tokio::time::timeout(limit, handle.await_response()) => Some(r),
-        _ = gone => None,
-    };
-    calls.done(&token);
+        // The caller (a tool worker) is gone when its step was cancelled or timed out.
+        let gone = async {
+            while !reply.is_closed() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
+        let answered = tokio::select! {
+            r = tokio::time::timeout(limit, handle.await_response()) => Some(r),
+            _ = gone => None,
+        };
+        let needs = match answered {
+            Some(Ok(Ok(ServerResult::InputRequiredResult(needs)))) => needs,
+            answered => {
+                calls.done(&token);
+                return ended(peer, answered, id).await;
+            }
+        };
+        // Answered while the call is still the caller's, so the questions reach its flow.
+        let answers = fulfil(calls, asked, needs.input_requests.unwrap_or_default()).await;
+        calls.done(&token);
+        match answers {
+            Ok(answers) => {
+                params.input_responses = (!answers.is_empty()).then_some(answers);
+                params.request_state = needs.request_state;
+            }
+            Err(e) => return Some(Err(Ok(ServiceError::McpError(e)))),
+        }
+    }
+    Some(Err(Ok(ServiceError::InputRequiredRoundsExceeded {
+        max_rounds: ROUNDS,
+    })))
+}
+
+/// What became of a call whose answer is not a request for input.
+async fn ended(
+    peer: &rmcp::Peer<RoleClient>,
+    answered: Option<Result<Result<ServerResult, ServiceError>, tokio::time::error::Elapsed>>,
+    id: rmcp::model::RequestId,
+) -> Called {
     match answered {
         Some(Ok(Ok(ServerResult::CallToolResult(result)))) => Some(Ok(result)),
         Some(Ok(Ok(_))) => Some(Err(Ok(ServiceError::UnexpectedResponse))),
@@ -361,6 +405,33 @@ pub async fn call(
             None
         }
     }
+}
+
+/// The answers to a multi-round-trip call's requests, each given as the same request sent
+/// on its own would get (one at a time, so a person sees one question after another).
+async fn fulfil(
+    calls: &Calls,
+    asked: Asked<'_>,
+    requests: InputRequests,
+) -> Result<InputResponses, McpError> {
+    let mut answers = InputResponses::new();
+    for (key, request) in requests {
+        let answer = match request {
+            InputRequest::Elicitation(r) => json!(elicit(calls, asked.server, r.params).await),
+            InputRequest::CreateMessage(r) => {
+                json!(sample(calls, asked.server, asked.sampling, r.params).await?)
+            }
+            InputRequest::ListRoots(_) => json!(calls.roots()),
+            _ => {
+                return Err(McpError::invalid_request(
+                    format!("input request `{key}` is of a kind this client does not answer"),
+                    None,
+                ));
+            }
+        };
+        answers.insert(key, answer);
+    }
+    Ok(answers)
 }
 
 #[cfg(test)]

@@ -19,12 +19,15 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
-    ProgressNotificationParam, RequestMetaObject, SubscriptionFilterBuilder,
+    ProgressNotificationParam, ProtocolVersion, RequestMetaObject, SubscriptionFilterBuilder,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
+    ServiceError,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use tokio::io::AsyncBufReadExt;
 
 use super::asks::{self, Calls, Sampling};
@@ -161,8 +164,12 @@ impl Actor for McpConnection {
                     return Ok(());
                 };
                 let peer = session.peer().clone();
-                let (generation, server, calls) =
-                    (st.generation, st.spec.id.clone(), st.calls.clone());
+                let (generation, server, calls, sampling) = (
+                    st.generation,
+                    st.spec.id.clone(),
+                    st.calls.clone(),
+                    st.spec.sampling,
+                );
                 // A question to the person may hold the call as long as one may wait.
                 let asking = caller.as_ref().map_or(Duration::ZERO, |c| c.ask_timeout);
                 let limit = st.spec.call_timeout.saturating_add(asking);
@@ -175,8 +182,12 @@ impl Actor for McpConnection {
                 // the result: list them again before the next round.
                 st.tools = None;
                 tokio::spawn(async move {
+                    let asked = asks::Asked {
+                        server: &server,
+                        sampling,
+                    };
                     let called =
-                        asks::call(&peer, &calls, params, meta, caller, limit, &reply).await;
+                        asks::call(&peer, &calls, params, meta, caller, limit, &reply, asked).await;
                     let result = match called {
                         Some(Ok(result)) => Ok(output::text(&result)),
                         None => Err(format!("the call to `{tool}` was cancelled")),
@@ -184,6 +195,12 @@ impl Actor for McpConnection {
                             "the MCP server `{server}` refused the call to `{tool}`: {}",
                             e.message
                         )),
+                        Some(Err(Ok(ServiceError::InputRequiredRoundsExceeded { max_rounds }))) => {
+                            Err(format!(
+                                "the MCP server `{server}` asked for input {max_rounds} times over \
+                                 the call to `{tool}` without finishing it; the call was given up"
+                            ))
+                        }
                         Some(Err(Ok(e))) => {
                             let why = format!("the connection broke during the call ({e})");
                             let _ = myself.cast(McpMsg::Lost {
@@ -408,6 +425,16 @@ impl ConnState {
     }
 }
 
+/// How a session starts: by `server/discover` and the 2026-07-28 protocol (stateless
+/// requests, multi-round-trip calls), falling back to `initialize` and 2025-11-25 for a
+/// server that does not know it.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
 /// Open a session over the server's transport.
 async fn start(
     spec: &McpServerSpec,
@@ -432,7 +459,10 @@ async fn start(
                     }
                 });
             }
-            listener.serve(child).await.map_err(|e| failed(&e))
+            listener
+                .serve_with_lifecycle(child, lifecycle())
+                .await
+                .map_err(|e| failed(&e))
         }
         McpTransport::StreamableHttp { url, headers } => {
             let mut custom = std::collections::HashMap::new();
@@ -447,11 +477,17 @@ async fn start(
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             let transport =
                 StreamableHttpClientTransport::with_client(crate::tls::client(), config);
-            listener.serve(transport).await.map_err(|e| failed(&e))
+            listener
+                .serve_with_lifecycle(transport, lifecycle())
+                .await
+                .map_err(|e| failed(&e))
         }
         McpTransport::Sse { url, headers } => {
             let transport = sse::connect(url, headers).await?;
-            listener.serve(transport).await.map_err(|e| failed(&e))
+            listener
+                .serve_with_lifecycle(transport, lifecycle())
+                .await
+                .map_err(|e| failed(&e))
         }
     }
 }
