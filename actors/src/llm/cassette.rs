@@ -31,6 +31,9 @@ pub struct Exchange {
     /// reads them from the answer as the run did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<String>,
+    /// The wire API the answer is in (a `Provider`'s name; absent: Chat Completions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
 }
 
 /// A recorded answer, as a replay serves it.
@@ -39,6 +42,8 @@ pub struct Replayed {
     pub response: Value,
     /// The exchange's `tool_calls` mode.
     pub tool_calls: Option<String>,
+    /// The exchange's `api`.
+    pub api: Option<String>,
 }
 
 /// A loaded cassette, or a per-case template that `manus-rt eval` fills.
@@ -196,6 +201,7 @@ impl Cassette {
         Ok(Replayed {
             response: ex.response.clone(),
             tool_calls: ex.tool_calls.clone(),
+            api: ex.api.clone(),
         })
     }
 }
@@ -283,8 +289,15 @@ impl Recorder {
     }
 
     /// Append one exchange; returns once it is on disk. `request` is the body as sent
-    /// (JSON text); `answer` the answer as received; `tool_calls` the mode, if not native.
-    pub async fn record(&self, request: &[u8], answer: Answered<'_>, tool_calls: Option<&str>) {
+    /// (JSON text); `answer` the answer as received; `tool_calls` the mode, if not native;
+    /// `api` the wire API, if not Chat Completions.
+    pub async fn record(
+        &self,
+        request: &[u8],
+        answer: Answered<'_>,
+        tool_calls: Option<&str>,
+        api: Option<&str>,
+    ) {
         let one_line = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace(['\n', '\r'], " ");
         let line = match answer {
             Answered::Whole(bytes) => format!(
@@ -298,15 +311,17 @@ impl Recorder {
                 Value::String(String::from_utf8_lossy(raw).into_owned())
             ),
         };
-        let line = match tool_calls {
-            // Closed by the object's own brace.
-            Some(mode) => format!(
-                "{},\"tool_calls\":{}}}",
-                &line[..line.len() - 1],
-                Value::from(mode)
-            ),
-            None => line,
-        };
+        let mut line = line;
+        for (key, value) in [("tool_calls", tool_calls), ("api", api)] {
+            if let Some(value) = value {
+                // Closed by the object's own brace.
+                line = format!(
+                    "{},\"{key}\":{}}}",
+                    &line[..line.len() - 1],
+                    Value::from(value)
+                );
+            }
+        }
         let (tx, rx) = oneshot::channel();
         if self.tx.send((line, tx)).is_ok() {
             let _ = rx.await;
@@ -373,7 +388,7 @@ mod tests {
         let rec = Recorder::create(&path).unwrap();
         // Numbers a parse and print would change, and line breaks between tokens.
         let whole = b"{\"choices\": [{\"message\": {\"content\": \"a\\nb\"}}],\n \"score\": 0.10, \"big\": 1e2}";
-        rec.record(br#"{"model":"m"}"#, Answered::Whole(whole), None)
+        rec.record(br#"{"model":"m"}"#, Answered::Whole(whole), None, None)
             .await;
         let raw = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\r\n\r\ndata: [DONE]\n\n";
         let completion = json!({"choices": [{"message": {"content": "hi"}}]});
@@ -384,6 +399,7 @@ mod tests {
                 raw,
             },
             Some("text"),
+            None,
         )
         .await;
         let text = std::fs::read_to_string(&path).unwrap();
