@@ -361,3 +361,180 @@ async fn the_probe_tells_what_the_real_server_supports() {
         assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
     }
 }
+
+/// A client of the server's Anthropic Messages endpoint.
+fn anthropic_client(url: &str, extra: &str) -> LlmClient {
+    let text = llama::anthropic_config_text(url, extra, "");
+    let config = Config::from_text(&text, "llama-anthropic-test", None).unwrap();
+    LlmClient::new(config.llm["default"].clone(), LazyHttp::default(), None)
+}
+
+/// Over Anthropic's Messages API (`/v1/messages`), streamed and whole: the server takes
+/// the system prompt, the tools, a `tool_use` turn and its `tool_result` as sent, answers
+/// the turn after them, and its usage (prompt-cache reads among the input) is counted.
+#[tokio::test]
+async fn the_anthropic_messages_api_takes_a_tool_history_and_counts_usage() {
+    let Some(url) = llama::url() else { return };
+    let system = Message::system("You are a helpful assistant. Use the tools you are given.");
+    let ask = Message::user("What is the weather in Paris?");
+    let (made, result) = weather_called();
+    for stream in [true, false] {
+        let client = anthropic_client(&url, &format!("stream = {stream}"));
+        let heard = std::sync::Mutex::new(Vec::<String>::new());
+        let answer = client
+            .chat_with(
+                &ChatRequest {
+                    messages: vec![&system, &ask, &made, &result],
+                    tools: weather_tool(),
+                    tool_choice: ToolChoice::Auto,
+                },
+                &|piece| heard.lock().unwrap().push(piece.to_string()),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("stream = {stream}: {e}"));
+        let heard = heard.into_inner().unwrap();
+        assert_eq!(heard.concat(), answer.message.text(), "stream = {stream}");
+        if stream {
+            assert!(heard.len() > 1, "not streamed: {heard:?}");
+        }
+        assert!(
+            answer.id.starts_with("chatcmpl") && !answer.model.is_empty(),
+            "{answer:?}"
+        );
+        assert!(answer.finish_reason.is_some(), "{answer:?}");
+        let u = answer.usage;
+        assert!(u.prompt_tokens > 0 && u.completion_tokens > 0, "{u:?}");
+        assert!(u.cache_read_tokens <= u.prompt_tokens, "{u:?}");
+    }
+}
+
+/// A text-only model's server refuses an image sent as an Anthropic image block, once and
+/// named, as over Chat Completions.
+#[tokio::test]
+async fn an_image_block_sent_to_a_text_only_model_is_refused_once_and_named() {
+    let Some(url) = llama::url() else { return };
+    let client = anthropic_client(&url, "max_retries = 3");
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let look = Message::user_with_images(
+        "What is in this picture?",
+        [format!("data:image/png;base64,{png}")],
+    );
+    let e = client
+        .chat(&ChatRequest {
+            messages: vec![&look],
+            tools: ToolSet::default(),
+            tool_choice: ToolChoice::Auto,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, LlmErrorKind::ImagesUnsupported, "{}", e.message);
+    assert!(!e.message.contains("gave up"), "retried: {}", e.message);
+}
+
+/// `run-flow` over the Messages API with tools (described in text: SmolLM2 writes no
+/// native calls, and llama-server's Messages endpoint takes no JSON schema) ends with an
+/// honest status, its model calls counted; recorded with `--record`, the run replays from
+/// its cassette to the same outcome without the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flow_over_the_anthropic_api_runs_and_its_recording_replays() {
+    let Some(url) = llama::url() else { return };
+    let dir = Scratch::new("llama-anthropic-flow");
+    let extra = format!(
+        "[runtime]\nworkspace = {:?}\n",
+        dir.workspace().display().to_string()
+    );
+    let config = dir.write_config(&llama::anthropic_config_text(
+        &url,
+        "tool_calls = \"text\"",
+        &extra,
+    ));
+    let cassette = dir.path().join("anthropic.jsonl");
+    let task = "Write the word hello into the file hello.txt";
+    let run = |config: std::path::PathBuf, record: bool| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"));
+        cmd.current_dir(dir.path())
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("RUST_LOG")
+            .kill_on_drop(true)
+            .arg("--config")
+            .arg(config)
+            .args(["run-flow", task, "--json"]);
+        if record {
+            cmd.arg("--record").arg(&cassette);
+        }
+        cmd.output()
+    };
+    let out = run(config, true).await.unwrap();
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no outcome ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let status = outcome["status"].as_str().unwrap();
+    assert_eq!(
+        out.status.code() == Some(0),
+        status == "completed",
+        "{outcome}"
+    );
+    let calls = outcome["usage"]["calls"].as_u64().unwrap();
+    assert!(calls > 0 && outcome["usage"]["prompt_tokens"].as_u64() > Some(0));
+    let recorded = std::fs::read_to_string(&cassette).unwrap();
+    assert_eq!(recorded.lines().count() as u64, calls, "one line per call");
+    assert!(
+        recorded
+            .lines()
+            .all(|l| l.contains("\"api\":\"anthropic\"")),
+        "{recorded}"
+    );
+
+    std::fs::remove_file(dir.workspace().join("hello.txt")).ok();
+    let replay = dir.write_config(&format!(
+        "[llm]\napi_type = \"replay\"\ncassette = {:?}\n\n[agents.manus]\nprofile = \"manus\"\n\
+         max_steps = 4\ntools = [\"str_replace_editor\", \"terminate\"]\n\n\
+         [flow]\nmax_step_retries = 0\n{extra}\n",
+        cassette.display().to_string()
+    ));
+    let again = run(replay, false).await.unwrap();
+    let replayed: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no outcome ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&again.stderr)
+        )
+    });
+    assert_eq!(replayed["status"], outcome["status"], "{replayed}");
+    assert_eq!(replayed["usage"]["calls"], outcome["usage"]["calls"]);
+    assert_eq!(
+        replayed["usage"]["completion_tokens"],
+        outcome["usage"]["completion_tokens"]
+    );
+    assert_eq!(replayed["plan"], outcome["plan"]);
+}
+
+/// `config check --probe` over the Messages API: the server answers and streams.
+#[tokio::test]
+async fn the_probe_works_over_the_anthropic_api() {
+    let Some(url) = llama::url() else { return };
+    let dir = Scratch::new("llama-anthropic-probe");
+    let config = dir.write_config(&llama::anthropic_config_text(&url, "", ""));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .kill_on_drop(true)
+        .arg("--config")
+        .arg(&config)
+        .args(["config", "check", "--probe"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for line in [
+        "Anthropic Messages model smollm2",
+        "answers        yes",
+        "streaming      yes",
+        "images         refused",
+    ] {
+        assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
+    }
+}

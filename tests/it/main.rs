@@ -24,6 +24,7 @@ mod llm_server_selftest;
 mod mcp;
 mod mcp_http;
 mod memory;
+mod providers;
 mod python;
 mod sandbox;
 mod serve;

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests and benchmarks; owns nothing but the module list.
 #![allow(dead_code)]
 
+pub mod anthropic_server;
 pub mod browser;
 pub mod cluster;
 pub mod llama;

@@ -206,14 +206,24 @@ impl Cassette {
     }
 }
 
+/// The text of a request's first user message, as `Message::text` reads it: its content,
+/// or its first text part (an image's message; an Anthropic user turn that holds several
+/// of our messages, the first one first).
 fn first_user_text(request: &Value) -> Option<&str> {
-    request
+    let content = request
         .get("messages")?
         .as_array()?
         .iter()
         .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?
-        .get("content")?
-        .as_str()
+        .get("content")?;
+    match content {
+        Value::Array(parts) => parts
+            .iter()
+            .find(|p| p.get("type").and_then(Value::as_str) == Some("text"))?
+            .get("text")?
+            .as_str(),
+        text => text.as_str(),
+    }
 }
 
 fn shorten(s: &str) -> String {
