@@ -1,7 +1,8 @@
 //! The provider seam's adapters against wire-faithful scripted servers, for what
 //! llama-server cannot show (`tests/it/llama.rs` has the real server): Anthropic's thinking
 //! signatures sent back verbatim, prompt-cache marks and the reads and writes counted and
-//! priced, a recorded Anthropic run replayed to the same answers, and its credentials.
+//! priced, a recorded Anthropic run replayed to the same answers, and its credentials; and
+//! Gemini altogether (thought signatures, the schema subset, safety blocks, replay).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use manus_rt::config::Config;
 use serde_json::{Value, json};
 
 use crate::support::anthropic_server::{KEY, ScriptedAnthropic};
+use crate::support::gemini_server::{self, Answer, ScriptedGemini};
 use crate::support::scenario::Scratch;
 
 /// The settings of an Anthropic profile at `server`, with `extra` in its `[llm]` table.
@@ -62,11 +64,18 @@ fn script_tool_loop(server: &ScriptedAnthropic) {
 /// Run the loop: ask, take the call (its message through a JSON round trip, as a run's
 /// memory keeps it), answer it; both responses.
 async fn tool_loop(client: &LlmClient) -> Result<(ChatResponse, ChatResponse), String> {
+    tool_loop_with(client, weather()).await
+}
+
+async fn tool_loop_with(
+    client: &LlmClient,
+    tools: ToolSet,
+) -> Result<(ChatResponse, ChatResponse), String> {
     let system = Message::system("You are a helpful assistant.");
     let ask = Message::user("What is the weather in Paris?");
     let request = |messages| ChatRequest {
         messages,
-        tools: weather(),
+        tools: tools.clone(),
         tool_choice: ToolChoice::Auto,
     };
     let first = client
@@ -278,4 +287,153 @@ async fn a_wrong_key_is_refused_as_the_credentials() {
     assert_eq!(e.kind, LlmErrorKind::Auth, "{}", e.message);
     assert!(e.message.contains("invalid x-api-key"), "{}", e.message);
     assert_eq!(server.requests().len(), 1);
+}
+
+fn gemini_client(server: &ScriptedGemini, extra: &str, recorder: Option<Recorder>) -> LlmClient {
+    let text = format!(
+        "[llm]\napi_type = \"gemini\"\nbase_url = \"{}\"\nmodel = \"gemini-test\"\n\
+         api_key = \"{}\"\nmax_retries = 0\n{extra}\n\n[agents.manus]\n",
+        server.url(),
+        gemini_server::KEY
+    );
+    let settings = Config::from_text(&text, "gemini-test", None).unwrap().llm["default"].clone();
+    LlmClient::new(settings, LazyHttp::default(), recorder)
+}
+
+/// A tool whose schema holds what Gemini's declarations refuse as written (`const`, a type
+/// list with null, `additionalProperties`, `$schema`): converted or left out, so the server
+/// takes it.
+fn strict_weather() -> ToolSet {
+    ToolSet::new(vec![ToolSpec {
+        name: "get_weather".into(),
+        description: "Get the current weather for a city.".into(),
+        parameters: json!({"$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object", "additionalProperties": false,
+            "properties": {"city": {"type": "string"}, "unit": {"const": "celsius"},
+                "days": {"type": ["integer", "null"]}},
+            "required": ["city"]}),
+    }])
+}
+
+fn script_gemini_loop(server: &ScriptedGemini) {
+    server.push(Answer::Parts(vec![
+        json!({"text": THOUGHT, "thought": true}),
+        json!({"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}),
+    ]));
+    server.push(Answer::Parts(vec![
+        json!({"text": "It is sunny in Paris."}),
+    ]));
+}
+
+/// A `functionCall` part goes back with its `thoughtSignature` exactly as issued, whole and
+/// streamed (the server refuses the turn otherwise, as Gemini 3 does), the tool's schema is
+/// cut to the subset Gemini takes, the result goes as a `functionResponse`, and the usage
+/// counts the thinking as output.
+#[tokio::test]
+async fn a_gemini_thought_signature_is_sent_back_verbatim() {
+    for stream in [false, true] {
+        let server = ScriptedGemini::start().await;
+        script_gemini_loop(&server);
+        let client = gemini_client(&server, &format!("stream = {stream}"), None);
+        let (first, second) = tool_loop_with(&client, strict_weather())
+            .await
+            .unwrap_or_else(|e| panic!("stream = {stream}: {e}"));
+        assert_eq!(first.message.reasoning_content.as_deref(), Some(THOUGHT));
+        assert_eq!(first.finish_reason.as_deref(), Some("tool_calls"));
+        let args: Value =
+            serde_json::from_str(&first.message.tool_calls[0].function.arguments).unwrap();
+        assert_eq!(args, json!({"city": "Paris"}));
+        assert_eq!(second.message.text(), "It is sunny in Paris.");
+        assert_eq!(second.finish_reason.as_deref(), Some("stop"));
+        assert!(first.usage.prompt_tokens > 0 && first.usage.completion_tokens > 7);
+
+        let requests = server.requests();
+        let method = if stream {
+            "gemini-test:streamGenerateContent"
+        } else {
+            "gemini-test:generateContent"
+        };
+        assert_eq!(requests[0].0, method);
+        let params = &requests[0].1["tools"][0]["functionDeclarations"][0]["parameters"];
+        assert_eq!(params["properties"]["unit"], json!({"enum": ["celsius"]}));
+        assert_eq!(
+            params["properties"]["days"],
+            json!({"type": "integer", "nullable": true})
+        );
+        let sent = &requests[1].1["contents"];
+        let signature = &server.signatures()[0];
+        assert_eq!(
+            sent[1]["parts"][1],
+            json!({"functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                "thoughtSignature": signature}),
+            "stream = {stream}: {sent}"
+        );
+        assert_eq!(
+            sent[2]["parts"][0],
+            json!({"functionResponse": {"name": "get_weather",
+                "response": {"content": "Sunny, 21 degrees."}}})
+        );
+        assert_eq!(
+            requests[1].1["systemInstruction"]["parts"][0]["text"],
+            "You are a helpful assistant."
+        );
+    }
+}
+
+/// A prompt Gemini blocks is a clear failure naming the reason, not an empty answer.
+#[tokio::test]
+async fn a_gemini_safety_block_is_a_clear_failure() {
+    for stream in [false, true] {
+        let server = ScriptedGemini::start().await;
+        server.push(Answer::Blocked("SAFETY"));
+        let hi = Message::user("hi");
+        let e = gemini_client(&server, &format!("stream = {stream}"), None)
+            .chat(&ChatRequest {
+                messages: vec![&hi],
+                tools: ToolSet::default(),
+                tool_choice: ToolChoice::Auto,
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            e.message.contains("Gemini blocked the prompt (SAFETY)"),
+            "stream = {stream}: {}",
+            e.message
+        );
+    }
+}
+
+/// A recorded Gemini run replays the same answers, signatures and all.
+#[tokio::test]
+async fn a_recorded_gemini_run_replays_the_same_answers() {
+    let dir = Scratch::new("gemini-record");
+    let path = dir.path().join("run.jsonl");
+    for stream in [false, true] {
+        let server = ScriptedGemini::start().await;
+        script_gemini_loop(&server);
+        let recorder = Recorder::create(&path).unwrap();
+        let live = gemini_client(&server, &format!("stream = {stream}"), Some(recorder));
+        let (a, b) = tool_loop_with(&live, strict_weather()).await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.lines().all(|l| l.ends_with(",\"api\":\"gemini\"}")),
+            "{text}"
+        );
+        let cassette = Arc::new(Cassette::load(&path).unwrap());
+        let mut replay = LlmClient::new(
+            Arc::new(LlmSettings::replay("default", cassette)),
+            LazyHttp::default(),
+            None,
+        );
+        manus_actors::llm::rewind([&mut replay], ReplayFrom::Start);
+        let (ra, rb) = tool_loop_with(&replay, strict_weather()).await.unwrap();
+        for (live, again) in [(a, ra), (b, rb)] {
+            assert_eq!(
+                serde_json::to_string(&again.message).unwrap(),
+                serde_json::to_string(&live.message).unwrap(),
+                "stream = {stream}"
+            );
+            assert_eq!(again.usage.total(), live.usage.total());
+        }
+    }
 }

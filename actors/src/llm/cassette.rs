@@ -206,20 +206,24 @@ impl Cassette {
     }
 }
 
-/// The text of a request's first user message, as `Message::text` reads it: its content,
-/// or its first text part (an image's message; an Anthropic user turn that holds several
-/// of our messages, the first one first).
+/// The text of a request's first user message (in `messages`, the Responses API's `input`
+/// or Gemini's `contents`), as `Message::text` reads it: its content, or its first text part
+/// (an image's message; an Anthropic user turn that holds several of our messages, the
+/// first one first).
 fn first_user_text(request: &Value) -> Option<&str> {
-    let content = request
-        .get("messages")?
+    let first = ["messages", "input", "contents"]
+        .iter()
+        .find_map(|key| request.get(*key))?
         .as_array()?
         .iter()
-        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?
-        .get("content")?;
-    match content {
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
+    match first.get("content").or_else(|| first.get("parts"))? {
         Value::Array(parts) => parts
             .iter()
-            .find(|p| p.get("type").and_then(Value::as_str) == Some("text"))?
+            .find(|p| {
+                let kind = p.get("type").and_then(Value::as_str);
+                matches!(kind, None | Some("text" | "input_text"))
+            })?
             .get("text")?
             .as_str(),
         text => text.as_str(),

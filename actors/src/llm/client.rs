@@ -129,6 +129,8 @@ impl LlmClient {
             gen_ai.response.finish_reasons = tracing::field::Empty,
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
             manus.cost = tracing::field::Empty,
             manus.llm.retries = tracing::field::Empty,
             gen_ai.input.messages = tracing::field::Empty,
@@ -153,6 +155,14 @@ impl LlmClient {
                 span.record("gen_ai.response.finish_reasons", reasons);
                 span.record("gen_ai.usage.input_tokens", r.usage.prompt_tokens);
                 span.record("gen_ai.usage.output_tokens", r.usage.completion_tokens);
+                if r.usage.cache_read_tokens > 0 {
+                    let read = r.usage.cache_read_tokens;
+                    span.record("gen_ai.usage.cache_read.input_tokens", read);
+                }
+                if r.usage.cache_write_tokens > 0 {
+                    let written = r.usage.cache_write_tokens;
+                    span.record("gen_ai.usage.cache_creation.input_tokens", written);
+                }
                 span.record("manus.cost", r.usage.cost);
                 if let Some(max) = s.capture_content {
                     let output = serde_json::to_string(&[&r.message]).unwrap_or_default();

@@ -1,5 +1,5 @@
 //! The LLM client: one seam for wire APIs (`provider`: OpenAI-compatible chat completions
-//! for OpenAI, Azure, Ollama, llama.cpp, vLLM, LM Studio; Anthropic's Messages API), replay
+//! for OpenAI, Azure, Ollama, llama.cpp, vLLM, LM Studio; Anthropic's Messages API; OpenAI's Responses API; Gemini), replay
 //! of recorded exchanges, recording, token counting and retries.
 //!
 //! `LlmClient` is a cheap clone handed to each actor that talks to a model. It holds no
@@ -12,8 +12,10 @@ mod cassette;
 mod client;
 #[cfg(test)]
 mod fuzz;
+mod gemini;
 mod http;
 mod provider;
+mod responses;
 mod retry;
 mod settings;
 mod stream;

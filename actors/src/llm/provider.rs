@@ -5,7 +5,8 @@
 //! HTTP exchange, retries, timeouts, budgets, tracing, record and replay, the text and
 //! constrained tool-call modes) is the client's, written once above this seam.
 //!
-//! Adding a wire API is one module implementing `Provider` and one line in `PROVIDERS`.
+//! Adding a wire API is one module implementing `Provider` (declared in `mod.rs`) and one
+//! line in `PROVIDERS`.
 
 use serde_json::Value;
 
@@ -75,6 +76,8 @@ pub static PROVIDERS: &[&dyn Provider] = &[
     &super::wire::OPENAI,
     &super::wire::AZURE,
     &super::anthropic::ANTHROPIC,
+    &super::responses::RESPONSES,
+    &super::gemini::GEMINI,
 ];
 
 /// The provider `api_type = name` means.
