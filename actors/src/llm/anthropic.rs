@@ -117,7 +117,7 @@ fn request(s: &LlmSettings, req: &ChatRequest<'_>, response_format: Option<&Valu
             json!({"role": role, "content": content})
         })
         .collect();
-    let tools: Vec<Value> = req
+    let mut tools: Vec<Value> = req
         .tools
         .iter()
         .map(
@@ -150,8 +150,6 @@ fn request(s: &LlmSettings, req: &ChatRequest<'_>, response_format: Option<&Valu
             body.insert("temperature".into(), s.temperature.min(1.0).into());
         }
     }
-    let mut system = system;
-    let mut tools = tools;
     if s.prompt_cache && long {
         // Tools come first in the cached prefix, then the system prompt: a mark on the last
         // of each caches the tools alone (shared by prompts that differ) and both together.
