@@ -5,7 +5,9 @@
 //! they crossed the wire (a whole answer's line breaks, which JSON allows only between
 //! tokens, written as spaces). A streamed answer is kept twice: `response` is the
 //! completion its pieces made, which replay serves, and `stream` the event stream as it
-//! came. Lines starting with `#` are comments. `--record FILE` writes one;
+//! came. A line whose answer is in another wire API than Chat Completions names it
+//! (`"api": "anthropic"`), and replay reads it with that provider. Lines starting with `#`
+//! are comments. `--record FILE` writes one;
 //! an `api_type = "replay"` profile serves one back, in order, so a run can be reproduced
 //! offline. Each flow replays from the start with its own cursor.
 
