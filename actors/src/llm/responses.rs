@@ -69,8 +69,13 @@ fn request(s: &LlmSettings, req: &ChatRequest<'_>, response_format: Option<&Valu
     let mut input: Vec<Value> = vec![];
     for m in &req.messages {
         match m.role {
-            Role::System => input.push(json!({"role": "system", "content": m.text()})),
-            Role::User => input.push(json!({"role": "user", "content": user_content(m)})),
+            // Typed, as servers stricter than OpenAI's demand of every item.
+            Role::System => {
+                input.push(json!({"type": "message", "role": "system", "content": m.text()}))
+            }
+            Role::User => {
+                input.push(json!({"type": "message", "role": "user", "content": user_content(m)}))
+            }
             Role::Tool => input.push(json!({"type": "function_call_output",
                 "call_id": m.tool_call_id.as_deref().unwrap_or_default(),
                 "output": m.text()})),
@@ -84,7 +89,8 @@ fn request(s: &LlmSettings, req: &ChatRequest<'_>, response_format: Option<&Valu
                     input.extend(items.iter().cloned());
                 }
                 if !m.text().is_empty() {
-                    input.push(json!({"role": "assistant", "content": m.text()}));
+                    input
+                        .push(json!({"type": "message", "role": "assistant", "content": m.text()}));
                 }
                 for call in &m.tool_calls {
                     input.push(json!({"type": "function_call", "call_id": call.id,
