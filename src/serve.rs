@@ -65,6 +65,9 @@ struct Metrics {
     llm_calls: AtomicU64,
     prompt_tokens: AtomicU64,
     completion_tokens: AtomicU64,
+    /// Of the prompt tokens, those read from and written to a provider's prompt cache.
+    cache_read_tokens: AtomicU64,
+    cache_write_tokens: AtomicU64,
     tool_ok: AtomicU64,
     tool_error: AtomicU64,
     questions: AtomicU64,
@@ -82,6 +85,10 @@ impl Metrics {
                     .fetch_add(usage.prompt_tokens, Ordering::Relaxed);
                 self.completion_tokens
                     .fetch_add(usage.completion_tokens, Ordering::Relaxed);
+                self.cache_read_tokens
+                    .fetch_add(usage.cache_read_tokens, Ordering::Relaxed);
+                self.cache_write_tokens
+                    .fetch_add(usage.cache_write_tokens, Ordering::Relaxed);
                 self.cost_micros
                     .fetch_add((usage.cost * 1e6).round() as u64, Ordering::Relaxed);
             }
@@ -782,6 +789,35 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
             &[("", store.statements().to_string())],
         );
     }
+    if let Some(runtime) = app.runtime.read().await.as_ref() {
+        let profiles: Vec<(String, String)> = runtime
+            .config()
+            .llm
+            .iter()
+            .map(|(name, l)| {
+                let provider = match l.api_type {
+                    manus_actors::llm::ApiType::Http(p) => p.provider_name(),
+                    manus_actors::llm::ApiType::Replay => "manus.replay",
+                };
+                let labels = format!(
+                    "{{profile={name:?},provider=\"{provider}\",api_type=\"{}\",model={:?}}}",
+                    l.api_type.name(),
+                    l.model
+                );
+                (labels, "1".to_string())
+            })
+            .collect();
+        let profiles: Vec<(&str, String)> = profiles
+            .iter()
+            .map(|(l, v)| (l.as_str(), v.clone()))
+            .collect();
+        metric(
+            "manus_llm_profile_info",
+            "gauge",
+            "The LLM profiles: each one's provider (gen_ai.provider.name), wire API and model.",
+            &profiles,
+        );
+    }
     metric(
         "manus_llm_calls_total",
         "counter",
@@ -795,6 +831,8 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         &[
             ("{kind=\"prompt\"}", n(&m.prompt_tokens)),
             ("{kind=\"completion\"}", n(&m.completion_tokens)),
+            ("{kind=\"cache_read\"}", n(&m.cache_read_tokens)),
+            ("{kind=\"cache_write\"}", n(&m.cache_write_tokens)),
         ],
     );
     metric(

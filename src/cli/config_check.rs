@@ -45,8 +45,7 @@ fn describe(c: &Config) -> String {
             "no key"
         };
         let api = match l.api_type {
-            ApiType::OpenAi => "OpenAI-compatible",
-            ApiType::Azure => "Azure OpenAI",
+            ApiType::Http(p) => p.label(),
             ApiType::Replay => "replayed",
         };
         s.push_str(&format!(

@@ -58,8 +58,12 @@ const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 /// How following a flow ended: the flow ended, or it waits for approvals no one here can
 /// give, and was left for `manus-rt approvals` and `resume`.
 pub enum Followed {
-    Ended(FlowOutcome),
-    Paused { run_id: String, waiting: usize },
+    /// Boxed: an outcome is far larger than a pause.
+    Ended(Box<FlowOutcome>),
+    Paused {
+        run_id: String,
+        waiting: usize,
+    },
 }
 
 impl Followed {
@@ -220,7 +224,7 @@ pub async fn follow(mut flow: FlowHandle, json: bool, on_approval: OnApproval) -
             }
         );
     }
-    Followed::Ended(outcome)
+    Followed::Ended(Box::new(outcome))
 }
 
 /// Hand the flow a decision made here, saying so when another one was recorded first

@@ -244,16 +244,6 @@ pub(super) struct TelemetryToml {
     pub(super) content_max_chars: Option<Spanned<i64>>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub(super) enum ApiTypeToml {
-    Openai,
-    Azure,
-    Ollama,
-    Llamacpp,
-    Replay,
-}
-
 /// `[agents.NAME] action`: tool calls or Python cells (see `manus_actors::agent::Action`).
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -317,7 +307,7 @@ macro_rules! llm_keys {
 }
 
 llm_keys! {
-    api_type: ApiTypeToml,
+    api_type: Spanned<String>,
     base_url: Spanned<String>,
     model: Spanned<String>,
     api_key: Spanned<String>,
@@ -335,6 +325,10 @@ llm_keys! {
     tool_calls: ToolCallsToml,
     stream: bool,
     total_timeout_secs: Spanned<i64>,
+    cache_read_price_per_mtok: Spanned<f64>,
+    cache_write_price_per_mtok: Spanned<f64>,
+    prompt_cache: bool,
+    thinking_tokens: Spanned<i64>,
 }
 
 /// `[llm]`: the default profile's keys, and `[llm.NAME]` tables for named profiles.

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use manus_actors::llm::{ApiType, CallMode, LlmSettings, RetryPolicy};
+use manus_actors::llm::{ApiType, CallMode, LlmSettings, Provider, RetryPolicy};
 use toml::Spanned;
 
 use super::error::{Lines, Problem};
-use super::file::{ApiTypeToml, LlmSection, LlmToml, ToolCallsToml};
+use super::file::{LlmSection, LlmToml, ToolCallsToml};
 use super::values::{Bounds, Table, web_url};
 
 /// A profile as the file says it.
@@ -28,6 +28,55 @@ pub(super) enum LlmDraft {
         input_price_per_mtok: f64,
         output_price_per_mtok: f64,
     },
+}
+
+/// What `api_type` names: a provider, or replay. `ollama` and `llamacpp` are Chat
+/// Completions on a local server (its usual address, local timeouts and `auto` tool calls).
+#[derive(Clone, Copy)]
+enum Api {
+    Http {
+        provider: &'static dyn Provider,
+        local: Option<&'static str>,
+    },
+    Replay,
+}
+
+/// The `api_type` of a profile, or the problem naming what it may be.
+fn api_type(t: &LlmToml, table: &Table, lines: Lines) -> Result<Api, Problem> {
+    let Some(v) = &t.api_type else {
+        return Ok(Api::Http {
+            provider: manus_actors::llm::provider("openai").expect("openai is a provider"),
+            local: None,
+        });
+    };
+    let local = match v.get_ref().as_str() {
+        "replay" => return Ok(Api::Replay),
+        "ollama" => Some("http://127.0.0.1:11434/v1"),
+        "llamacpp" => Some("http://127.0.0.1:8080/v1"),
+        _ => None,
+    };
+    let name = if local.is_some() {
+        "openai"
+    } else {
+        v.get_ref()
+    };
+    match manus_actors::llm::provider(name) {
+        Some(provider) => Ok(Api::Http { provider, local }),
+        None => {
+            let key = table.key("api_type");
+            let mut names = manus_actors::llm::provider_names();
+            names.extend(["ollama", "llamacpp", "replay"]);
+            Err(Problem::at(
+                lines.of(v),
+                &key,
+                format!(
+                    "{key} = {:?} is not a wire API this build knows: use one of {}",
+                    v.get_ref(),
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
 }
 
 /// Every profile: `default` (`[llm]`) first, then the named ones in name order.
@@ -82,6 +131,8 @@ const MAX_INPUT_TOKENS: Bounds<i64> = Bounds::new(1, 100_000_000, " tokens");
 const TEMPERATURE: Bounds<f64> = Bounds::new(0.0, 2.0, "");
 /// Retries of a failed model call.
 const RETRIES: Bounds<i64> = Bounds::new(0, 20, " retries");
+/// Tokens a model may think for before its answer (Anthropic's minimum is 1024).
+const THINKING_TOKENS: Bounds<i64> = Bounds::new(1024, 1_000_000, " tokens");
 /// The price of a million tokens, in the unit the budget (`[flow] max_cost`) counts.
 const PRICE: Bounds<f64> = Bounds::new(0.0, 1_000_000.0, " per million tokens");
 
@@ -97,13 +148,29 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
     );
     let key = |k: &str| table.key(k);
     let problem = |k: &str, message: String| table.missing(k, message);
-    let api_type = t.api_type.unwrap_or(ApiTypeToml::Openai);
+    let api_type = api_type(t, &table, lines)?;
     let input_price_per_mtok = table
         .number(&t.input_price_per_mtok, "input_price_per_mtok", PRICE)?
         .unwrap_or(0.0);
     let output_price_per_mtok = table
         .number(&t.output_price_per_mtok, "output_price_per_mtok", PRICE)?
         .unwrap_or(0.0);
+    // Anthropic's ratios: a cache read costs a tenth of an input token, a write a quarter more.
+    let cache_read_price_per_mtok = table
+        .number(
+            &t.cache_read_price_per_mtok,
+            "cache_read_price_per_mtok",
+            PRICE,
+        )?
+        .unwrap_or(input_price_per_mtok * 0.1);
+    let cache_write_price_per_mtok = table
+        .number(
+            &t.cache_write_price_per_mtok,
+            "cache_write_price_per_mtok",
+            PRICE,
+        )?
+        .unwrap_or(input_price_per_mtok * 1.25);
+    let thinking_tokens = table.number(&t.thinking_tokens, "thinking_tokens", THINKING_TOKENS)?;
     let cassette = table.text(&t.cassette, "cassette", "a cassette's path")?;
     let model = table.text(&t.model, "model", "the model's name on the server")?;
     let api_key = table.text(&t.api_key, "api_key", "the key")?;
@@ -114,7 +181,7 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         table.number(&t.max_input_tokens, "max_input_tokens", MAX_INPUT_TOKENS)?;
     let temperature = table.number(&t.temperature, "temperature", TEMPERATURE)?;
     // A local server on a CPU may take minutes over one answer.
-    let local = matches!(api_type, ApiTypeToml::Ollama | ApiTypeToml::Llamacpp);
+    let local = matches!(api_type, Api::Http { local: Some(_), .. });
     let timeout = table.seconds(
         &t.timeout_secs,
         "timeout_secs",
@@ -126,31 +193,36 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         Duration::from_secs(if local { 3600 } else { 1800 }),
     )?;
     let max_retries = table.number(&t.max_retries, "max_retries", RETRIES)?;
-    if api_type == ApiTypeToml::Replay {
-        let cassette = cassette.ok_or_else(|| {
-            problem(
-                "cassette",
-                format!("{} is required when api_type = \"replay\"", key("cassette")),
-            )
-        })?;
-        return Ok(LlmDraft::Replay {
-            cassette,
-            key: key("cassette"),
-            input_price_per_mtok,
-            output_price_per_mtok,
-        });
-    }
-    let base_url = match (api_type, &t.base_url) {
-        (_, Some(u)) => web_url(u, &key("base_url"), lines)?,
-        (ApiTypeToml::Ollama, None) => "http://127.0.0.1:11434/v1".into(),
-        (ApiTypeToml::Llamacpp, None) => "http://127.0.0.1:8080/v1".into(),
-        (ApiTypeToml::Azure, None) => {
+    let (provider, local_url) = match api_type {
+        Api::Http { provider, local } => (provider, local),
+        Api::Replay => {
+            let cassette = cassette.ok_or_else(|| {
+                problem(
+                    "cassette",
+                    format!("{} is required when api_type = \"replay\"", key("cassette")),
+                )
+            })?;
+            return Ok(LlmDraft::Replay {
+                cassette,
+                key: key("cassette"),
+                input_price_per_mtok,
+                output_price_per_mtok,
+            });
+        }
+    };
+    let base_url = match (&t.base_url, local_url.or(provider.default_base_url())) {
+        (Some(u), _) => web_url(u, &key("base_url"), lines)?,
+        (None, Some(default)) => default.into(),
+        (None, None) => {
             return Err(problem(
                 "base_url",
-                format!("{} is required when api_type = \"azure\"", key("base_url")),
+                format!(
+                    "{} is required when api_type = \"{}\"",
+                    key("base_url"),
+                    provider.name()
+                ),
             ));
         }
-        _ => "https://api.openai.com/v1".into(),
     };
     let model = model.ok_or_else(|| {
         problem(
@@ -162,16 +234,14 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         )
     })?;
     let key_env = api_key_env.or_else(|| {
-        (api_type == ApiTypeToml::Openai && api_key.is_none()).then(|| "OPENAI_API_KEY".into())
+        (!local && api_key.is_none())
+            .then(|| provider.key_env().map(str::to_string))
+            .flatten()
     });
     let defaults = RetryPolicy::default();
     let settings = LlmSettings {
         profile: name.to_string(),
-        api_type: if api_type == ApiTypeToml::Azure {
-            ApiType::Azure
-        } else {
-            ApiType::OpenAi
-        },
+        api_type: ApiType::Http(provider),
         base_url,
         api_key,
         api_version,
@@ -188,6 +258,10 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
         },
         input_price_per_mtok,
         output_price_per_mtok,
+        cache_read_price_per_mtok,
+        cache_write_price_per_mtok,
+        prompt_cache: t.prompt_cache.unwrap_or(true),
+        thinking_tokens: thinking_tokens.map(|n| n as u32),
         capture_content: None,
         cassette: None,
         vision: t.vision.unwrap_or_else(|| sees_images(&model)),

@@ -487,6 +487,16 @@ const KEYS: &[(&str, &str, Accepts)] = {
         ("llm.x", "max_retries", Int(0, 20)),
         ("llm.x", "input_price_per_mtok", Float(0.0, 1e6)),
         ("llm.x", "output_price_per_mtok", Float(0.0, 1e6)),
+        ("llm.x", "cache_read_price_per_mtok", Float(0.0, 1e6)),
+        ("llm.x", "cache_write_price_per_mtok", Float(0.0, 1e6)),
+        ("llm.x", "thinking_tokens", Int(1024, 1_000_000)),
+        (
+            "llm.x",
+            "api_type",
+            Named(
+                "is not a wire API this build knows: use one of openai, azure, anthropic, openai-responses, gemini, ollama, llamacpp, replay",
+            ),
+        ),
         ("llm.x", "base_url", Url),
         ("llm.x", "model", Text),
         ("llm.x", "api_key", Text),

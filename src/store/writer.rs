@@ -999,7 +999,7 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: 5,
                 calls: 1,
-                cost: 0.0,
+                ..Default::default()
             },
             usage_by_agent: Default::default(),
             outcome: None,

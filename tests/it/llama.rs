@@ -361,3 +361,250 @@ async fn the_probe_tells_what_the_real_server_supports() {
         assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
     }
 }
+
+/// The wire APIs besides Chat Completions that llama-server serves.
+const OTHER_APIS: [&str; 2] = ["anthropic", "openai-responses"];
+
+/// The config text for the server's endpoint of `api` (Anthropic's base URL is the bare
+/// host, as its SDKs take it).
+fn api_config(api: &str, url: &str, llm_extra: &str, extra: &str) -> String {
+    match api {
+        "anthropic" => llama::anthropic_config_text(url, llm_extra, extra),
+        _ => llama::config_text_for(api, url, llm_extra, extra),
+    }
+}
+
+/// A client of the server's endpoint of `api`.
+fn api_client(api: &str, url: &str, extra: &str) -> LlmClient {
+    let config = Config::from_text(&api_config(api, url, extra, ""), "llama-api-test", None);
+    LlmClient::new(
+        config.unwrap().llm["default"].clone(),
+        LazyHttp::default(),
+        None,
+    )
+}
+
+/// Over Anthropic's Messages API (`/v1/messages`) and OpenAI's Responses API
+/// (`/v1/responses`), streamed and whole: the server takes the system prompt, the tools, a
+/// call and its result as each API writes them (`tool_use`/`tool_result` blocks;
+/// `function_call`/`function_call_output` items), answers the turn after them, and its
+/// usage (prompt-cache reads among the input) is counted.
+#[tokio::test]
+async fn the_messages_and_responses_apis_take_a_tool_history_and_count_usage() {
+    let Some(url) = llama::url() else { return };
+    let system = Message::system("You are a helpful assistant. Use the tools you are given.");
+    let ask = Message::user("What is the weather in Paris?");
+    let (made, result) = weather_called();
+    for (api, stream) in OTHER_APIS
+        .into_iter()
+        .flat_map(|api| [(api, true), (api, false)])
+    {
+        let client = api_client(api, &url, &format!("stream = {stream}"));
+        let heard = std::sync::Mutex::new(Vec::<String>::new());
+        let answer = client
+            .chat_with(
+                &ChatRequest {
+                    messages: vec![&system, &ask, &made, &result],
+                    tools: weather_tool(),
+                    tool_choice: ToolChoice::Auto,
+                },
+                &|piece| heard.lock().unwrap().push(piece.to_string()),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{api}, stream = {stream}: {e}"));
+        let heard = heard.into_inner().unwrap();
+        assert_eq!(
+            heard.concat(),
+            answer.message.text(),
+            "{api}, stream = {stream}"
+        );
+        if stream {
+            assert!(heard.len() > 1, "{api}: not streamed: {heard:?}");
+        }
+        assert!(
+            !answer.id.is_empty() && !answer.model.is_empty(),
+            "{api}: {answer:?}"
+        );
+        assert!(answer.finish_reason.is_some(), "{answer:?}");
+        let u = answer.usage;
+        assert!(u.prompt_tokens > 0 && u.completion_tokens > 0, "{u:?}");
+        assert!(u.cache_read_tokens <= u.prompt_tokens, "{u:?}");
+    }
+}
+
+/// A text-only model's server refuses an image sent as an Anthropic image block or a
+/// Responses input image, once and named, as over Chat Completions.
+#[tokio::test]
+async fn an_image_sent_over_the_other_apis_to_a_text_only_model_is_refused_once() {
+    let Some(url) = llama::url() else { return };
+    for api in OTHER_APIS {
+        let client = api_client(api, &url, "max_retries = 3");
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+        let look = Message::user_with_images(
+            "What is in this picture?",
+            [format!("data:image/png;base64,{png}")],
+        );
+        let e = client
+            .chat(&ChatRequest {
+                messages: vec![&look],
+                tools: ToolSet::default(),
+                tool_choice: ToolChoice::Auto,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.kind,
+            LlmErrorKind::ImagesUnsupported,
+            "{api}: {}",
+            e.message
+        );
+        assert!(!e.message.contains("gave up"), "retried: {}", e.message);
+    }
+}
+
+/// `run-flow` over the Messages API and the Responses API with tools (described in text:
+/// SmolLM2 writes no native calls, and llama-server's endpoints for these APIs take no JSON
+/// schema) ends with an honest status, its model calls counted; recorded with `--record`,
+/// the run replays from its cassette to the same outcome without the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flow_over_the_other_apis_runs_and_its_recording_replays() {
+    let Some(url) = llama::url() else { return };
+    let runs = OTHER_APIS.map(|api| tokio::spawn(flow_recorded_and_replayed(api, url.clone())));
+    for run in runs {
+        run.await.unwrap();
+    }
+}
+
+async fn flow_recorded_and_replayed(api: &'static str, url: String) {
+    let dir = Scratch::new(&format!("llama-{api}-flow"));
+    let otlp = crate::support::otlp::OtlpReceiver::start().await;
+    let extra = format!(
+        "[runtime]\nworkspace = {:?}\n",
+        dir.workspace().display().to_string()
+    );
+    let traced = format!(
+        "{extra}\n[telemetry]\notlp_endpoint = \"{}\"\n",
+        otlp.endpoint()
+    );
+    let config = dir.write_config(&api_config(api, &url, "tool_calls = \"text\"", &traced));
+    let cassette = dir.path().join("recorded.jsonl");
+    let task = "Write the word hello into the file hello.txt";
+    let run = |config: std::path::PathBuf, record: bool| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"));
+        cmd.current_dir(dir.path())
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("RUST_LOG")
+            .kill_on_drop(true)
+            .arg("--config")
+            .arg(config)
+            .args(["run-flow", task, "--json"]);
+        if record {
+            cmd.arg("--record").arg(&cassette);
+        }
+        cmd.output()
+    };
+    let out = run(config, true).await.unwrap();
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no outcome ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let status = outcome["status"].as_str().unwrap();
+    assert_eq!(
+        out.status.code() == Some(0),
+        status == "completed",
+        "{outcome}"
+    );
+    let calls = outcome["usage"]["calls"].as_u64().unwrap();
+    assert!(calls > 0 && outcome["usage"]["prompt_tokens"].as_u64() > Some(0));
+    // Every model call's span names the provider.
+    let chats: Vec<_> = otlp
+        .spans()
+        .into_iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    // (The run's end-of-run notes are a call of their own, not in the flow's usage.)
+    assert!(chats.len() as u64 >= calls, "{api}: {} spans", chats.len());
+    let provider = if api == "anthropic" {
+        "anthropic"
+    } else {
+        "openai"
+    };
+    for c in &chats {
+        assert_eq!(c.attr("gen_ai.provider.name"), Some(provider), "{api}");
+    }
+    let recorded = std::fs::read_to_string(&cassette).unwrap();
+    assert!(recorded.lines().count() as u64 >= calls, "a line per call");
+    assert!(
+        recorded
+            .lines()
+            .all(|l| l.contains("\"api\":\"anthropic\"")),
+        "{recorded}"
+    );
+
+    std::fs::remove_file(dir.workspace().join("hello.txt")).ok();
+    let replay = dir.write_config(&format!(
+        "[llm]\napi_type = \"replay\"\ncassette = {:?}\n\n[agents.manus]\nprofile = \"manus\"\n\
+         max_steps = 4\ntools = [\"str_replace_editor\", \"terminate\"]\n\n\
+         [flow]\nmax_step_retries = 0\n{extra}\n",
+        cassette.display().to_string()
+    ));
+    let again = run(replay, false).await.unwrap();
+    let replayed: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no outcome ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&again.stderr)
+        )
+    });
+    assert_eq!(replayed["status"], outcome["status"], "{api}: {replayed}");
+    println!("llama-server over {api}: {status}, {calls} model calls, replayed the same");
+    assert_eq!(replayed["usage"]["calls"], outcome["usage"]["calls"]);
+    assert_eq!(
+        replayed["usage"]["completion_tokens"],
+        outcome["usage"]["completion_tokens"]
+    );
+    // The same plan and steps, but for how long they took.
+    let steps = |o: &serde_json::Value| -> Vec<serde_json::Value> {
+        let mut steps = o["plan"]["steps"].as_array().unwrap().clone();
+        steps.iter_mut().for_each(|s| s["elapsed_ms"] = 0.into());
+        steps
+    };
+    assert_eq!(steps(&replayed), steps(&outcome), "{api}");
+}
+
+/// `config check --probe` over the Messages and Responses APIs: the server answers and
+/// streams, and refuses images.
+#[tokio::test]
+async fn the_probe_works_over_the_other_apis() {
+    let Some(url) = llama::url() else { return };
+    for (api, label) in OTHER_APIS
+        .into_iter()
+        .zip(["Anthropic Messages", "OpenAI Responses"])
+    {
+        let dir = Scratch::new(&format!("llama-{api}-probe"));
+        let config = dir.write_config(&api_config(api, &url, "", ""));
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
+            .current_dir(dir.path())
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .kill_on_drop(true)
+            .arg("--config")
+            .arg(&config)
+            .args(["config", "check", "--probe"])
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+        for line in [
+            &format!("{label} model smollm2"),
+            "answers        yes",
+            "streaming      yes",
+            "images         refused",
+        ] {
+            assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
+        }
+    }
+}

@@ -25,6 +25,7 @@ mod mcp;
 mod mcp_asks;
 mod mcp_http;
 mod memory;
+mod providers;
 mod python;
 mod sandbox;
 mod serve;

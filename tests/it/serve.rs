@@ -96,6 +96,12 @@ async fn a_flow_is_submitted_streamed_and_read_back() {
         metrics.contains(&format!("manus_llm_calls_total {calls}")),
         "{metrics}"
     );
+    assert!(
+        metrics.contains(
+            "manus_llm_profile_info{profile=\"default\",provider=\"openai\",api_type=\"openai\""
+        ),
+        "the provider is named: {metrics}"
+    );
 
     let (status, doc) = svc.get("/openapi.json").await;
     assert_eq!(status, 200);

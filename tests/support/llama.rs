@@ -26,8 +26,18 @@ pub fn url() -> Option<String> {
 /// (temperature 0) and briefly, and whose one agent is `manus` with the file tools only and
 /// few rounds; `llm_extra` is appended inside the `[llm]` table, `extra` after the rest.
 pub fn config_text(url: &str, llm_extra: &str, extra: &str) -> String {
+    config_text_for("llamacpp", url, llm_extra, extra)
+}
+
+/// `config_text` for the server's Anthropic Messages endpoint (`{root}/v1/messages`).
+pub fn anthropic_config_text(url: &str, llm_extra: &str, extra: &str) -> String {
+    config_text_for("anthropic", url.trim_end_matches("/v1"), llm_extra, extra)
+}
+
+/// `config_text` for the server's endpoint of `api_type` (its base URL `url`).
+pub fn config_text_for(api_type: &str, url: &str, llm_extra: &str, extra: &str) -> String {
     format!(
-        "[llm]\napi_type = \"llamacpp\"\nbase_url = \"{url}\"\nmodel = \"smollm2\"\n\
+        "[llm]\napi_type = \"{api_type}\"\nbase_url = \"{url}\"\nmodel = \"smollm2\"\n\
          temperature = 0.0\nmax_tokens = 256\n{llm_extra}\n\n\
          [agents.manus]\nprofile = \"manus\"\nmax_steps = 4\n\
          tools = [\"str_replace_editor\", \"terminate\"]\n\n\

@@ -1,8 +1,10 @@
 //! Shared helpers for the integration tests and benchmarks; owns nothing but the module list.
 #![allow(dead_code)]
 
+pub mod anthropic_server;
 pub mod browser;
 pub mod cluster;
+pub mod gemini_server;
 pub mod llama;
 pub mod llm_server;
 pub mod otlp;

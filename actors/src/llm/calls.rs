@@ -76,6 +76,7 @@ pub(super) fn shape(mode: CallMode, req: &ChatRequest<'_>) -> Shaped {
     let mut guided = false;
     for m in &req.messages {
         let mut m = Message {
+            provider_data: None,
             frozen: Default::default(),
             ..(*m).clone()
         };

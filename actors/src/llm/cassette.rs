@@ -5,7 +5,9 @@
 //! they crossed the wire (a whole answer's line breaks, which JSON allows only between
 //! tokens, written as spaces). A streamed answer is kept twice: `response` is the
 //! completion its pieces made, which replay serves, and `stream` the event stream as it
-//! came. Lines starting with `#` are comments. `--record FILE` writes one;
+//! came. A line whose answer is in another wire API than Chat Completions names it
+//! (`"api": "anthropic"`), and replay reads it with that provider. Lines starting with `#`
+//! are comments. `--record FILE` writes one;
 //! an `api_type = "replay"` profile serves one back, in order, so a run can be reproduced
 //! offline. Each flow replays from the start with its own cursor.
 
@@ -31,6 +33,9 @@ pub struct Exchange {
     /// reads them from the answer as the run did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<String>,
+    /// The wire API the answer is in (a `Provider`'s name; absent: Chat Completions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
 }
 
 /// A recorded answer, as a replay serves it.
@@ -39,6 +44,8 @@ pub struct Replayed {
     pub response: Value,
     /// The exchange's `tool_calls` mode.
     pub tool_calls: Option<String>,
+    /// The exchange's `api`.
+    pub api: Option<String>,
 }
 
 /// A loaded cassette, or a per-case template that `manus-rt eval` fills.
@@ -196,18 +203,33 @@ impl Cassette {
         Ok(Replayed {
             response: ex.response.clone(),
             tool_calls: ex.tool_calls.clone(),
+            api: ex.api.clone(),
         })
     }
 }
 
+/// The text of a request's first user message (in `messages`, the Responses API's `input`
+/// or Gemini's `contents`), as `Message::text` reads it: its content, or its first text part
+/// (an image's message; an Anthropic user turn that holds several of our messages, the
+/// first one first).
 fn first_user_text(request: &Value) -> Option<&str> {
-    request
-        .get("messages")?
+    let first = ["messages", "input", "contents"]
+        .iter()
+        .find_map(|key| request.get(*key))?
         .as_array()?
         .iter()
-        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?
-        .get("content")?
-        .as_str()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
+    match first.get("content").or_else(|| first.get("parts"))? {
+        Value::Array(parts) => parts
+            .iter()
+            .find(|p| {
+                let kind = p.get("type").and_then(Value::as_str);
+                matches!(kind, None | Some("text" | "input_text"))
+            })?
+            .get("text")?
+            .as_str(),
+        text => text.as_str(),
+    }
 }
 
 fn shorten(s: &str) -> String {
@@ -283,8 +305,15 @@ impl Recorder {
     }
 
     /// Append one exchange; returns once it is on disk. `request` is the body as sent
-    /// (JSON text); `answer` the answer as received; `tool_calls` the mode, if not native.
-    pub async fn record(&self, request: &[u8], answer: Answered<'_>, tool_calls: Option<&str>) {
+    /// (JSON text); `answer` the answer as received; `tool_calls` the mode, if not native;
+    /// `api` the wire API, if not Chat Completions.
+    pub async fn record(
+        &self,
+        request: &[u8],
+        answer: Answered<'_>,
+        tool_calls: Option<&str>,
+        api: Option<&str>,
+    ) {
         let one_line = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace(['\n', '\r'], " ");
         let line = match answer {
             Answered::Whole(bytes) => format!(
@@ -298,15 +327,17 @@ impl Recorder {
                 Value::String(String::from_utf8_lossy(raw).into_owned())
             ),
         };
-        let line = match tool_calls {
-            // Closed by the object's own brace.
-            Some(mode) => format!(
-                "{},\"tool_calls\":{}}}",
-                &line[..line.len() - 1],
-                Value::from(mode)
-            ),
-            None => line,
-        };
+        let mut line = line;
+        for (key, value) in [("tool_calls", tool_calls), ("api", api)] {
+            if let Some(value) = value {
+                // Closed by the object's own brace.
+                line = format!(
+                    "{},\"{key}\":{}}}",
+                    &line[..line.len() - 1],
+                    Value::from(value)
+                );
+            }
+        }
         let (tx, rx) = oneshot::channel();
         if self.tx.send((line, tx)).is_ok() {
             let _ = rx.await;
@@ -373,7 +404,7 @@ mod tests {
         let rec = Recorder::create(&path).unwrap();
         // Numbers a parse and print would change, and line breaks between tokens.
         let whole = b"{\"choices\": [{\"message\": {\"content\": \"a\\nb\"}}],\n \"score\": 0.10, \"big\": 1e2}";
-        rec.record(br#"{"model":"m"}"#, Answered::Whole(whole), None)
+        rec.record(br#"{"model":"m"}"#, Answered::Whole(whole), None, None)
             .await;
         let raw = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\r\n\r\ndata: [DONE]\n\n";
         let completion = json!({"choices": [{"message": {"content": "hi"}}]});
@@ -384,6 +415,7 @@ mod tests {
                 raw,
             },
             Some("text"),
+            None,
         )
         .await;
         let text = std::fs::read_to_string(&path).unwrap();

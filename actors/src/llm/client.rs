@@ -1,5 +1,5 @@
-//! `LlmClient`: one model profile, reached over HTTP (OpenAI-compatible or Azure) or
-//! replayed from a cassette. Counts tokens before sending, enforces the input budget,
+//! `LlmClient`: one model profile, reached over HTTP through its provider (the wire API:
+//! `provider.rs`) or replayed from a cassette. Counts tokens before sending, enforces the input budget,
 //! retries what is worth retrying and nothing else, and reports usage per call.
 
 use std::sync::Arc;
@@ -13,9 +13,9 @@ use crate::text::clip;
 use super::calls::{self, CallMode};
 use super::cassette::{Answered, Recorder, ReplayCursor, ReplayFrom};
 use super::http::{Answer, Failure, LazyHttp, Route};
+use super::provider::{Provider, Untaken, provider};
 use super::settings::{ApiType, LlmError, LlmErrorKind, LlmSettings};
-use super::stream::{Assembly, Untaken};
-use super::wire::{read_bytes, read_tree, request_body, server_message};
+use super::wire::server_message;
 use super::{ChatRequest, ChatResponse, Content, Message, Role, ToolChoice, ToolSet, tokens};
 
 /// Where `auto` stands: native tool calls, then constrained, then text.
@@ -28,7 +28,10 @@ const AUTO_TEXT: u8 = 2;
 #[derive(Clone)]
 pub struct LlmClient {
     settings: Arc<LlmSettings>,
-    /// The chat-completions URL, as text for messages, and how it is reached.
+    /// The wire API (for a replay profile, that of the requests it compares: Chat
+    /// Completions).
+    provider: &'static dyn Provider,
+    /// The provider's URL, as text for messages, and how it is reached.
     endpoint: Arc<(String, Route)>,
     replay: Option<ReplayCursor>,
     recorder: Option<Recorder>,
@@ -66,14 +69,15 @@ struct Attempt {
 impl LlmClient {
     /// A client for `settings`. A replay profile needs a cursor before use: see `rewind`.
     pub fn new(settings: Arc<LlmSettings>, http: LazyHttp, recorder: Option<Recorder>) -> Self {
-        let url = endpoint(&settings);
-        let key_header = match settings.api_type {
-            ApiType::Azure => Some("api-key"),
-            _ => None,
+        let provider = match settings.api_type {
+            ApiType::Http(p) => p,
+            ApiType::Replay => &super::wire::OPENAI,
         };
-        let route = Route::new(&url, http, settings.api_key.as_deref(), key_header);
+        let url = provider.url(&settings);
+        let route = Route::new(&url, http, &provider.headers(settings.api_key.as_deref()));
         LlmClient {
             settings,
+            provider,
             endpoint: Arc::new((url, route)),
             replay: None,
             recorder,
@@ -113,7 +117,10 @@ impl LlmClient {
             otel.kind = "client",
             otel.status_code = tracing::field::Empty,
             gen_ai.operation.name = "chat",
-            gen_ai.provider.name = provider_name(&s.api_type),
+            gen_ai.provider.name = match s.api_type {
+                ApiType::Http(p) => p.provider_name(),
+                ApiType::Replay => "manus.replay",
+            },
             gen_ai.request.model = %s.model,
             gen_ai.request.max_tokens = s.max_tokens,
             gen_ai.request.temperature = s.temperature as f64,
@@ -122,6 +129,8 @@ impl LlmClient {
             gen_ai.response.finish_reasons = tracing::field::Empty,
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
             manus.cost = tracing::field::Empty,
             manus.llm.retries = tracing::field::Empty,
             gen_ai.input.messages = tracing::field::Empty,
@@ -146,6 +155,14 @@ impl LlmClient {
                 span.record("gen_ai.response.finish_reasons", reasons);
                 span.record("gen_ai.usage.input_tokens", r.usage.prompt_tokens);
                 span.record("gen_ai.usage.output_tokens", r.usage.completion_tokens);
+                if r.usage.cache_read_tokens > 0 {
+                    let read = r.usage.cache_read_tokens;
+                    span.record("gen_ai.usage.cache_read.input_tokens", read);
+                }
+                if r.usage.cache_write_tokens > 0 {
+                    let written = r.usage.cache_write_tokens;
+                    span.record("gen_ai.usage.cache_creation.input_tokens", written);
+                }
                 span.record("manus.cost", r.usage.cost);
                 if let Some(max) = s.capture_content {
                     let output = serde_json::to_string(&[&r.message]).unwrap_or_default();
@@ -186,8 +203,14 @@ impl LlmClient {
             resp.usage.completion_tokens = tokens::count_message(bpe, &resp.message) as u64;
         }
         resp.usage.calls = 1;
-        resp.usage.cost = (resp.usage.prompt_tokens as f64 * s.input_price_per_mtok
-            + resp.usage.completion_tokens as f64 * s.output_price_per_mtok)
+        let u = &resp.usage;
+        let uncached = u
+            .prompt_tokens
+            .saturating_sub(u.cache_read_tokens + u.cache_write_tokens);
+        resp.usage.cost = (uncached as f64 * s.input_price_per_mtok
+            + u.cache_read_tokens as f64 * s.cache_read_price_per_mtok
+            + u.cache_write_tokens as f64 * s.cache_write_price_per_mtok
+            + u.completion_tokens as f64 * s.output_price_per_mtok)
             / 1_000_000.0;
         Ok(resp)
     }
@@ -301,7 +324,7 @@ impl LlmClient {
         on_text: Listener<'_>,
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
-        let body = bytes::Bytes::from(request_body(&self.settings, req, response_format));
+        let body = bytes::Bytes::from(self.provider.body(s, req, response_format));
         let resp = match (&s.api_type, &self.replay) {
             (ApiType::Replay, Some(cursor)) => {
                 let first_user = req
@@ -310,7 +333,18 @@ impl LlmClient {
                     .find(|m| m.role == Role::User)
                     .map(|m| m.text().to_string());
                 let replayed = cursor.next(first_user).await?;
-                let mut resp = read_tree(&replayed.response)?;
+                let api = replayed.api.as_deref().unwrap_or("openai");
+                let recorded = provider(api).ok_or_else(|| {
+                    LlmError::new(
+                        LlmErrorKind::Replay,
+                        format!(
+                            "the cassette's answer was recorded from api {api:?}, which this build \
+                             does not know (known: {})",
+                            super::provider_names().join(", ")
+                        ),
+                    )
+                })?;
+                let mut resp = recorded.read_tree(&replayed.response)?;
                 if replayed.tool_calls.is_some() {
                     // Recorded in the text or constrained mode: read as the run read it.
                     calls_from_text(&mut resp);
@@ -324,6 +358,9 @@ impl LlmClient {
                 ));
             }
             _ => {
+                // A cassette names the API its answers are in, but for Chat Completions.
+                let api = (self.provider.name() != "openai").then(|| self.provider.name());
+                let p = self.provider;
                 match (
                     self.send_with_retries(&body, on_text).await?,
                     &self.recorder,
@@ -333,19 +370,19 @@ impl LlmClient {
                             completion: &completion,
                             raw: &raw,
                         };
-                        rec.record(&body, answered, recorded_mode(mode)).await;
-                        read_tree(&completion)?
+                        rec.record(&body, answered, recorded_mode(mode), api).await;
+                        p.read_tree(&completion)?
                     }
-                    (Got::Streamed { completion, .. }, None) => read_tree(&completion)?,
+                    (Got::Streamed { completion, .. }, None) => p.read_tree(&completion)?,
                     (Got::Whole(answer), Some(rec)) => {
-                        let resp = read_bytes(&answer)?;
-                        rec.record(&body, Answered::Whole(&answer), recorded_mode(mode))
+                        let resp = p.read(&answer)?;
+                        rec.record(&body, Answered::Whole(&answer), recorded_mode(mode), api)
                             .await;
                         on_text(resp.message.text());
                         resp
                     }
                     (Got::Whole(answer), None) => {
-                        let resp = read_bytes(&answer)?;
+                        let resp = p.read(&answer)?;
                         on_text(resp.message.text());
                         resp
                     }
@@ -405,7 +442,7 @@ impl LlmClient {
         let s = &self.settings;
         let (url, route) = &*self.endpoint;
         let started = Instant::now();
-        let mut assembly = Assembly::default();
+        let mut assembly = self.provider.assembly();
         let mut on_event = |data: &str| {
             if let Some(text) = assembly.add(data) {
                 on_text(&text);
@@ -579,19 +616,6 @@ fn recorded_mode(mode: CallMode) -> Option<&'static str> {
     (mode != CallMode::Native).then(|| mode.name())
 }
 
-/// Where a profile's chat completions are posted.
-fn endpoint(s: &LlmSettings) -> String {
-    let base = s.base_url.trim_end_matches('/');
-    match s.api_type {
-        ApiType::Azure => format!(
-            "{base}/openai/deployments/{}/chat/completions?api-version={}",
-            s.model,
-            s.api_version.as_deref().unwrap_or("2024-10-21")
-        ),
-        _ => format!("{base}/chat/completions"),
-    }
-}
-
 /// Give a flow's clients their own place in their cassettes: one fresh cursor per cassette,
 /// shared by every client that replays it, so the flow replays from the first answer (or,
 /// resumed, from its first request's).
@@ -611,15 +635,6 @@ pub fn rewind<'a>(clients: impl IntoIterator<Item = &'a mut LlmClient>, from: Re
             }
         };
         c.replay = Some(cursor);
-    }
-}
-
-/// `gen_ai.provider.name` for a profile.
-fn provider_name(api: &ApiType) -> &'static str {
-    match api {
-        ApiType::OpenAi => "openai",
-        ApiType::Azure => "azure.ai.openai",
-        ApiType::Replay => "manus.replay",
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 
 /// An idle connection older than this is not reused: servers close idle ones sooner (uvicorn
 /// after 5 s), and a fresh connection costs less than a request sent on one being closed.
@@ -41,8 +41,8 @@ pub(super) struct Route {
     /// cannot carry.
     url: Result<reqwest::Url, String>,
     http: LazyHttp,
-    /// The key's header, made once.
-    auth: Option<(HeaderName, HeaderValue)>,
+    /// The headers every request carries (the key's among them), made once.
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 /// What the server answered.
@@ -71,37 +71,30 @@ pub(super) enum Failure {
 }
 
 impl Route {
-    /// The way to `url`; `api_key_header` names the header the key goes in (`None`: a
-    /// bearer token).
-    pub fn new(
-        url: &str,
-        http: LazyHttp,
-        api_key: Option<&str>,
-        api_key_header: Option<&'static str>,
-    ) -> Route {
-        let auth = api_key.map(|key| {
-            let (name, value) = match api_key_header {
-                Some(name) => (HeaderName::from_static(name), key.to_string()),
-                None => (AUTHORIZATION, format!("Bearer {key}")),
-            };
-            HeaderValue::from_str(&value).map(|mut value| {
-                value.set_sensitive(true);
-                (name, value)
+    /// The way to `url`, with `headers` on every request (their values kept out of logs).
+    pub fn new(url: &str, http: LazyHttp, headers: &[(&'static str, String)]) -> Route {
+        let made: Result<Vec<_>, _> = headers
+            .iter()
+            .map(|(name, value)| {
+                HeaderValue::from_str(value).map(|mut value| {
+                    value.set_sensitive(true);
+                    (HeaderName::from_static(name), value)
+                })
             })
-        });
-        let Ok(auth) = auth.transpose() else {
+            .collect();
+        let Ok(headers) = made else {
             // Sending without the key would only earn a 401 that blames the key's value.
             let why = "the API key holds characters an HTTP header cannot carry";
             return Route {
                 url: Err(why.into()),
                 http,
-                auth: None,
+                headers: vec![],
             };
         };
         Route {
             url: reqwest::Url::parse(url).map_err(|e| format!("{url} is not a URL: {e}")),
             http,
-            auth,
+            headers,
         }
     }
 
@@ -131,7 +124,7 @@ impl Route {
             .timeout(total)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .body(body.clone());
-        if let Some((name, value)) = &self.auth {
+        for (name, value) in &self.headers {
             rb = rb.header(name, value);
         }
         let failure = |e: reqwest::Error| {
@@ -358,16 +351,21 @@ mod tests {
 
     #[test]
     fn the_key_goes_in_its_header_marked_sensitive() {
+        use crate::llm::Provider;
         let http = LazyHttp::default();
-        let local = Route::new("http://127.0.0.1:8000/v1", http.clone(), None, None);
-        assert!(local.url.is_ok() && local.auth.is_none());
+        let openai = &crate::llm::wire::OPENAI;
+        let local = Route::new(
+            "http://127.0.0.1:8000/v1",
+            http.clone(),
+            &openai.headers(None),
+        );
+        assert!(local.url.is_ok() && local.headers.is_empty());
         let remote = Route::new(
             "https://api.example.com/v1/chat/completions",
             http.clone(),
-            Some("sk-1"),
-            None,
+            &openai.headers(Some("sk-1")),
         );
-        let (name, value) = remote.auth.unwrap();
+        let (name, value) = &remote.headers[0];
         assert_eq!(
             (name.as_str(), value.to_str().unwrap()),
             ("authorization", "Bearer sk-1")
@@ -376,17 +374,16 @@ mod tests {
         let azure = Route::new(
             "http://127.0.0.1:1/x?api-version=1",
             http,
-            Some("k"),
-            Some("api-key"),
+            &crate::llm::wire::AZURE.headers(Some("k")),
         );
-        assert_eq!(azure.auth.unwrap().0.as_str(), "api-key");
+        assert_eq!(azure.headers[0].0.as_str(), "api-key");
     }
 
     #[tokio::test]
     async fn a_bad_url_a_bad_key_and_a_closed_port_are_told_apart() {
         let http = LazyHttp::default();
         let body = Bytes::from_static(b"{}");
-        let bad = Route::new("not a url", http.clone(), None, None);
+        let bad = Route::new("not a url", http.clone(), &[]);
         match bad
             .exchange(
                 &body,
@@ -402,7 +399,7 @@ mod tests {
         }
         // A key a header cannot carry is refused, not silently left off.
         let url = "http://127.0.0.1:1/v1";
-        let bad_key = Route::new(url, http.clone(), Some("sk-\n1"), None);
+        let bad_key = Route::new(url, http.clone(), &[("authorization", "sk-\n1".into())]);
         match bad_key
             .exchange(
                 &body,
@@ -424,7 +421,7 @@ mod tests {
             .port();
         for scheme in ["http", "https"] {
             let url = format!("{scheme}://127.0.0.1:{port}/v1");
-            let closed = Route::new(&url, http.clone(), None, None);
+            let closed = Route::new(&url, http.clone(), &[]);
             assert!(matches!(
                 closed
                     .exchange(
@@ -452,7 +449,11 @@ mod tests {
             head
         });
         let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
-        let route = Route::new(&url, LazyHttp::default(), Some("sk-1"), None);
+        let route = Route::new(
+            &url,
+            LazyHttp::default(),
+            &[("authorization", "Bearer sk-1".into())],
+        );
         assert_eq!(&answered(&route).await[..], b"{}");
         let head = server.await.unwrap();
         assert!(
@@ -471,13 +472,13 @@ mod tests {
     async fn calls_share_the_connections_of_their_lazy_http_only() {
         let (url, accepted) = server(usize::MAX, ANSWER).await;
         let shared = LazyHttp::default();
-        let a = Route::new(&url, shared.clone(), None, None);
-        let b = Route::new(&url, shared, None, None);
+        let a = Route::new(&url, shared.clone(), &[]);
+        let b = Route::new(&url, shared, &[]);
         for route in [&a, &b, &a] {
             assert_eq!(&answered(route).await[..], b"{}");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
-        let own = Route::new(&url, LazyHttp::default(), None, None);
+        let own = Route::new(&url, LazyHttp::default(), &[]);
         assert_eq!(&answered(&own).await[..], b"{}");
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
@@ -487,7 +488,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_server_closed_while_idle_is_replaced() {
         let (url, accepted) = server(1, ANSWER).await;
-        let route = Route::new(&url, LazyHttp::default(), None, None);
+        let route = Route::new(&url, LazyHttp::default(), &[]);
         for _ in 0..3 {
             assert_eq!(&answered(&route).await[..], b"{}");
             // Let the server's close arrive.
@@ -500,7 +501,7 @@ mod tests {
     async fn an_answer_that_closes_its_connection_is_read_whole_and_the_next_call_connects_anew() {
         let closing = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}";
         let (url, accepted) = server(1, closing).await;
-        let route = Route::new(&url, LazyHttp::default(), None, None);
+        let route = Route::new(&url, LazyHttp::default(), &[]);
         for round in 1..=2 {
             assert_eq!(&answered(&route).await[..], b"{}");
             assert_eq!(accepted.load(Ordering::SeqCst), round);
@@ -511,7 +512,7 @@ mod tests {
     async fn a_server_that_hangs_up_mid_answer_is_an_error_and_the_next_call_connects_anew() {
         let half = b"HTTP/1.1 200 OK\r\ncontent-length: 20\r\n\r\n{\"id\":";
         let (url, accepted) = server(1, half).await;
-        let route = Route::new(&url, LazyHttp::default(), None, None);
+        let route = Route::new(&url, LazyHttp::default(), &[]);
         let body = Bytes::from_static(b"{}");
         for round in 1..=2 {
             match route
@@ -544,7 +545,7 @@ mod tests {
             conn.read_to_end(&mut rest).await.unwrap();
         });
         let url = format!("http://127.0.0.1:{port}/v1");
-        let route = Route::new(&url, LazyHttp::default(), None, None);
+        let route = Route::new(&url, LazyHttp::default(), &[]);
         let body = Bytes::from_static(b"{}");
         assert!(matches!(
             route

@@ -6,19 +6,40 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::calls::CallMode;
+use super::provider::Provider;
 use super::retry::RetryPolicy;
 
 /// How the profile reaches its model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum ApiType {
-    /// `POST {base_url}/chat/completions` with a bearer key: OpenAI, Ollama, llama.cpp
-    /// server, vLLM, LM Studio and other compatible servers.
-    OpenAi,
-    /// `POST {base_url}/openai/deployments/{model}/chat/completions?api-version=…` with an
-    /// `api-key` header.
-    Azure,
+    /// Over HTTP, in this provider's wire format (`super::provider::PROVIDERS`).
+    Http(&'static dyn Provider),
     /// Answers come from a recorded cassette, in order; nothing leaves the process.
     Replay,
+}
+
+impl ApiType {
+    /// The `api_type` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ApiType::Http(p) => p.name(),
+            ApiType::Replay => "replay",
+        }
+    }
+}
+
+impl PartialEq for ApiType {
+    fn eq(&self, other: &ApiType) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ApiType {}
+
+impl std::fmt::Debug for ApiType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiType({})", self.name())
+    }
 }
 
 /// One model profile, as data. The host maps `[llm]` / `[llm.NAME]` onto this.
@@ -30,7 +51,7 @@ pub struct LlmSettings {
     pub base_url: String,
     pub model: String,
     pub api_key: Option<String>,
-    /// Azure's `api-version`.
+    /// Azure's `api-version`; Anthropic's `anthropic-version` header.
     pub api_version: Option<String>,
     pub max_tokens: u32,
     /// Refuse to send a request whose messages exceed this many tokens.
@@ -48,6 +69,16 @@ pub struct LlmSettings {
     /// Prices per million input and output tokens, for cost accounting.
     pub input_price_per_mtok: f64,
     pub output_price_per_mtok: f64,
+    /// Prices per million input tokens read from, and written to, the provider's prompt
+    /// cache (`Usage::cache_read_tokens`, `cache_write_tokens`).
+    pub cache_read_price_per_mtok: f64,
+    pub cache_write_price_per_mtok: f64,
+    /// Mark the system prompt and the tool list as cacheable, for a provider that caches
+    /// only what it is told to (Anthropic), when they are long enough to be cached.
+    pub prompt_cache: bool,
+    /// Tokens the model may think for before answering, for a provider whose thinking is
+    /// asked for (Anthropic's extended thinking); `None`: not asked.
+    pub thinking_tokens: Option<u32>,
     /// Put prompts and completions on the `chat` span, cut to this many characters.
     pub capture_content: Option<usize>,
     /// The recorded exchanges for `ApiType::Replay`.
@@ -84,6 +115,10 @@ impl LlmSettings {
             retry: RetryPolicy::default(),
             input_price_per_mtok: 0.0,
             output_price_per_mtok: 0.0,
+            cache_read_price_per_mtok: 0.0,
+            cache_write_price_per_mtok: 0.0,
+            prompt_cache: true,
+            thinking_tokens: None,
             capture_content: None,
             cassette: Some(cassette),
             vision: false,
@@ -159,7 +194,7 @@ impl LlmSettings {
     pub(super) fn for_tests(base_url: &str, api_key: Option<&str>) -> Self {
         LlmSettings {
             profile: "default".into(),
-            api_type: ApiType::OpenAi,
+            api_type: ApiType::Http(&super::wire::OPENAI),
             base_url: base_url.into(),
             model: "m".into(),
             api_key: api_key.map(str::to_string),
@@ -173,6 +208,10 @@ impl LlmSettings {
             retry: RetryPolicy::default(),
             input_price_per_mtok: 0.0,
             output_price_per_mtok: 0.0,
+            cache_read_price_per_mtok: 0.0,
+            cache_write_price_per_mtok: 0.0,
+            prompt_cache: true,
+            thinking_tokens: None,
             capture_content: None,
             cassette: None,
             vision: false,

@@ -5,6 +5,8 @@
 
 use serde_json::{Value, json};
 
+use super::provider::{Assemble, Untaken};
+
 /// The pieces of one streamed answer so far.
 #[derive(Default)]
 pub(super) struct Assembly {
@@ -24,15 +26,6 @@ pub(super) struct Assembly {
     /// be joined (a call's arguments would run without what it held), so the attempt fails
     /// and every later event is ignored.
     fault: Option<String>,
-}
-
-/// Why a streamed answer is not taken.
-#[derive(Debug)]
-pub(super) enum Untaken {
-    /// An event was no chunk, or the server's error (`Assembly::fault`).
-    Fault(String),
-    /// It ended without `[DONE]` or a finish reason, after this many pieces.
-    BrokeOff(usize),
 }
 
 const THINK_OPEN: &str = "<think>";
@@ -190,6 +183,15 @@ impl Assembly {
                 "finish_reason": self.finish_reason.unwrap_or(Value::Null)}],
             "usage": self.usage.unwrap_or(Value::Null),
         })
+    }
+}
+
+impl Assemble for Assembly {
+    fn add(&mut self, data: &str) -> Option<String> {
+        Assembly::add(self, data)
+    }
+    fn complete(self: Box<Self>, done: bool) -> Result<Value, Untaken> {
+        Assembly::complete(*self, done)
     }
 }
 

@@ -32,6 +32,11 @@ pub struct Message {
     /// DeepSeek's thinking mode demands on a tool-call turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// What a provider's adapter must get back with this message and no other wire carries,
+    /// under the adapter's name: Anthropic's thinking blocks with their signatures, say. The
+    /// Chat Completions adapter never sends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_data: Option<Value>,
     /// Set by `freeze`: the message's wire JSON once first sent; not part of its value.
     #[serde(skip)]
     pub(crate) frozen: Frozen,
@@ -58,6 +63,7 @@ impl Message {
             tool_call_id: None,
             name: None,
             reasoning_content: None,
+            provider_data: None,
             frozen: Frozen::default(),
         }
     }
@@ -127,6 +133,7 @@ impl Message {
             tool_call_id: Some(call.id.clone()),
             name: Some(call.function.name.clone()),
             reasoning_content: None,
+            provider_data: None,
             frozen: Frozen::default(),
         }
     }
@@ -340,6 +347,16 @@ pub struct Usage {
     /// What the tokens cost, from the profiles' price table (0 where no price is set).
     #[serde(default)]
     pub cost: f64,
+    /// Of `prompt_tokens`, those read from the provider's prompt cache, and those written
+    /// to it (priced apart: `LlmSettings::cache_read_price_per_mtok`, `…write…`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -348,6 +365,8 @@ impl Usage {
         self.completion_tokens += other.completion_tokens;
         self.calls += other.calls;
         self.cost += other.cost;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens

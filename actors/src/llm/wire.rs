@@ -1,13 +1,89 @@
-//! What goes over the wire to an OpenAI-compatible server and back: the request body,
-//! written straight from a borrowed `ChatRequest`; the answer, read leniently into a
-//! `ChatResponse` (from its bytes, or from a recorded JSON tree); the human part of an
-//! error body. Knows nothing of HTTP, retries or cassettes.
+//! The Chat Completions provider (OpenAI and every compatible server; Azure OpenAI): what
+//! goes over the wire and back. The request body, written straight from a borrowed
+//! `ChatRequest`; the answer, read leniently into a `ChatResponse` (from its bytes, or from
+//! a recorded JSON tree; a stream's pieces are put together by `stream.rs`); the human part
+//! of an error body (which other providers' errors share). Knows nothing of HTTP, retries or
+//! cassettes.
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::provider::{Assemble, Provider};
 use super::settings::{LlmError, LlmErrorKind, LlmSettings};
+use super::stream::Assembly;
 use super::{ChatRequest, ChatResponse, Content, Message, Role, ToolCall, Usage};
+
+/// Chat Completions: `POST {base_url}/chat/completions` with a bearer key, or Azure's
+/// deployment URL with an `api-key` header.
+pub(super) struct ChatCompletions {
+    azure: bool,
+}
+
+pub(super) static OPENAI: ChatCompletions = ChatCompletions { azure: false };
+pub(super) static AZURE: ChatCompletions = ChatCompletions { azure: true };
+
+impl Provider for ChatCompletions {
+    fn name(&self) -> &'static str {
+        if self.azure { "azure" } else { "openai" }
+    }
+    fn label(&self) -> &'static str {
+        if self.azure {
+            "Azure OpenAI"
+        } else {
+            "OpenAI-compatible"
+        }
+    }
+    fn provider_name(&self) -> &'static str {
+        if self.azure {
+            "azure.ai.openai"
+        } else {
+            "openai"
+        }
+    }
+    fn default_base_url(&self) -> Option<&'static str> {
+        (!self.azure).then_some("https://api.openai.com/v1")
+    }
+    fn key_env(&self) -> Option<&'static str> {
+        (!self.azure).then_some("OPENAI_API_KEY")
+    }
+    fn url(&self, s: &LlmSettings) -> String {
+        let base = s.base_url.trim_end_matches('/');
+        if self.azure {
+            format!(
+                "{base}/openai/deployments/{}/chat/completions?api-version={}",
+                s.model,
+                s.api_version.as_deref().unwrap_or("2024-10-21")
+            )
+        } else {
+            format!("{base}/chat/completions")
+        }
+    }
+    fn headers(&self, api_key: Option<&str>) -> Vec<(&'static str, String)> {
+        let Some(key) = api_key else { return vec![] };
+        if self.azure {
+            vec![("api-key", key.to_string())]
+        } else {
+            vec![("authorization", format!("Bearer {key}"))]
+        }
+    }
+    fn body(
+        &self,
+        s: &LlmSettings,
+        req: &ChatRequest<'_>,
+        response_format: Option<&Value>,
+    ) -> Vec<u8> {
+        request_body(s, req, response_format)
+    }
+    fn read(&self, answer: &[u8]) -> Result<ChatResponse, LlmError> {
+        read_bytes(answer)
+    }
+    fn read_tree(&self, answer: &Value) -> Result<ChatResponse, LlmError> {
+        read_tree(answer)
+    }
+    fn assembly(&self) -> Box<dyn Assemble> {
+        Box::new(Assembly::default())
+    }
+}
 
 /// The request body as the wire sees it, serialised straight from the borrowed request;
 /// frozen messages go in as the JSON they were frozen with, and the tools as the set's
@@ -51,7 +127,17 @@ pub(super) fn request_body(
         if i > 0 {
             body.push(b',');
         }
-        m.write_json(&mut body);
+        if m.provider_data.is_some() {
+            // Another API's state (a profile switched mid-conversation): not for this wire.
+            let mine = Message {
+                provider_data: None,
+                frozen: Default::default(),
+                ..(*m).clone()
+            };
+            mine.write_json(&mut body);
+        } else {
+            m.write_json(&mut body);
+        }
     }
     body.push(b']');
     if !tools.is_empty() {
@@ -267,6 +353,7 @@ fn parse_response(read: Result<Completion, serde_json::Error>) -> Result<ChatRes
             tool_call_id: None,
             name: None,
             reasoning_content: reasoning,
+            provider_data: None,
             frozen: Default::default(),
         },
         finish_reason: Lenient::get(choice.finish_reason),
@@ -274,7 +361,7 @@ fn parse_response(read: Result<Completion, serde_json::Error>) -> Result<ChatRes
             prompt_tokens,
             completion_tokens,
             calls: 1,
-            cost: 0.0,
+            ..Default::default()
         },
     })
 }
