@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod cluster;
+pub mod issuer;
 pub mod llama;
 pub mod llm_server;
 pub mod otlp;
