@@ -320,7 +320,7 @@ impl ToolServer {
         self.serve
             .files
             .clone()
-            .ok_or_else(|| ErrorData::method_not_found::<rmcp::model::ListResourcesRequestMethod>())
+            .ok_or_else(ErrorData::method_not_found::<rmcp::model::ListResourcesRequestMethod>)
     }
 }
 
