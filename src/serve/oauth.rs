@@ -365,3 +365,74 @@ fn b64(text: &str) -> Option<Vec<u8>> {
 fn decode_json<T: serde::de::DeserializeOwned>(part: &str) -> Option<T> {
     serde_json::from_slice(&b64(part)?).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lc_rs::signature::{self as lc, KeyPair};
+    use aws_lc_rs::{rand::SystemRandom, rsa};
+
+    /// The modulus and exponent of an RFC 8017 RSAPublicKey (DER), without leading zeros.
+    fn modulus_and_exponent(der: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        // One DER element: its contents and what follows it.
+        fn element(b: &[u8]) -> (&[u8], &[u8]) {
+            let (len, at) = if b[1] < 0x80 {
+                (b[1] as usize, 2)
+            } else {
+                let k = (b[1] & 0x7f) as usize;
+                let len = b[2..2 + k].iter().fold(0, |a, &x| a << 8 | x as usize);
+                (len, 2 + k)
+            };
+            (&b[at..at + len], &b[at + len..])
+        }
+        let (sequence, _) = element(der);
+        let (n, rest) = element(sequence);
+        let (e, _) = element(rest);
+        let trim = |v: &[u8]| v.iter().skip_while(|&&b| b == 0).copied().collect();
+        (trim(n), trim(e))
+    }
+
+    fn b64url(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    #[test]
+    fn rs256_signatures_verify_and_no_other_algorithm_takes_an_rsa_key() {
+        let key = rsa::KeyPair::generate(rsa::KeySize::Rsa2048).unwrap();
+        let (n, e) = modulus_and_exponent(key.public_key().as_ref());
+        let jwk = Jwk {
+            kty: "RSA".into(),
+            kid: Some("k".into()),
+            alg: Some("RS256".into()),
+            usage: Some("sig".into()),
+            crv: None,
+            n: Some(b64url(&n)),
+            e: Some(b64url(&e)),
+            x: None,
+            y: None,
+        };
+        let signed = b"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0";
+        let mut sig = vec![0; key.public_modulus_len()];
+        key.sign(
+            &lc::RSA_PKCS1_SHA256,
+            &SystemRandom::new(),
+            signed,
+            &mut sig,
+        )
+        .unwrap();
+        assert_eq!(verify(&jwk, "RS256", signed, &sig), Ok(()));
+        let mut changed = sig.clone();
+        changed[20] ^= 1;
+        assert_eq!(
+            verify(&jwk, "RS256", signed, &changed),
+            Err("has a signature that does not verify".into())
+        );
+        for alg in ["ES256", "HS256", "none", "EdDSA"] {
+            let e = verify(&jwk, alg, signed, &sig).unwrap_err();
+            assert!(
+                e.contains("which its key (RSA RS256) does not take"),
+                "{alg}: {e}"
+            );
+        }
+    }
+}
