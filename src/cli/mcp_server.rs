@@ -25,7 +25,9 @@ pub async fn run(config: Config, args: McpServerArgs) -> ExitCode {
     let service = config.server.clone();
     let http = config.mcp_http.clone();
     let oauth = config.mcp_oauth.clone();
-    // Access tokens are as much a guard as static ones for listening beyond loopback.
+    // Access tokens are as much a guard as static ones for listening beyond loopback:
+    // `listen` only asks whether a guard is set, so a placeholder stands for them there (the
+    // tokens checked below are `service.api_tokens`, without it).
     let mut guard = service.clone();
     if oauth.is_some() {
         guard.api_tokens.push(String::new());
