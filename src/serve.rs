@@ -12,6 +12,7 @@ mod agui;
 pub mod conns;
 mod console;
 mod flows;
+pub mod oauth;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;

@@ -161,6 +161,9 @@ pub(super) struct McpToml {
     pub(super) session_idle_secs: Option<Spanned<i64>>,
     pub(super) allowed_origins: Option<Spanned<Vec<String>>>,
     pub(super) sampling: Option<Spanned<SamplingToml>>,
+    pub(super) oauth_issuer: Option<Spanned<String>>,
+    pub(super) oauth_audience: Option<Spanned<String>>,
+    pub(super) oauth_scopes: Option<Spanned<Vec<String>>>,
 }
 
 /// `[mcp] sampling`: what a server's request to use the flow's model gets.

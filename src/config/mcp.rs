@@ -91,6 +91,93 @@ pub(super) fn http(m: &McpToml, lines: Lines) -> Result<HttpSettings, Problem> {
     })
 }
 
+/// The OAuth 2.1 authorization server whose JWT access tokens `mcp-server --transport http`
+/// accepts: signed by a key of the issuer's JWKS, issued by `issuer`, for `audience`, with
+/// every scope of `scopes`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpOAuth {
+    /// The issuer's identifier (an https URL, or http on a loopback host), as tokens name it
+    /// in `iss`; its RFC 8414 (or OpenID) metadata names the JWKS.
+    pub issuer: String,
+    /// What tokens must name in `aud`: this server's resource identifier.
+    pub audience: String,
+    /// Scopes every token must carry.
+    pub scopes: Vec<String>,
+}
+
+/// `[mcp] oauth_issuer`, `oauth_audience` and `oauth_scopes`: all unset, or an issuer URL
+/// and an audience (scopes optional).
+pub(super) fn oauth(m: &McpToml, lines: Lines) -> Result<Option<McpOAuth>, Problem> {
+    let table = Table::new("[mcp]", lines);
+    let (issuer, audience) = match (&m.oauth_issuer, &m.oauth_audience) {
+        (None, None) => {
+            return match &m.oauth_scopes {
+                None => Ok(None),
+                Some(s) => Err(Problem::at(
+                    lines.of(s),
+                    "[mcp] oauth_scopes",
+                    "[mcp] oauth_scopes needs oauth_issuer and oauth_audience: scopes are checked \
+                     in tokens from an issuer"
+                        .into(),
+                )),
+            };
+        }
+        (Some(i), None) => {
+            return Err(Problem::at(
+                lines.of(i),
+                "[mcp] oauth_audience",
+                "[mcp] oauth_issuer needs oauth_audience too: the resource identifier tokens \
+                 must name in `aud` (such as https://tools.example/mcp)"
+                    .into(),
+            ));
+        }
+        (None, Some(a)) => {
+            return Err(Problem::at(
+                lines.of(a),
+                "[mcp] oauth_issuer",
+                "[mcp] oauth_audience needs oauth_issuer too: the authorization server's \
+                 issuer URL"
+                    .into(),
+            ));
+        }
+        (Some(i), Some(a)) => (i, a),
+    };
+    let text = table.filled(
+        issuer,
+        "oauth_issuer",
+        "the authorization server's issuer URL",
+    )?;
+    let url = reqwest::Url::parse(&text).ok();
+    let loopback =
+        |u: &reqwest::Url| matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+    let fits = url.as_ref().is_some_and(|u| {
+        (u.scheme() == "https" || (u.scheme() == "http" && loopback(u)))
+            && u.query().is_none()
+            && u.fragment().is_none()
+    });
+    if !fits {
+        return Err(Problem::at(
+            lines.of(issuer),
+            "[mcp] oauth_issuer",
+            format!(
+                "[mcp] oauth_issuer: \"{text}\" is not an issuer URL: write https://host[/path] \
+                 (http only for localhost, 127.0.0.1 or [::1]; no query or fragment)"
+            ),
+        ));
+    }
+    Ok(Some(McpOAuth {
+        issuer: text,
+        audience: table.filled(
+            audience,
+            "oauth_audience",
+            "this server's resource identifier",
+        )?,
+        scopes: table
+            .texts(&m.oauth_scopes, "oauth_scopes", "a scope name")?
+            .unwrap_or_default(),
+    }))
+}
+
 /// An origin as a browser sends it: `http(s)://host[:port]` (`:*` for any port) and nothing
 /// after it, or `null`.
 fn origin(o: &str) -> bool {

@@ -48,6 +48,7 @@ use crate::telemetry::TelemetrySettings;
 pub use error::ConfigError;
 #[cfg(test)]
 pub(crate) use error::Lines;
+pub use mcp::McpOAuth;
 pub use parse::{Parsed, parse};
 pub use resolve::{Env, process_env};
 pub use sandbox::SandboxMode;
@@ -95,6 +96,9 @@ pub struct Config {
     /// How `mcp-server --transport http` admits clients and closes their sessions (`[mcp]
     /// max_sessions`, `session_idle_secs`, `allowed_origins`).
     pub mcp_http: manus_actors::mcp::server::HttpSettings,
+    /// The authorization server whose access tokens `mcp-server --transport http` accepts
+    /// besides the static tokens (`[mcp] oauth_issuer`, `oauth_audience`, `oauth_scopes`).
+    pub mcp_oauth: Option<McpOAuth>,
     /// Where runs are recorded (`[store] url`); `None` with `[store] enabled = false`.
     pub store: Option<StoreUrl>,
     /// How long ended runs are kept (`[store] keep_days`, `keep_runs`); unbounded by default.

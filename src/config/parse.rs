@@ -55,6 +55,7 @@ pub struct Parsed {
     pub(super) mcp_servers_file: ServersFile,
     pub(super) mcp_serve_tools: Vec<String>,
     pub(super) mcp_http: HttpSettings,
+    pub(super) mcp_oauth: Option<mcp::McpOAuth>,
     pub(super) store: Option<StoreUrl>,
     pub(super) retention: Retention,
     /// With the file's tokens only.
@@ -90,6 +91,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
     let llm = llm::profiles(&file.llm, lines)?;
     let (mcp_servers_file, mcp_serve_tools) = mcp::build(&file.mcp, lines)?;
     let mcp_http = mcp::http(&file.mcp, lines)?;
+    let mcp_oauth = mcp::oauth(&file.mcp, lines)?;
     let shared = approvals::rules(
         &file.approvals.tools,
         "[approvals.tools]",
@@ -140,6 +142,7 @@ fn sections(file: &ConfigFile, source: &str, lines: Lines) -> Result<Parsed, Pro
         mcp_servers_file,
         mcp_serve_tools,
         mcp_http,
+        mcp_oauth,
         store,
         retention,
         server,

@@ -141,6 +141,7 @@ impl Parsed {
             mcp_sampling: self.mcp_servers_file.sampling,
             mcp_serve_tools: self.mcp_serve_tools,
             mcp_http: self.mcp_http,
+            mcp_oauth: self.mcp_oauth,
             store,
             cluster,
             memory: self.memory.map(|(m, _)| m),

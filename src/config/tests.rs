@@ -428,6 +428,53 @@ fn mcp_http_settings_parse_and_are_checked() {
 }
 
 #[test]
+fn mcp_oauth_keys_parse_and_are_checked() {
+    assert_eq!(load(MINIMAL).unwrap().mcp_oauth, None);
+    let c = load(&format!(
+        "{MINIMAL}\n[mcp]\noauth_issuer = \"https://auth.example/tenant\"\noauth_audience = \"https://tools.example/mcp\"\noauth_scopes = [\"mcp:tools\"]\n"
+    ))
+    .unwrap();
+    let oauth = c.mcp_oauth.unwrap();
+    assert_eq!(oauth.issuer, "https://auth.example/tenant");
+    assert_eq!(oauth.audience, "https://tools.example/mcp");
+    assert_eq!(oauth.scopes, ["mcp:tools"]);
+    let aud = "oauth_audience = \"https://tools.example/mcp\"";
+    for (lines, key, says) in [
+        (
+            "oauth_issuer = \"http://auth.example\"".to_string(),
+            "[mcp] oauth_audience",
+            "needs oauth_audience",
+        ),
+        (aud.to_string(), "[mcp] oauth_issuer", "needs oauth_issuer"),
+        (
+            "oauth_scopes = [\"a\"]".to_string(),
+            "[mcp] oauth_scopes",
+            "needs oauth_issuer and oauth_audience",
+        ),
+        (
+            format!("oauth_issuer = \"http://auth.example\"\n{aud}"),
+            "[mcp] oauth_issuer",
+            "http only for localhost",
+        ),
+        (
+            format!("oauth_issuer = \"auth.example\"\n{aud}"),
+            "[mcp] oauth_issuer",
+            "write https://host[/path]",
+        ),
+        (
+            "oauth_issuer = \"http://127.0.0.1:9000\"\noauth_audience = \" \"".to_string(),
+            "[mcp] oauth_audience",
+            "",
+        ),
+    ] {
+        let e = load(&format!("{MINIMAL}\n[mcp]\n{lines}\n")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert!(e.line.is_some_and(|l| l >= 8), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}
+
+#[test]
 fn mcp_sampling_is_one_of_three_rules() {
     use manus_actors::mcp::Sampling;
     let servers = |extra: &str| {

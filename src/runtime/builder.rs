@@ -207,6 +207,8 @@ impl RuntimeBuilder {
                 settings: config.tools.clone(),
                 workspace,
                 sandbox: handle,
+                // Filled by `Runtime::serve_settings`, which knows where the files are.
+                files: None,
             },
             config,
             mcp,

@@ -234,7 +234,10 @@ impl Runtime {
     /// The tools `manus-rt mcp-server` offers, working where this runtime's agents do
     /// (the workspace, or the sandbox).
     pub fn serve_settings(&self) -> ServeSettings {
-        self.tools_here.clone()
+        ServeSettings {
+            files: self.workspace().map(std::path::Path::to_path_buf),
+            ..self.tools_here.clone()
+        }
     }
 
     /// The host directory (canonical) where this runtime's agents keep their files: the

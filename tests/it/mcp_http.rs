@@ -1,6 +1,7 @@
 //! `manus-rt mcp-server --transport http` as a stranger meets it, over real HTTP on
 //! 127.0.0.1 (no MCP peers needed): bearer tokens, the `Origin` check, the answer to a body
-//! that is not JSON-RPC, the session cap, and idle sessions closed with their shells.
+//! that is not JSON-RPC, the session cap, idle sessions closed with their shells, and OAuth
+//! access tokens of an issuer run here (support/issuer.rs) checked as a resource server.
 
 use crate::support;
 
@@ -8,6 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::issuer::Issuer;
 use support::llm_server::ScriptedLlm;
 use support::scenario::{Scratch, config_with, free_port, listening_soon};
 
@@ -254,6 +256,122 @@ async fn tokens_origins_and_bodies_are_checked() {
     // The right token: a session opens and a tool runs.
     let id = server.open_session().await;
     assert!(server.bash(&id, "echo guarded").await.contains("guarded"));
+}
+
+/// Seconds since the epoch, `ahead` from now (negative for the past).
+fn at(ahead: i64) -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    now + ahead
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_access_tokens_are_checked_against_the_issuers_keys() {
+    const AUDIENCE: &str = "https://tools.example/mcp";
+    let issuer = Issuer::start().await;
+    let (key, tokens) = with_tokens();
+    let server = start(
+        "mcp-http-oauth",
+        &[
+            ("mcp.oauth_issuer", &format!("\"{}\"", issuer.url)),
+            ("mcp.oauth_audience", &format!("\"{AUDIENCE}\"")),
+            ("mcp.oauth_scopes", "[\"mcp:tools\"]"),
+            (key, &tokens),
+        ],
+    )
+    .await;
+    let base = server.url.trim_end_matches("/mcp").to_string();
+    let metadata_url = format!("{base}/.well-known/oauth-protected-resource");
+    let good = json!({"iss": issuer.url, "aud": AUDIENCE, "exp": at(600), "iat": at(0),
+        "scope": "openid mcp:tools", "sub": "someone"});
+
+    // The metadata answers without a token and names the issuer.
+    let meta: Value = server
+        .http
+        .get(&metadata_url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(meta["resource"], AUDIENCE, "{meta}");
+    assert_eq!(meta["authorization_servers"], json!([issuer.url]), "{meta}");
+    assert_eq!(meta["scopes_supported"], json!(["mcp:tools"]), "{meta}");
+
+    // No token: 401 naming the metadata.
+    let resp = server.post(initialize(1), None, None, None).await;
+    assert_eq!(resp.status(), 401);
+    let challenge = resp.headers()["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        "{challenge}"
+    );
+
+    // Expired, for another audience, from another issuer, signed by a stranger: 401.
+    let mut bad = vec![];
+    let mut expired = good.clone();
+    expired["exp"] = json!(at(-3600));
+    bad.push((issuer.sign(&expired), "expired"));
+    let mut elsewhere = good.clone();
+    elsewhere["aud"] = json!(["https://other.example/mcp"]);
+    bad.push((issuer.sign(&elsewhere), "not for https://tools.example/mcp"));
+    let mut foreign = good.clone();
+    foreign["iss"] = json!("https://issuer.example");
+    bad.push((issuer.sign(&foreign), "was issued by"));
+    bad.push((issuer.sign_as_stranger(&good), "does not verify"));
+    bad.push(("not-a-jwt".to_string(), "is not a JWT"));
+    for (token, why) in &bad {
+        let resp = server.post(initialize(1), Some(token), None, None).await;
+        assert_eq!(resp.status(), 401, "{why}");
+        let challenge = resp.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+        let text = resp.text().await.unwrap();
+        assert!(text.contains(why), "{why}: {text}");
+    }
+
+    // Without the scope: 403 insufficient_scope.
+    let mut narrow = good.clone();
+    narrow["scope"] = json!("openid");
+    let resp = server
+        .post(initialize(1), Some(&issuer.sign(&narrow)), None, None)
+        .await;
+    assert_eq!(resp.status(), 403);
+    let challenge = resp.headers()["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("mcp:tools"),
+        "{challenge}"
+    );
+
+    // A good token opens a session and runs a tool; the static token still works too.
+    let token = issuer.sign(&good);
+    let resp = server.post(initialize(1), Some(&token), None, None).await;
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    let id = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let resp = server.post(note, Some(&token), None, Some(&id)).await;
+    assert_eq!(resp.status(), 202);
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": "echo with oauth"}}});
+    let resp = server
+        .post(call.to_string(), Some(&token), None, Some(&id))
+        .await;
+    assert_eq!(resp.status(), 200);
+    let reply = rpc_reply(resp).await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "with oauth",
+        "{reply}"
+    );
+    let static_id = server.open_session().await;
+    assert!(!static_id.is_empty());
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ pub mod anthropic_server;
 pub mod browser;
 pub mod cluster;
 pub mod gemini_server;
+pub mod issuer;
 pub mod llama;
 pub mod llm_server;
 pub mod otlp;

@@ -10,6 +10,7 @@ pub mod client;
 mod elicit;
 mod output;
 mod resources;
+mod served_files;
 pub mod server;
 pub mod sessions;
 mod sse;

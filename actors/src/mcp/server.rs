@@ -4,26 +4,35 @@
 //! workspace confinement and sandbox settings are exactly the agents'. Over HTTP, the
 //! `Host` and `Origin` checks, the 400 for a body that is not JSON-RPC and the session cap
 //! are here (sessions.rs closes idle sessions); bearer tokens are the host's layer.
+//!
+//! Every protocol version rmcp knows is served: the `initialize` handshake up to
+//! 2025-11-25, and the stateless 2026-07-28 core (`server/discover`, per-request metadata).
+//! Each tool declares `OUTPUT_SCHEMA` and answers with that structured result besides its
+//! text; a call whose request carries a progress token gets a progress notification every
+//! `PROGRESS_EVERY` while it runs; the workspace's files are resources (served_files.rs)
+//! when they are on this host.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorRef};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest,
-    ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    ContentBlock, Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
+use super::served_files;
 use super::sessions::Sessions;
 use crate::llm::{FunctionCall, ToolCall, ToolSpec};
-use crate::protocol::{SandboxMsg, ToolInvocation, ToolMsg};
+use crate::protocol::{SandboxMsg, ToolInvocation, ToolMsg, ToolResult};
 use crate::sandbox::SandboxHandle;
 use crate::tools::worker::{ToolWorker, WorkerArgs, specs_for};
 use crate::tools::{ToolCtx, ToolSettings};
@@ -36,6 +45,31 @@ pub struct ServeSettings {
     pub settings: ToolSettings,
     pub workspace: PathBuf,
     pub sandbox: Option<SandboxHandle>,
+    /// The host directory whose files are offered as resources (the canonical workspace);
+    /// `None` when the files live only in sandbox containers.
+    pub files: Option<PathBuf>,
+}
+
+/// How often a call whose request carries a progress token reports that it is running.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The structured result every served tool gives, as its `outputSchema`.
+fn output_schema() -> serde_json::Map<String, serde_json::Value> {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean", "description": "whether the tool succeeded"},
+            "output": {"type": "string", "description": "the tool's text, or what went wrong"},
+            "elapsed_ms": {"type": "integer", "minimum": 0, "description": "how long the call ran"},
+            "terminate": {"type": "string", "enum": ["success", "failure"],
+                          "description": "present when the call ends the agent's work (`terminate`)"}
+        },
+        "required": ["ok", "output", "elapsed_ms"]
+    });
+    match schema {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!("the schema is an object"),
+    }
 }
 
 /// Numbers sessions, for their sandbox and log lines.
@@ -64,7 +98,8 @@ impl ToolServer {
     }
 
     /// Run one call through the session's worker, starting (or restarting) it as needed.
-    async fn run(&self, name: &str, args: serde_json::Value) -> Result<(bool, String), String> {
+    async fn run(&self, name: &str, args: serde_json::Value) -> Result<ToolResult, String> {
+        let started = Instant::now();
         let mut slot = self.worker.lock().await;
         let worker = match &*slot {
             Some(w) => w.clone(),
@@ -117,16 +152,19 @@ impl ToolServer {
             .call(|reply| ToolMsg::Call(inv, reply), Some(limit))
             .await
         {
-            Ok(ractor::rpc::CallResult::Success(r)) => Ok((r.ok, r.output)),
+            Ok(ractor::rpc::CallResult::Success(r)) => Ok(r),
             _ => {
                 worker.kill();
                 *slot = None;
-                Ok((
-                    false,
-                    format!(
+                Ok(ToolResult {
+                    ok: false,
+                    output: format!(
                         "the tool `{name}` crashed or hung; it was restarted, so its state (such as the shell session) was reset"
                     ),
-                ))
+                    terminate: None,
+                    elapsed: started.elapsed(),
+                    images: vec![],
+                })
             }
         }
     }
@@ -147,7 +185,12 @@ impl Drop for ToolServer {
 
 impl ServerHandler for ToolServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder().enable_tools();
+        let capabilities = match self.serve.files {
+            Some(_) => capabilities.enable_resources().build(),
+            None => capabilities.build(),
+        };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("manus-rt", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "manus-rt's agent tools. Files are confined to the workspace {}{}.",
@@ -165,6 +208,7 @@ impl ServerHandler for ToolServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let output = Arc::new(output_schema());
         let tools = self
             .specs
             .iter()
@@ -174,6 +218,7 @@ impl ServerHandler for ToolServer {
                     _ => serde_json::Map::new(),
                 };
                 Tool::new(s.name.clone(), s.description.clone(), Arc::new(schema))
+                    .with_raw_output_schema(output.clone())
             })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
@@ -182,7 +227,7 @@ impl ServerHandler for ToolServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         if !self.specs.iter().any(|s| s.name == name) {
@@ -195,17 +240,87 @@ impl ServerHandler for ToolServer {
             ));
         }
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let (ok, text) = self
-            .run(&name, args)
-            .await
-            .map_err(|e| ErrorData::internal_error(e, None))?;
-        let content = vec![ContentBlock::text(text)];
-        Ok(if ok {
-            CallToolResult::success(content)
-        } else {
-            CallToolResult::error(content)
+        let run = self.run(&name, args);
+        let result = match context.meta.get_progress_token() {
+            None => run.await,
+            Some(token) => {
+                tokio::pin!(run);
+                let started = Instant::now();
+                let mut ticks = tokio::time::interval_at(
+                    tokio::time::Instant::now() + PROGRESS_EVERY,
+                    PROGRESS_EVERY,
+                );
+                loop {
+                    tokio::select! {
+                        done = &mut run => break done,
+                        _ = ticks.tick() => {
+                            let secs = started.elapsed().as_secs_f64();
+                            let note = ProgressNotificationParam::new(token.clone(), secs.floor())
+                                .with_message(format!("`{name}` has run for {secs:.0} s"));
+                            // A client that left is noticed by the call's own end.
+                            let _ = context.peer.notify_progress(note).await;
+                        }
+                    }
+                }
+            }
         }
-        .into())
+        .map_err(|e| ErrorData::internal_error(e, None))?;
+        let mut structured = serde_json::json!({
+            "ok": result.ok,
+            "output": result.output,
+            "elapsed_ms": u64::try_from(result.elapsed.as_millis()).unwrap_or(u64::MAX),
+        });
+        if let Some(t) = result.terminate {
+            structured["terminate"] = serde_json::to_value(t).unwrap_or_default();
+        }
+        let mut answer = if result.ok {
+            CallToolResult::success(vec![ContentBlock::text(result.output)])
+        } else {
+            CallToolResult::error(vec![ContentBlock::text(result.output)])
+        };
+        answer.structured_content = Some(structured);
+        Ok(answer.into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let root = self.files_root()?;
+        let cursor = request.and_then(|r| r.cursor);
+        let (resources, next) =
+            tokio::task::spawn_blocking(move || served_files::list(&root, cursor.as_deref()))
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+                .map_err(|e| ErrorData::invalid_params(e, None))?;
+        let mut page = ListResourcesResult::with_all_items(resources);
+        page.next_cursor = next;
+        Ok(page)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let root = self.files_root()?;
+        let uri = request.uri;
+        let contents = tokio::task::spawn_blocking(move || served_files::read(&root, &uri))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+            .map_err(|e| ErrorData::resource_not_found(e, None))?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}
+
+impl ToolServer {
+    /// The directory served as resources, or the error for a server that serves none.
+    fn files_root(&self) -> Result<PathBuf, ErrorData> {
+        self.serve
+            .files
+            .clone()
+            .ok_or_else(ErrorData::method_not_found::<rmcp::model::ListResourcesRequestMethod>)
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 use super::{ToolCtx, ToolError};
 use crate::sandbox::SandboxHandle;
 
-mod beneath;
+pub(crate) mod beneath;
 #[cfg(test)]
 mod tests;
 
