@@ -132,33 +132,6 @@ async fn planning_runs_on_a_thread_in_the_idle_class() {
     rt.shutdown().await;
 }
 
-/// A small model (served in the runtime's constrained mode) that ends a step as done before
-/// doing anything is told so once and asked to say why; its second `terminate` is taken.
-#[tokio::test]
-async fn a_small_models_first_success_with_nothing_done_is_held_once() {
-    let server = ScriptedLlm::start().await;
-    let call = |name: &str, args: serde_json::Value| {
-        Reply::text(&json!({"name": name, "arguments": args}).to_string())
-    };
-    server.push_all([
-        plan_reply(&["[MANUS] write the note"]),
-        call("terminate", json!({"status": "success"})),
-        call("terminate", json!({"status": "success"})),
-        Reply::text("The note needed nothing."),
-    ]);
-    let dir = Scratch::new("nothing-done");
-    let rt = start(&server, &dir, &[("llm.tool_calls", "\"constrained\"")]).await;
-    let (_, outcome) = run(&rt, "write the note").await;
-    assert_eq!(outcome.status, FlowStatus::Completed, "{}", outcome.reason);
-    // In the constrained mode a tool's result reaches the model as the next user turn.
-    let held = serde_json::to_string(server.requests()[2].messages()).unwrap();
-    assert!(held.contains("nothing was done in this step yet"), "{held}");
-    let before = serde_json::to_string(server.requests()[1].messages()).unwrap();
-    assert!(!before.contains("nothing was done"), "{before}");
-    assert_eq!(server.requests().len(), 4);
-    rt.shutdown().await;
-}
-
 /// A final summary that degenerates into one sentence said over and over is cut after its
 /// first saying, and the cut is marked.
 #[tokio::test]

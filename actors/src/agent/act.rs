@@ -29,16 +29,13 @@ pub(super) const FINISHED_CHARS: usize = 2_000;
 impl StepRun<'_> {
     /// Run a round's tool calls in order, each after its approval check; the step's
     /// outcome if one of them ended it (`terminate`) or stopped it for approval.
-    /// `continued`: the decision on the call a paused step stopped before. `hold_success`:
-    /// an answer that is nothing but `terminate` with success does not end the step; its
-    /// result says what to do instead (`held`).
+    /// `continued`: the decision on the call a paused step stopped before.
     pub(super) async fn act(
         &mut self,
         calls: &[ToolCall],
         text: String,
         round: u32,
         continued: Option<&crate::protocol::Continued>,
-        held: Option<&str>,
     ) -> Option<StepOutcome> {
         self.browsed = calls
             .iter()
@@ -71,12 +68,6 @@ impl StepRun<'_> {
                     }
                 }
                 None => self.perform(call).await,
-            };
-            let result = match (held, result.terminate) {
-                (Some(instead), Some(TerminateStatus::Success)) if calls.len() == 1 => {
-                    answered(true, instead.to_string())
-                }
-                _ => result,
             };
             if self.state.spec.llm.settings().vision && !self.state.text_only {
                 let tool = &call.function.name;

@@ -18,11 +18,6 @@ const NO_TOOL_NUDGE: &str = "You replied in plain text without calling a tool. O
 ends the step: call it with status success if the step is done, or with status failure if it \
 cannot be done, saying why; otherwise continue with the next tool call.";
 
-/// What a small model's `terminate` with success gets, once, when nothing was done in the
-/// step yet.
-pub(super) const NOTHING_DONE: &str = "Not ended: nothing was done in this step yet. If the \
-step truly needs no action, say why, then call `terminate` again; otherwise do the step first.";
-
 const LENGTH_NUDGE: &str = "Your answer was cut off: it reached the length limit. Answer more \
 briefly, with one tool call; call `terminate` when the step is done or cannot be done.";
 
@@ -46,8 +41,6 @@ pub(super) struct Nudges {
     for_stuck: bool,
     /// The last reply was plain text, and the model has been told to call `terminate`.
     for_text: bool,
-    /// A tool was called in the step (or its ending was held once).
-    acted: bool,
 }
 
 impl Nudges {
@@ -59,13 +52,11 @@ impl Nudges {
             .map(fingerprint)
             .collect();
         recent.reverse();
-        let acted = memory.assistant_history().any(|m| !m.tool_calls.is_empty());
         Nudges {
             recent,
             next: None,
             for_stuck: false,
             for_text: false,
-            acted,
         }
     }
 
@@ -129,12 +120,6 @@ impl Nudges {
             false => NO_TOOL_NUDGE,
         }));
         None
-    }
-
-    /// Whether the calls about to run are the step's first: a `terminate` with success
-    /// among them alone is then held once (`NOTHING_DONE`).
-    pub(super) fn first_action(&mut self) -> bool {
-        !std::mem::replace(&mut self.acted, true)
     }
 
     /// The model called a tool: plain text next time earns a nudge again.

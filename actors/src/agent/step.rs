@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 use ractor::ActorRef;
 
 use super::memory::Memory;
-use super::nudges::{self, Nudges};
+use super::nudges::Nudges;
 use super::prompts::step_prompt;
 use super::{Action, AgentState};
 use crate::llm::{
-    CallMode, ChatRequest, FunctionCall, LlmErrorKind, Message, ToolCall, ToolChoice, ToolSet,
-    Usage,
+    ChatRequest, FunctionCall, LlmErrorKind, Message, ToolCall, ToolChoice, ToolSet, Usage,
 };
 use crate::mcp::McpToolset;
 use crate::plan::StepStatus;
@@ -213,7 +212,7 @@ impl<'a> StepRun<'a> {
                 let last = self.req.recorded.last().map_or(0, |r| r.round);
                 let (calls, text) = self.unanswered();
                 if !calls.is_empty() {
-                    if let Some(outcome) = self.act(&calls, text, last, None, None).await {
+                    if let Some(outcome) = self.act(&calls, text, last, None).await {
                         return outcome;
                     }
                     self.record_results(last).await;
@@ -224,7 +223,7 @@ impl<'a> StepRun<'a> {
         if let Some(c) = self.req.continued.clone() {
             // Stopped before a call for approval: the rest of that round's calls first.
             let (calls, text) = self.unanswered();
-            if let Some(outcome) = self.act(&calls, text, c.rounds, Some(&c), None).await {
+            if let Some(outcome) = self.act(&calls, text, c.rounds, Some(&c)).await {
                 return outcome;
             }
             self.record_results(c.rounds).await;
@@ -314,12 +313,7 @@ impl<'a> StepRun<'a> {
                 }
             }
             self.nudges.called_a_tool();
-            // A small model (one the runtime's own tool-call modes serve) that ends a step as
-            // done before doing anything is asked once whether it truly needs nothing.
-            let small = self.state.spec.llm.call_mode() != CallMode::Native;
-            let held = self.nudges.first_action().then_some(nudges::NOTHING_DONE);
-            let held = held.filter(|_| small && self.state.spec.profile.action == Action::Tools);
-            if let Some(outcome) = self.act(&calls, text, round, None, held).await {
+            if let Some(outcome) = self.act(&calls, text, round, None).await {
                 return outcome;
             }
             self.record_results(round).await;
