@@ -5,6 +5,7 @@ pub mod browser;
 pub mod cluster;
 pub mod llama;
 pub mod llm_server;
+pub mod oauth_server;
 pub mod otlp;
 pub mod scenario;
 pub mod service;

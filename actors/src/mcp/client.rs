@@ -445,9 +445,18 @@ async fn start(
             }
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport =
-                StreamableHttpClientTransport::with_client(crate::tls::client(), config);
-            listener.serve(transport).await.map_err(|e| failed(&e))
+            match &spec.oauth {
+                Some(oauth) => {
+                    let client = super::oauth::client(&spec.id, url, oauth).await?;
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    listener.serve(transport).await.map_err(|e| failed(&e))
+                }
+                None => {
+                    let transport =
+                        StreamableHttpClientTransport::with_client(crate::tls::client(), config);
+                    listener.serve(transport).await.map_err(|e| failed(&e))
+                }
+            }
         }
         McpTransport::Sse { url, headers } => {
             let transport = sse::connect(url, headers).await?;
