@@ -266,4 +266,46 @@ mod tests {
         let e = read("{\"mcpServers\": {\"a\": {\"comand\": \"x\"}}}").unwrap_err();
         assert!(e.message.contains("comand") && e.line == Some(1), "{e}");
     }
+
+    #[test]
+    fn oauth_entries_are_checked() {
+        let servers = read(
+            r#"{"mcpServers": {"r": {"url": "http://127.0.0.1:1/mcp", "oauth": {"grant": "client_credentials", "client_id": "c", "client_secret_env": "S", "scopes": ["mcp"]}}}}"#,
+        )
+        .unwrap();
+        let oauth = servers[0].oauth.as_ref().unwrap();
+        assert_eq!(oauth.grant, OAuthGrant::ClientCredentials);
+        assert_eq!(oauth.client_secret, Some(Secret::Env("S".into())));
+        assert_eq!(oauth.token_file, Path::new("tokens/r.json"));
+        for (entry, says) in [
+            (
+                r#""url": "http://x/mcp", "oauth": {"grant": "implicit"}"#,
+                "\"implicit\"",
+            ),
+            (
+                r#""url": "http://x/mcp", "oauth": {"grant": "client_credentials", "client_id": "c"}"#,
+                "client_secret_env",
+            ),
+            (
+                r#""type": "sse", "url": "http://x/sse", "oauth": {"grant": "authorization_code"}"#,
+                "streamable HTTP",
+            ),
+            (
+                r#""url": "http://x/mcp", "oauth": {"grant": "authorization_code", "client_secret": "a", "client_secret_env": "B"}"#,
+                "both",
+            ),
+        ] {
+            let e = read(&format!("{{\"mcpServers\": {{\"r\": {{{entry}}}}}}}")).unwrap_err();
+            assert!(
+                e.message.contains("mcpServers.r") && e.message.contains(says),
+                "{e}"
+            );
+        }
+        // A server id cannot lead its token file out of the folder.
+        let servers = read(r#"{"mcpServers": {"../x": {"url": "http://x/mcp", "oauth": {"grant": "authorization_code"}}}}"#).unwrap();
+        assert_eq!(
+            servers[0].oauth.as_ref().unwrap().token_file,
+            Path::new("tokens/___x.json")
+        );
+    }
 }
