@@ -113,6 +113,33 @@ async fn client_credentials_get_a_token_the_client_uses() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_credentials_token_is_renewed_before_it_expires() {
+    // Tokens live 34 s, so the session is opened again (with a new token) 2 s after the
+    // first; the second call comes 6 s later, when the first token would count as expired.
+    let auth = AuthServer::start(Duration::from_secs(34)).await;
+    let (_peer, url) = protected_server(&auth).await;
+    let llm = ScriptedLlm::start().await;
+    llm.push_all([
+        Reply::tool("mcp_secure_whoami", json!({})),
+        Reply::tool("mcp_secure_whoami", json!({})).delay(6000),
+        done("asked twice"),
+    ]);
+    let dir = Scratch::new("mcp-oauth-renew");
+    let config = config(&llm, &dir, &url, client_credentials());
+    let (ok, out) = cli(
+        &dir,
+        &config,
+        CLIENT_SECRET,
+        &["run-mcp", "--server", "secure", "-p", "who am I, twice"],
+    )
+    .await;
+    assert!(ok, "{out}");
+    assert_eq!(observation(&llm, 0), format!("signed in as {CLIENT_ID}"));
+    assert_eq!(observation(&llm, 1), format!("signed in as {CLIENT_ID}"));
+    assert_eq!(auth.grants("client_credentials"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_client_secret_says_which_server_and_step() {
     let auth = AuthServer::start(Duration::from_secs(3600)).await;
     let (_peer, url) = protected_server(&auth).await;

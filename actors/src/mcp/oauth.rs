@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rmcp::transport::auth::{
@@ -173,72 +173,74 @@ async fn discover(
     Ok(manager)
 }
 
+/// Renew a client-credentials token this long before it expires (rmcp treats a token as
+/// expired 30 s early, and a client-credentials token has no refresh token).
+const RENEW_EARLY: Duration = Duration::from_secs(32);
+
 /// An HTTP client for the server that sends its access token, refreshing it when it
-/// expires. Client credentials get a token here when there is none; the authorization-code
-/// grant needs a person to have signed in (`login`) before.
+/// expires. The client-credentials grant gets a fresh token here, and says by when the
+/// session must be opened again for the next one; the authorization-code grant needs a
+/// person to have signed in (`login`) before.
 pub async fn client(
     server: &str,
     url: &str,
     oauth: &McpOAuth,
-) -> Result<AuthClient<reqwest::Client>, String> {
+) -> Result<(AuthClient<reqwest::Client>, Option<Instant>), String> {
     let mut manager = discover(server, url, oauth).await?;
     let fail = |what: &str, e: AuthError| {
         format!("OAuth for the MCP server `{server}` ({url}): {what} failed ({e})")
     };
+    if oauth.grant == OAuthGrant::ClientCredentials {
+        let config = client_credentials(server, url, oauth)?;
+        manager
+            .validate_client_credentials_metadata(&config)
+            .map_err(|e| fail("checking the authorization server's metadata", e))?;
+        manager
+            .configure_client_credentials(&config)
+            .map_err(|e| fail("setting up the client", e))?;
+        let token = manager
+            .exchange_client_credentials(&config)
+            .await
+            .map_err(|e| {
+                format!(
+                    "OAuth for the MCP server `{server}` ({url}): the client-credentials grant \
+                     failed ({e}); check its `client_id` and client secret"
+                )
+            })?;
+        let life = serde_json::to_value(&token)
+            .ok()
+            .and_then(|t| t.get("expires_in").and_then(|v| v.as_u64()));
+        let renew =
+            life.map(|secs| Instant::now() + Duration::from_secs(secs).saturating_sub(RENEW_EARLY));
+        return Ok((AuthClient::new(crate::tls::client(), manager), renew));
+    }
     let stored = manager
         .initialize_from_store()
         .await
         .map_err(|e| fail("reading its stored tokens", e))?;
-    match oauth.grant {
-        OAuthGrant::ClientCredentials => {
-            let config = client_credentials(server, url, oauth)?;
-            manager
-                .validate_client_credentials_metadata(&config)
-                .map_err(|e| fail("checking the authorization server's metadata", e))?;
-            manager
-                .configure_client_credentials(&config)
-                .map_err(|e| fail("setting up the client", e))?;
-            if !stored || manager.get_access_token().await.is_err() {
-                manager
-                    .exchange_client_credentials(&config)
-                    .await
-                    .map_err(|e| {
-                        format!(
-                            "OAuth for the MCP server `{server}` ({url}): the client-credentials \
-                         grant failed ({e}); check its `client_id` and client secret"
-                        )
-                    })?;
-            }
-        }
-        OAuthGrant::AuthorizationCode => {
-            if !stored {
-                return Err(format!(
-                    "OAuth for the MCP server `{server}` ({url}): nobody has signed in yet; run \
-                     `manus-rt mcp-login {server}` at a terminal"
-                ));
-            }
-            if let Some(id) = &oauth.client_id {
-                let mut config = OAuthClientConfig::new(id.clone(), url);
-                if let Some(secret) = &oauth.client_secret {
-                    config = config.with_client_secret(secret.read(server)?);
-                }
-                manager
-                    .configure_client(config)
-                    .map_err(|e| fail("setting up the client", e))?;
-            }
-            match manager.get_access_token().await {
-                Ok(_) => {}
-                Err(AuthError::AuthorizationRequired) => {
-                    return Err(format!(
-                        "OAuth for the MCP server `{server}` ({url}): the sign-in has expired \
-                         and could not be refreshed; run `manus-rt mcp-login {server}` again"
-                    ));
-                }
-                Err(e) => return Err(fail("refreshing the access token", e)),
-            }
-        }
+    if !stored {
+        return Err(format!(
+            "OAuth for the MCP server `{server}` ({url}): nobody has signed in yet; run \
+             `manus-rt mcp-login {server}` at a terminal"
+        ));
     }
-    Ok(AuthClient::new(crate::tls::client(), manager))
+    if let Some(id) = &oauth.client_id {
+        let mut config = OAuthClientConfig::new(id.clone(), url);
+        if let Some(secret) = &oauth.client_secret {
+            config = config.with_client_secret(secret.read(server)?);
+        }
+        manager
+            .configure_client(config)
+            .map_err(|e| fail("setting up the client", e))?;
+    }
+    match manager.get_access_token().await {
+        Ok(_) => Ok((AuthClient::new(crate::tls::client(), manager), None)),
+        Err(AuthError::AuthorizationRequired) => Err(format!(
+            "OAuth for the MCP server `{server}` ({url}): the sign-in has expired and could not \
+             be refreshed; run `manus-rt mcp-login {server}` again"
+        )),
+        Err(e) => Err(fail("refreshing the access token", e)),
+    }
 }
 
 fn client_credentials(
