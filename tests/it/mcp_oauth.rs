@@ -243,6 +243,32 @@ async fn a_pkce_sign_in_gets_a_token_the_client_uses() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_client_id_the_sign_in_registers_the_client() {
+    let auth = AuthServer::start(Duration::from_secs(3600)).await;
+    let (_peer, url) = protected_server(&auth).await;
+    let llm = ScriptedLlm::start().await;
+    whoami_script(&llm);
+    let dir = Scratch::new("mcp-oauth-dcr");
+    let oauth = json!({"grant": "authorization_code", "scopes": ["mcp"]});
+    let config = config(&llm, &dir, &url, oauth);
+    login(&dir, &config).await;
+    let (ok, out) = cli(
+        &dir,
+        &config,
+        "",
+        &["run-mcp", "--server", "secure", "-p", "who am I"],
+    )
+    .await;
+    assert!(ok, "{out}");
+    // The registered client's id, kept with the tokens, is the one the server sees.
+    assert!(
+        observation(&llm, 0).starts_with("signed in as registered-"),
+        "{}",
+        observation(&llm, 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_refreshed() {
     // Tokens live 2 seconds: the stored one has expired by the time the run uses it.
     let auth = AuthServer::start(Duration::from_secs(2)).await;

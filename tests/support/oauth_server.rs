@@ -1,5 +1,6 @@
 //! A minimal OAuth 2.1 authorization server on 127.0.0.1 for the MCP OAuth tests: RFC 8414
-//! metadata, `/authorize` (approves at once and redirects with a code), `/token` for the
+//! metadata, `/register` (RFC 7591 dynamic client registration of public clients),
+//! `/authorize` (approves at once and redirects with a code), `/token` for the
 //! authorization_code (checking the PKCE verifier), client_credentials and refresh_token
 //! grants, and `/introspect` (RFC 7662) for the resource server. It counts the grants it
 //! served, so tests can see a refresh happen.
@@ -28,6 +29,8 @@ struct Books {
     /// refresh token → (client id, resource)
     refresh: HashMap<String, (String, String)>,
     grants: HashMap<String, u32>,
+    /// Clients registered through `/register`.
+    registered: Vec<String>,
     counter: u64,
 }
 
@@ -64,6 +67,7 @@ impl AuthServer {
                 "/.well-known/oauth-authorization-server",
                 routing::get(metadata),
             )
+            .route("/register", routing::post(register))
             .route("/authorize", routing::get(authorize))
             .route("/token", routing::post(token))
             .route("/introspect", routing::post(introspect))
@@ -99,6 +103,7 @@ async fn metadata(State(s): State<Arc<Shared>>) -> Json<Value> {
         "authorization_endpoint": at("/authorize"),
         "token_endpoint": at("/token"),
         "introspection_endpoint": at("/introspect"),
+        "registration_endpoint": at("/register"),
         "response_types_supported": ["code"],
         "grant_types_supported": ["authorization_code", "client_credentials", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
@@ -120,7 +125,9 @@ async fn authorize(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let field = |k: &str| q.get(k).cloned().unwrap_or_default();
-    if field("client_id") != CLIENT_ID {
+    let client = field("client_id");
+    let mut books = s.books.lock().unwrap();
+    if client != CLIENT_ID && !books.registered.contains(&client) {
         return refuse("invalid_client", "unknown client");
     }
     if field("code_challenge_method") != "S256" || field("code_challenge").is_empty() {
@@ -130,13 +137,12 @@ async fn authorize(
     if !redirect.starts_with("http://127.0.0.1:") {
         return refuse("invalid_request", "the redirect must be a loopback address");
     }
-    let mut books = s.books.lock().unwrap();
     books.counter += 1;
     let code = format!("code-{}", books.counter);
     books.codes.insert(
         code.clone(),
         (
-            CLIENT_ID.into(),
+            client,
             field("code_challenge"),
             redirect.clone(),
             field("resource"),
@@ -144,6 +150,16 @@ async fn authorize(
     );
     let state = field("state");
     Redirect::to(&format!("{redirect}?code={code}&state={state}")).into_response()
+}
+
+async fn register(State(s): State<Arc<Shared>>, Json(asked): Json<Value>) -> Response {
+    let mut books = s.books.lock().unwrap();
+    books.counter += 1;
+    let id = format!("registered-{}", books.counter);
+    books.registered.push(id.clone());
+    let mut answer = asked;
+    answer["client_id"] = json!(id);
+    (axum::http::StatusCode::CREATED, Json(answer)).into_response()
 }
 
 /// The client's id and secret, from HTTP Basic or the form.
