@@ -296,6 +296,40 @@ async fn an_expired_token_is_refreshed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_refresh_the_same_tokens_one_after_the_other() {
+    // Each refresh token is good once, and each refresh is held 2 s, so two runs that
+    // refreshed at once would spend the same refresh token and one would be refused.
+    let auth = AuthServer::start(Duration::from_secs(2)).await;
+    let (_peer, url) = protected_server(&auth).await;
+    let dir = Scratch::new("mcp-oauth-two");
+    let oauth = json!({"grant": "authorization_code", "client_id": CLIENT_ID, "scopes": ["mcp"]});
+    let (first, second) = (ScriptedLlm::start().await, ScriptedLlm::start().await);
+    whoami_script(&first);
+    whoami_script(&second);
+    let one = config(&first, &dir, &url, oauth.clone());
+    login(&dir, &one).await;
+    let two = dir.path().join("second.toml");
+    std::fs::write(
+        &two,
+        mcp_config_text(
+            &second,
+            &dir,
+            json!({"secure": {"url": url, "oauth": oauth}}),
+            &[],
+        ),
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    auth.slow_refresh(Duration::from_secs(2));
+    let args = ["run-mcp", "--server", "secure", "-p", "who am I"];
+    let ((ok1, out1), (ok2, out2)) =
+        tokio::join!(cli(&dir, &one, "", &args), cli(&dir, &two, "", &args));
+    assert!(ok1 && ok2, "{out1}\n---\n{out2}");
+    assert_eq!(observation(&first, 0), format!("signed in as {CLIENT_ID}"));
+    assert_eq!(observation(&second, 0), format!("signed in as {CLIENT_ID}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_sign_in_the_error_says_to_run_mcp_login() {
     let auth = AuthServer::start(Duration::from_secs(3600)).await;
     let (_peer, url) = protected_server(&auth).await;

@@ -37,6 +37,8 @@ struct Books {
 struct Shared {
     issuer: String,
     token_life: Duration,
+    /// How long a refresh_token grant is held before it is answered.
+    refresh_delay: Mutex<Duration>,
     books: Mutex<Books>,
 }
 
@@ -60,6 +62,7 @@ impl AuthServer {
         let shared = Arc::new(Shared {
             issuer: issuer.clone(),
             token_life,
+            refresh_delay: Mutex::default(),
             books: Mutex::default(),
         });
         let app = Router::new()
@@ -80,6 +83,11 @@ impl AuthServer {
             shared,
             task,
         }
+    }
+
+    /// Hold each refresh for `delay`, so refreshes of two processes overlap.
+    pub fn slow_refresh(&self, delay: Duration) {
+        *self.shared.refresh_delay.lock().unwrap() = delay;
     }
 
     /// How many tokens each grant type has issued.
@@ -185,6 +193,10 @@ async fn token(
     let field = |k: &str| form.get(k).cloned().unwrap_or_default();
     let (client, secret) = client_of(&headers, &form);
     let grant = field("grant_type");
+    if grant == "refresh_token" {
+        let delay = *s.refresh_delay.lock().unwrap();
+        tokio::time::sleep(delay).await;
+    }
     let mut books = s.books.lock().unwrap();
     let (client, resource) = match grant.as_str() {
         "client_credentials" => {

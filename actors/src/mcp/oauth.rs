@@ -3,7 +3,8 @@
 //! authorization-server metadata), the client-credentials grant for unattended nodes, the
 //! PKCE authorization-code grant for a person at the CLI (`login`: the URL is printed and
 //! the code comes back on a loopback redirect), and the tokens of each server kept in a
-//! file of its own (mode 0600) and refreshed with the refresh token when they expire.
+//! file of its own (mode 0600) and refreshed with the refresh token when they expire, one
+//! process at a time (a lock file beside the tokens).
 //! Errors name the server, the step that failed and what to do.
 
 use std::collections::HashMap;
@@ -12,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rmcp::transport::auth::{
-    AuthClient, AuthError, AuthorizationManager, ClientCredentialsConfig, CredentialStore,
-    OAuthClientConfig, StoredCredentials,
+    AuthClient, AuthError, AuthorizationManager, ClientCredentialsConfig, CredentialRefreshGuard,
+    CredentialStore, OAuthClientConfig, StoredCredentials,
 };
 
 /// How a server's tokens are obtained (`oauth` in the servers file).
@@ -114,6 +115,18 @@ impl CredentialStore for TokenFile {
         .map_err(|e| store_error(&self.0, "could not write", e))
     }
 
+    /// Other processes (the service, a CLI run) may refresh the same tokens, and a refresh
+    /// token is often good for one use: a refresh holds an exclusive lock on `ID.json.lock`.
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let path = self.0.with_extension("json.lock");
+        let lock = path.clone();
+        let file = tokio::task::spawn_blocking(move || lock_file(&lock))
+            .await
+            .map_err(|e| store_error(&path, "could not lock", e))?
+            .map_err(|e| store_error(&path, "could not lock", e))?;
+        Ok(Some(CredentialRefreshGuard::new(file)))
+    }
+
     async fn clear(&self) -> Result<(), AuthError> {
         match tokio::fs::remove_file(&self.0).await {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -121,6 +134,43 @@ impl CredentialStore for TokenFile {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// Longest wait for another process's refresh of the same tokens.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// Open and lock `path` exclusively (flock), waiting at most `LOCK_WAIT`; closing the file
+/// releases the lock.
+fn lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        // SAFETY: flock on a descriptor this function owns; no memory is involved.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(file);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::WouldBlock {
+            return Err(e);
+        }
+        if Instant::now() >= deadline {
+            return Err(std::io::Error::other(format!(
+                "another process has been refreshing these tokens for {}s",
+                LOCK_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
