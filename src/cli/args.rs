@@ -78,6 +78,16 @@ and /metrics need a bearer token. With [cluster], flows are queued in the shared
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
         bind: String,
     },
+    /// Sign in to a remote MCP server of the servers file whose `oauth.grant` is
+    /// "authorization_code": prints the authorization URL to open in a browser, receives the
+    /// answer on a loopback redirect (127.0.0.1, a free port) and stores the tokens
+    McpLogin {
+        /// The server's id in the servers file
+        server: String,
+        /// How long to wait for the browser, in seconds
+        #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        wait_secs: u64,
+    },
     /// Offer manus-rt's tools (bash, python_execute, str_replace_editor, terminate by default;
     /// [mcp] serve_tools) to MCP clients, with the workspace and sandbox settings of agents
     McpServer(McpServerArgs),

@@ -16,6 +16,7 @@ mod eval;
 mod exit;
 mod flow;
 mod fork;
+mod mcp_login;
 mod mcp_server;
 mod memory;
 mod probe;
@@ -29,6 +30,7 @@ mod terminal;
 mod tools_list;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use manus_rt::{Config, FlowMode, telemetry};
@@ -78,6 +80,9 @@ pub async fn main() -> ExitCode {
         } => sandbox_doctor::run(&config).await,
         Command::RunMcp(args) => run_mcp::run(config, args).await,
         Command::McpServer(args) => mcp_server::run(config, args).await,
+        Command::McpLogin { server, wait_secs } => {
+            mcp_login::run(&config, &server, Duration::from_secs(wait_secs)).await
+        }
         Command::Serve { bind } => serve::run(config, &bind).await,
         Command::Approvals { action } => approvals::run(&config, action).await,
         Command::Eval(args) => eval::run(config, args).await,

@@ -124,5 +124,6 @@ fn chosen_server(config: &Config, args: &RunMcpArgs) -> Result<McpServerSpec, St
             .map_or(Duration::from_secs(120), |s| s.call_timeout),
         connect_timeout: Duration::from_secs(30),
         sampling: config.mcp_sampling,
+        oauth: None,
     })
 }

@@ -1,13 +1,15 @@
 //! The MCP servers file (`config/mcp.json`, or `[mcp] servers_file`) in the common
 //! `{"mcpServers": {id: {...}}}` shape: a `command` (with `args`, `env`) for a stdio server,
 //! or a `url` (with `type` "streamable-http" or legacy "sse", and `headers`) for a remote
-//! one. Errors name the file, the line and the server. A pure function of the text, like
+//! one, which may sign in with OAuth 2.1 (`oauth`: `grant`, `client_id`, `client_secret_env`,
+//! `scopes`). Errors name the file, the line and the server. A pure function of the text, like
 //! `parse`: `resolve` finds and reads the file.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
-use manus_actors::mcp::{McpServerSpec, McpTransport};
+use manus_actors::mcp::{McpOAuth, McpServerSpec, McpTransport, OAuthGrant, Secret};
 use serde::Deserialize;
 
 use super::ConfigError;
@@ -38,15 +40,32 @@ struct ServerJson {
     /// Some clients' files mark servers off; such servers are skipped.
     #[serde(default)]
     disabled: bool,
+    oauth: Option<OAuthJson>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OAuthJson {
+    /// "client_credentials" or "authorization_code".
+    grant: String,
+    client_id: Option<String>,
+    /// The environment variable holding the client secret.
+    client_secret_env: Option<String>,
+    /// The secret itself (a file that holds it must be kept private).
+    client_secret: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
 }
 
 /// The servers of a servers file's `text`, read from `source` (its path, for errors).
-/// `call_timeout` and `connect_timeout` apply unless a server sets its own `timeout_secs`.
+/// `call_timeout` and `connect_timeout` apply unless a server sets its own `timeout_secs`;
+/// the OAuth tokens of server ID are kept in `tokens_dir`/ID.json.
 pub fn parse(
     text: &str,
     source: &str,
     call_timeout: Duration,
     connect_timeout: Duration,
+    tokens_dir: &Path,
 ) -> Result<Vec<McpServerSpec>, ConfigError> {
     let file: ServersFile = serde_json::from_str(text).map_err(|e| ConfigError {
         source: source.to_string(),
@@ -123,6 +142,15 @@ pub fn parse(
                 "`timeout_secs` = {secs} is out of range: use 1 to {WEEK} seconds (a week)"
             )));
         }
+        let oauth = match s.oauth {
+            None => None,
+            Some(_) if !matches!(transport, McpTransport::StreamableHttp { .. }) => {
+                return Err(fail(
+                    "`oauth` is for remote servers over streamable HTTP (a `url` without `type` = \"sse\")".into(),
+                ));
+            }
+            Some(o) => Some(oauth(o, &id, tokens_dir).map_err(fail)?),
+        };
         servers.push(McpServerSpec {
             id,
             transport,
@@ -132,9 +160,53 @@ pub fn parse(
                 .unwrap_or(call_timeout),
             connect_timeout,
             sampling: Default::default(),
+            oauth,
         });
     }
     Ok(servers)
+}
+
+/// A server's `oauth` entry, checked.
+fn oauth(o: OAuthJson, id: &str, tokens_dir: &Path) -> Result<McpOAuth, String> {
+    let grant = match o.grant.as_str() {
+        "client_credentials" => OAuthGrant::ClientCredentials,
+        "authorization_code" => OAuthGrant::AuthorizationCode,
+        other => {
+            return Err(format!(
+                "`oauth.grant` = \"{other}\" is not known: use \"client_credentials\" (a node signs in \
+                 with its client id and secret) or \"authorization_code\" (a person signs in with \
+                 `manus-rt mcp-login {id}`)"
+            ));
+        }
+    };
+    let client_secret = match (o.client_secret_env, o.client_secret) {
+        (Some(_), Some(_)) => {
+            return Err(
+                "`oauth` has both `client_secret_env` and `client_secret`; give one (the variable's name is better)".into(),
+            );
+        }
+        (Some(name), None) if name.trim().is_empty() => {
+            return Err("`oauth.client_secret_env` is blank: give the name of the environment variable that holds the secret".into());
+        }
+        (Some(name), None) => Some(Secret::Env(name)),
+        (None, Some(value)) => Some(Secret::Value(value)),
+        (None, None) => None,
+    };
+    if grant == OAuthGrant::ClientCredentials && (o.client_id.is_none() || client_secret.is_none())
+    {
+        return Err("`oauth.grant` = \"client_credentials\" needs `client_id` and `client_secret_env` (the environment variable holding the secret)".into());
+    }
+    Ok(McpOAuth {
+        grant,
+        client_id: o.client_id,
+        client_secret,
+        scopes: o.scopes,
+        // The id names the file, so nothing in it may lead out of the folder.
+        token_file: tokens_dir.join(format!(
+            "{}.json",
+            id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_")
+        )),
+    })
 }
 
 #[cfg(test)]
@@ -147,6 +219,7 @@ mod tests {
             "mcp.json",
             Duration::from_secs(60),
             Duration::from_secs(10),
+            Path::new("tokens"),
         )
     }
 
@@ -192,5 +265,47 @@ mod tests {
         assert!(e.message.contains("\"ws\""), "{e}");
         let e = read("{\"mcpServers\": {\"a\": {\"comand\": \"x\"}}}").unwrap_err();
         assert!(e.message.contains("comand") && e.line == Some(1), "{e}");
+    }
+
+    #[test]
+    fn oauth_entries_are_checked() {
+        let servers = read(
+            r#"{"mcpServers": {"r": {"url": "http://127.0.0.1:1/mcp", "oauth": {"grant": "client_credentials", "client_id": "c", "client_secret_env": "S", "scopes": ["mcp"]}}}}"#,
+        )
+        .unwrap();
+        let oauth = servers[0].oauth.as_ref().unwrap();
+        assert_eq!(oauth.grant, OAuthGrant::ClientCredentials);
+        assert_eq!(oauth.client_secret, Some(Secret::Env("S".into())));
+        assert_eq!(oauth.token_file, Path::new("tokens/r.json"));
+        for (entry, says) in [
+            (
+                r#""url": "http://x/mcp", "oauth": {"grant": "implicit"}"#,
+                "\"implicit\"",
+            ),
+            (
+                r#""url": "http://x/mcp", "oauth": {"grant": "client_credentials", "client_id": "c"}"#,
+                "client_secret_env",
+            ),
+            (
+                r#""type": "sse", "url": "http://x/sse", "oauth": {"grant": "authorization_code"}"#,
+                "streamable HTTP",
+            ),
+            (
+                r#""url": "http://x/mcp", "oauth": {"grant": "authorization_code", "client_secret": "a", "client_secret_env": "B"}"#,
+                "both",
+            ),
+        ] {
+            let e = read(&format!("{{\"mcpServers\": {{\"r\": {{{entry}}}}}}}")).unwrap_err();
+            assert!(
+                e.message.contains("mcpServers.r") && e.message.contains(says),
+                "{e}"
+            );
+        }
+        // A server id cannot lead its token file out of the folder.
+        let servers = read(r#"{"mcpServers": {"../x": {"url": "http://x/mcp", "oauth": {"grant": "authorization_code"}}}}"#).unwrap();
+        assert_eq!(
+            servers[0].oauth.as_ref().unwrap().token_file,
+            Path::new("tokens/___x.json")
+        );
     }
 }

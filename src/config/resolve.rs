@@ -228,6 +228,8 @@ fn read_servers_file(
         &path.display().to_string(),
         file.call_timeout,
         file.connect_timeout,
+        // OAuth tokens are kept beside the servers file that names the servers.
+        &path.parent().unwrap_or(base).join("mcp-tokens"),
     )?;
     for server in &mut servers {
         server.sampling = file.sampling;

@@ -24,6 +24,7 @@ mod llm_server_selftest;
 mod mcp;
 mod mcp_asks;
 mod mcp_http;
+mod mcp_oauth;
 mod mcp_serve;
 mod memory;
 mod providers;

@@ -74,7 +74,7 @@ async fn run_single(config: Config, task: &str) -> manus_rt::FlowOutcome {
 }
 
 /// A peer process, killed by its PID when dropped.
-pub(crate) struct Peer(tokio::process::Child);
+pub(crate) struct Peer(pub(crate) tokio::process::Child);
 
 impl Drop for Peer {
     fn drop(&mut self) {

@@ -8,6 +8,7 @@ pub mod gemini_server;
 pub mod issuer;
 pub mod llama;
 pub mod llm_server;
+pub mod oauth_server;
 pub mod otlp;
 pub mod scenario;
 pub mod service;

@@ -52,6 +52,9 @@ pub struct ConnState {
     failures: u32,
     last_error: String,
     retry_at: Option<Instant>,
+    /// When the session's OAuth token (client credentials, which cannot be refreshed)
+    /// expires: the session is opened again, with a new token, before.
+    renew_at: Option<Instant>,
 }
 
 /// Receives the server's notifications and requests for one session.
@@ -136,6 +139,7 @@ impl Actor for McpConnection {
             failures: 0,
             last_error: String::new(),
             retry_at: None,
+            renew_at: None,
         })
     }
 
@@ -329,6 +333,10 @@ impl ConnState {
         if self.session.as_ref().is_some_and(|s| s.is_closed()) {
             self.fail("the server closed the connection".into());
         }
+        if self.session.is_some() && self.renew_at.is_some_and(|at| Instant::now() >= at) {
+            tracing::info!(server = %self.spec.id, "the OAuth access token is about to expire: opening a new session with a new token");
+            self.close();
+        }
         if self.session.is_some() {
             return Ok(());
         }
@@ -346,7 +354,8 @@ impl ConnState {
         let started =
             tokio::time::timeout(self.spec.connect_timeout, start(&self.spec, listener)).await;
         match started {
-            Ok(Ok(session)) => {
+            Ok(Ok((session, renew_at))) => {
+                self.renew_at = renew_at;
                 tracing::info!(server = %self.spec.id, via = %self.spec.transport.describe(), "MCP server connected");
                 self.follow_tool_changes(&session, myself).await;
                 self.session = Some(session);
@@ -393,14 +402,19 @@ impl ConnState {
         });
     }
 
-    /// Drop the session and set the time of the next attempt.
-    fn fail(&mut self, why: String) {
+    /// Close the session (in the background) and forget its tools.
+    fn close(&mut self) {
         if let Some(mut session) = self.session.take() {
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(5), session.close()).await;
             });
         }
         self.tools = None;
+    }
+
+    /// Drop the session and set the time of the next attempt.
+    fn fail(&mut self, why: String) {
+        self.close();
         self.failures += 1;
         let backoff = FIRST_BACKOFF
             .saturating_mul(1 << (self.failures - 1).min(16))
@@ -435,11 +449,12 @@ fn lifecycle() -> ClientLifecycleMode {
     }
 }
 
-/// Open a session over the server's transport.
+/// Open a session over the server's transport; with an OAuth token that cannot be
+/// refreshed, the time by which to open a new one.
 async fn start(
     spec: &McpServerSpec,
     listener: Listener,
-) -> Result<RunningService<RoleClient, Listener>, String> {
+) -> Result<(RunningService<RoleClient, Listener>, Option<Instant>), String> {
     let failed = |e: &dyn std::fmt::Display| format!("could not connect ({e})");
     match &spec.transport {
         McpTransport::Stdio { command, args, env } => {
@@ -459,10 +474,11 @@ async fn start(
                     }
                 });
             }
-            listener
+            let session = listener
                 .serve_with_lifecycle(child, lifecycle())
                 .await
-                .map_err(|e| failed(&e))
+                .map_err(|e| failed(&e))?;
+            Ok((session, None))
         }
         McpTransport::StreamableHttp { url, headers } => {
             let mut custom = std::collections::HashMap::new();
@@ -475,19 +491,34 @@ async fn start(
             }
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport =
-                StreamableHttpClientTransport::with_client(crate::tls::client(), config);
-            listener
-                .serve_with_lifecycle(transport, lifecycle())
-                .await
-                .map_err(|e| failed(&e))
+            match &spec.oauth {
+                Some(oauth) => {
+                    let (client, renew) = super::oauth::client(&spec.id, url, oauth).await?;
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    let session = listener
+                        .serve_with_lifecycle(transport, lifecycle())
+                        .await
+                        .map_err(|e| failed(&e))?;
+                    Ok((session, renew))
+                }
+                None => {
+                    let transport =
+                        StreamableHttpClientTransport::with_client(crate::tls::client(), config);
+                    let session = listener
+                        .serve_with_lifecycle(transport, lifecycle())
+                        .await
+                        .map_err(|e| failed(&e))?;
+                    Ok((session, None))
+                }
+            }
         }
         McpTransport::Sse { url, headers } => {
             let transport = sse::connect(url, headers).await?;
-            listener
+            let session = listener
                 .serve_with_lifecycle(transport, lifecycle())
                 .await
-                .map_err(|e| failed(&e))
+                .map_err(|e| failed(&e))?;
+            Ok((session, None))
         }
     }
 }

@@ -2,12 +2,14 @@
 //! (`client.rs`) that owns its session; an agent's tool set gains the server's tools as
 //! `mcp_{server}_{tool}` (`McpToolset`), and calls travel agent → tool worker → connection.
 //! As a server (`server.rs`), manus-rt offers its own tools to any MCP client; over HTTP,
-//! `sessions.rs` caps its sessions and closes idle ones. What a server asks back during
+//! `sessions.rs` caps its sessions and closes idle ones. A remote server behind OAuth
+//! 2.1 gets its tokens from `oauth.rs`. What a server asks back during
 //! our calls (elicitation, sampling, roots, progress) is `asks.rs`'s, for the calling flow.
 
 mod asks;
 pub mod client;
 mod elicit;
+mod oauth;
 mod output;
 mod resources;
 mod served_files;
@@ -17,6 +19,7 @@ mod sse;
 
 pub use asks::Sampling;
 pub use elicit::declined;
+pub use oauth::{McpOAuth, OAuthGrant, Secret, login};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -37,6 +40,8 @@ pub struct McpServerSpec {
     pub connect_timeout: Duration,
     /// What the server's sampling requests get (`[mcp] sampling`).
     pub sampling: Sampling,
+    /// How a remote server's OAuth tokens are obtained, when it needs them.
+    pub oauth: Option<McpOAuth>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
