@@ -29,7 +29,6 @@ pub async fn run(config: &Config) -> Result<String, String> {
     if base.api_type == ApiType::Replay {
         return Err("the [llm] profile replays a cassette: there is no server to probe".into());
     }
-    let http = LazyHttp::default();
     let client = |mode: CallMode, stream: bool| {
         let settings = LlmSettings {
             timeout: IDLE,
@@ -43,7 +42,9 @@ pub async fn run(config: &Config) -> Result<String, String> {
             stream,
             ..(**base).clone()
         };
-        LlmClient::new(Arc::new(settings), http.clone(), None)
+        // Each question on connections of its own: with no retries, a pooled connection the
+        // server closed after the last answer would fail the next question for nothing.
+        LlmClient::new(Arc::new(settings), LazyHttp::default(), None)
     };
     let mut out = format!(
         "probing {} at {} (each question: up to {}s to start, {}s in all)\n",
