@@ -27,6 +27,8 @@ pub(super) enum LlmDraft {
         key: String,
         input_price_per_mtok: f64,
         output_price_per_mtok: f64,
+        /// The recording's `max_tokens`, which a cut-off answer's report quotes.
+        max_tokens: Option<u32>,
     },
 }
 
@@ -207,6 +209,7 @@ fn profile(name: &str, t: &LlmToml, lines: Lines) -> Result<LlmDraft, Problem> {
                 key: key("cassette"),
                 input_price_per_mtok,
                 output_price_per_mtok,
+                max_tokens: max_tokens.map(|n| n as u32),
             });
         }
     };

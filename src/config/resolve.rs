@@ -175,6 +175,7 @@ fn llm_settings(
             key,
             input_price_per_mtok,
             output_price_per_mtok,
+            max_tokens,
         } => {
             let base = dir.unwrap_or(Path::new("."));
             let cassette = if cassette == BUILTIN_CASSETTE {
@@ -185,10 +186,12 @@ fn llm_settings(
                 Cassette::load(&base.join(&cassette))
             }
             .map_err(|e| Problem::at(None, key.clone(), format!("{key}: {e}")))?;
+            let replay = LlmSettings::replay(name, Arc::new(cassette));
             Ok(LlmSettings {
                 input_price_per_mtok,
                 output_price_per_mtok,
-                ..LlmSettings::replay(name, Arc::new(cassette))
+                max_tokens: max_tokens.unwrap_or(replay.max_tokens),
+                ..replay
             })
         }
     }

@@ -1250,3 +1250,14 @@ fn process_mode_falls_back_only_as_the_config_says() {
     };
     assert_eq!(super::sandbox::fall_back(&full, false), Ok(None));
 }
+
+#[test]
+fn a_replay_profile_takes_the_recordings_max_tokens() {
+    let replay =
+        "[agents.manus]\n[llm]\napi_type = \"replay\"\ncassette = \"builtin:example-flow\"\n";
+    let limit = |text: &str| load(text).unwrap().llm["default"].max_tokens;
+    assert_eq!(limit(replay), 4096);
+    assert_eq!(limit(&format!("{replay}max_tokens = 256\n")), 256);
+    let e = load(&format!("{replay}max_tokens = 0\n")).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("[llm] max_tokens"), "{e}");
+}

@@ -465,14 +465,10 @@ async fn an_image_sent_over_the_other_apis_to_a_text_only_model_is_refused_once(
 /// `run-flow` over the Messages API and the Responses API with tools (described in text:
 /// SmolLM2 writes no native calls, and llama-server's endpoints for these APIs take no JSON
 /// schema) ends with an honest status, its model calls counted; recorded with `--record`,
-/// the run replays from its cassette to the same outcome without the server.
-///
-/// Ignored, a known defect: the replay of such a run makes one model call fewer than the
-/// recording (3 against 4: seen for a run whose step ended "never confirmed"), though it
-/// ends with the same status; the replay tests against the scripted Messages and Gemini
-/// servers (`providers::a_recorded_*_run_replays_the_same_answers`) pass.
+/// the run replays from its cassette to the same outcome without the server. (The replay
+/// profile carries the recording's `max_tokens`: a step whose answers were cut off reports
+/// that limit, and the run's summary is asked about the report.)
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "known defect: the replay makes one call fewer than the recording; see the comment"]
 async fn a_flow_over_the_other_apis_runs_and_its_recording_replays() {
     let Some(url) = llama::url() else { return };
     let runs = OTHER_APIS.map(|api| tokio::spawn(flow_recorded_and_replayed(api, url.clone())));
@@ -552,10 +548,11 @@ async fn flow_recorded_and_replayed(api: &'static str, url: String) {
 
     std::fs::remove_file(dir.workspace().join("hello.txt")).ok();
     let replay = dir.write_config(&format!(
-        "[llm]\napi_type = \"replay\"\ncassette = {:?}\n\n[agents.manus]\nprofile = \"manus\"\n\
+        "[llm]\napi_type = \"replay\"\ncassette = {:?}\nmax_tokens = {}\n\n[agents.manus]\nprofile = \"manus\"\n\
          max_steps = 4\ntools = [\"str_replace_editor\", \"terminate\"]\n\n\
          [flow]\nmax_step_retries = 0\n{extra}\n",
-        cassette.display().to_string()
+        cassette.display().to_string(),
+        llama::MAX_TOKENS
     ));
     let again = run(replay, false).await.unwrap();
     let replayed: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap_or_else(|e| {

@@ -34,11 +34,14 @@ pub fn anthropic_config_text(url: &str, llm_extra: &str, extra: &str) -> String 
     config_text_for("anthropic", url.trim_end_matches("/v1"), llm_extra, extra)
 }
 
+/// The answer limit of every profile `config_text_for` writes: brief, so the suite is quick.
+pub const MAX_TOKENS: u32 = 256;
+
 /// `config_text` for the server's endpoint of `api_type` (its base URL `url`).
 pub fn config_text_for(api_type: &str, url: &str, llm_extra: &str, extra: &str) -> String {
     format!(
         "[llm]\napi_type = \"{api_type}\"\nbase_url = \"{url}\"\nmodel = \"smollm2\"\n\
-         temperature = 0.0\nmax_tokens = 256\n{llm_extra}\n\n\
+         temperature = 0.0\nmax_tokens = {MAX_TOKENS}\n{llm_extra}\n\n\
          [agents.manus]\nprofile = \"manus\"\nmax_steps = 4\n\
          tools = [\"str_replace_editor\", \"terminate\"]\n\n\
          [flow]\nmax_step_retries = 0\n{extra}\n"
