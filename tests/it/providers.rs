@@ -2,7 +2,9 @@
 //! llama-server cannot show (`tests/it/llama.rs` has the real server): Anthropic's thinking
 //! signatures sent back verbatim, prompt-cache marks and the reads and writes counted and
 //! priced, a recorded Anthropic run replayed to the same answers, and its credentials; and
-//! Gemini altogether (thought signatures, the schema subset, safety blocks, replay).
+//! Gemini altogether (thought signatures, the schema subset, safety blocks, replay). That
+//! the scripted servers speak the providers' real wire shapes is checked against the
+//! providers' official SDKs in `tests/it/provider_sdks.rs`.
 
 use std::sync::Arc;
 
