@@ -165,7 +165,8 @@ async fn the_anthropic_sdk_reads_the_scripted_server() {
 /// Google's SDK reads the function call and its `thought_signature` as the bytes the server
 /// issued (base64 on the wire), the thought, the usage and the finish reason, the same whole
 /// and streamed; it sends the signature back so the server takes it; and it sees a blocked
-/// prompt as blocked (`prompt_feedback.block_reason`, no candidates, no text).
+/// prompt as blocked (`prompt_feedback.block_reason`, no candidates, no text) and a withheld
+/// answer as one (finish reason `SAFETY`, the blocking rating, no text).
 #[tokio::test]
 async fn the_gemini_sdk_reads_the_scripted_server() {
     let server = ScriptedGemini::start().await;
@@ -181,6 +182,7 @@ async fn the_gemini_sdk_reads_the_scripted_server() {
         json!({"text": "It is sunny in Paris."}),
     ]));
     server.push(Answer::Blocked("SAFETY"));
+    server.push(Answer::Withheld("SAFETY"));
     let calls = drive("gemini", &server.url(), gemini_server::KEY).await;
     let signatures = server.signatures();
     let (whole, streamed, answer, blocked) = (&calls[0], &calls[1], &calls[2], &calls[3]);
@@ -219,6 +221,15 @@ async fn the_gemini_sdk_reads_the_scripted_server() {
     assert_eq!(blocked["block_reason"], "SAFETY");
     assert_eq!(blocked["candidates"], Value::Null);
     assert_eq!(blocked["text"], Value::Null);
+    let withheld = &calls[4];
+    assert_eq!(withheld["finish_reason"], "SAFETY");
+    assert_eq!(withheld["parts"], json!([]));
+    assert_eq!(withheld["text"], "");
+    assert_eq!(
+        withheld["safety_ratings"],
+        json!([{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
+            "blocked": true}])
+    );
 
     let requests = server.requests();
     let methods: Vec<&str> = requests.iter().map(|(m, _)| m.as_str()).collect();
@@ -228,7 +239,8 @@ async fn the_gemini_sdk_reads_the_scripted_server() {
             "gemini-test:generateContent",
             "gemini-test:streamGenerateContent",
             "gemini-test:generateContent",
-            "gemini-test:generateContent"
+            "gemini-test:generateContent",
+            "gemini-test:streamGenerateContent"
         ]
     );
     let sent = &requests[2].1["contents"];

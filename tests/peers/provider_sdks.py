@@ -14,7 +14,8 @@ Each provider makes a fixed series of calls, which the test scripts the answers 
 * gemini (PyPI `google-genai`): with a function declaration and thoughts included,
   `models.generate_content`, then the same through `generate_content_stream`, then
   `generate_content` with the first answer's content sent back (its `thought_signature`
-  bytes) and a function response, then a plain `generate_content` the server blocks;
+  bytes) and a function response, then a plain `generate_content` whose prompt the server
+  blocks, then a `generate_content_stream` whose answer it withholds;
 * openai (PyPI `openai`; BASE_URL with /v1): with a tool, `chat.completions.create`, then
   the same streamed (`stream=True`, usage included), then the tool's result sent back,
   whole and streamed.
@@ -166,7 +167,7 @@ def gemini_calls(base_url, key):
     def summary(responses):
         """The responses of one call (one, or a stream's chunks) as one answer: text parts
         of a kind joined, as the SDK's users join streamed text."""
-        parts, finish, usage, block = [], None, None, None
+        parts, finish, usage, block, ratings = [], None, None, None, []
         for r in responses:
             if not isinstance(r, types.GenerateContentResponse):
                 raise TypeError(f"not a GenerateContentResponse: {r!r}")
@@ -183,6 +184,10 @@ def gemini_calls(base_url, key):
             for c in r.candidates or []:
                 if c.finish_reason is not None:
                     finish = c.finish_reason.value
+                for rating in c.safety_ratings or []:
+                    ratings.append({"category": rating.category.value,
+                                    "probability": rating.probability.value,
+                                    "blocked": rating.blocked})
                 for p in (c.content.parts if c.content else None) or []:
                     s = part_summary(p)
                     last = parts[-1] if parts else None
@@ -196,7 +201,8 @@ def gemini_calls(base_url, key):
                         last["text"] += s.get("text", "")
                     else:
                         parts.append(s)
-        return {"parts": parts, "finish_reason": finish, "usage": usage, "block_reason": block}
+        return {"parts": parts, "finish_reason": finish, "usage": usage, "block_reason": block,
+                "safety_ratings": ratings}
 
     calls = []
     first = client.models.generate_content(model="gemini-test", contents=ask, config=config)
@@ -223,6 +229,11 @@ def gemini_calls(base_url, key):
     calls.append(summary([blocked]))
     calls[-1]["candidates"] = blocked.candidates
     calls[-1]["text"] = blocked.text
+    withheld = list(
+        client.models.generate_content_stream(model="gemini-test", contents="Tell me how.")
+    )
+    calls.append(summary(withheld))
+    calls[-1]["text"] = "".join(chunk.text or "" for chunk in withheld)
     return calls
 
 

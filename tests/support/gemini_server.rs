@@ -11,7 +11,8 @@
 //!   signature is base64 of opaque bytes, as the real ones are, and is taken back in either
 //!   base64 alphabet;
 //! - answers come with `usageMetadata`; a scripted block comes back as Gemini blocks (a
-//!   `promptFeedback.blockReason`, no candidates).
+//!   `promptFeedback.blockReason`, no candidates; or, for an answer, a candidate with no
+//!   content, the reason as its `finishReason` and a blocking `safetyRatings` entry).
 //!
 //! Streamed answers are the answer cut into chunks, one event each, the finish reason and
 //! usage in the last; the stream ends by closing.
@@ -31,11 +32,13 @@ use serde_json::{Value, json};
 /// The key the server takes.
 pub const KEY: &str = "AIza-test";
 
-/// One scripted answer: the model's parts (a `functionCall` part gets a signature), or a
-/// block of the prompt for a reason.
+/// One scripted answer: the model's parts (a `functionCall` part gets a signature), a block
+/// of the prompt for a reason, or an answer withheld for a reason (`SAFETY`: a candidate
+/// with that finish reason, no content, and its blocking safety rating).
 pub enum Answer {
     Parts(Vec<Value>),
     Blocked(&'static str),
+    Withheld(&'static str),
 }
 
 pub struct ScriptedGemini {
@@ -251,6 +254,11 @@ async fn generate(
         Answer::Blocked(reason) => json!({"promptFeedback": {"blockReason": reason},
             "usageMetadata": {"promptTokenCount": prompt, "totalTokenCount": prompt},
             "modelVersion": "gemini-test", "responseId": "blocked-1"}),
+        Answer::Withheld(reason) => json!({"candidates": [{"finishReason": reason, "index": 0,
+                "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT",
+                    "probability": "HIGH", "blocked": true}]}],
+            "usageMetadata": {"promptTokenCount": prompt, "totalTokenCount": prompt},
+            "modelVersion": "gemini-test", "responseId": "withheld-1"}),
         Answer::Parts(parts) => {
             let parts: Vec<Value> = parts
                 .into_iter()
