@@ -261,16 +261,20 @@ async fn the_gemini_sdk_reads_the_scripted_server() {
 }
 
 /// OpenAI's SDK reads the scripted chat completions, whole and streamed, with tool calls,
-/// finish reasons and usage, and assembles a stream to the whole answer; the server records
-/// its bearer key and path.
+/// finish reasons and usage (streamed only when asked for), and assembles a stream to the
+/// whole answer; the server records its bearer key and path.
 #[tokio::test]
 async fn the_openai_sdk_reads_the_scripted_server() {
     let server = ScriptedLlm::start().await;
     let call = || Reply::tool("get_weather", json!({"city": "Paris"})).usage(40, 9);
     let answer = || Reply::text("It is sunny in Paris.").usage(55, 7);
-    server.push_all([call(), call(), answer(), answer()]);
+    server.push_all([call(), call(), answer(), answer(), answer()]);
     let calls = drive("openai", &server.base_url(), "sk-test").await;
-    for (i, c) in calls.iter().enumerate() {
+    // Streamed without asking for usage: none comes, as from OpenAI.
+    let unasked = &calls[4];
+    assert_eq!(unasked["usage"], Value::Null, "{unasked}");
+    assert_eq!(unasked["content"], calls[3]["content"]);
+    for (i, c) in calls[..4].iter().enumerate() {
         let calling = i < 2;
         let expected = if calling {
             json!({"content": null, "finish_reason": "tool_calls",
@@ -301,7 +305,7 @@ async fn the_openai_sdk_reads_the_scripted_server() {
         }
     }
     let requests = server.requests();
-    assert_eq!(requests.len(), 4);
+    assert_eq!(requests.len(), 5);
     for r in &requests {
         assert_eq!(r.path, "/v1/chat/completions");
         assert_eq!(r.header("authorization"), Some("Bearer sk-test"));

@@ -18,7 +18,7 @@ Each provider makes a fixed series of calls, which the test scripts the answers 
   blocks, then a `generate_content_stream` whose answer it withholds;
 * openai (PyPI `openai`; BASE_URL with /v1): with a tool, `chat.completions.create`, then
   the same streamed (`stream=True`, usage included), then the tool's result sent back,
-  whole and streamed.
+  whole, streamed, and streamed without asking for usage.
 
 The Anthropic and OpenAI clients are made with `_strict_response_validation=True`, so every
 response and stream event is validated against the SDK's pydantic models (a missing or
@@ -277,11 +277,11 @@ def openai_calls(base_url, key):
                       "total_tokens": u.total_tokens},
         }
 
-    def streamed(messages):
+    def streamed(messages, usage_asked=True):
         content, calls, finish, usage, n = None, {}, None, None, 0
+        options = {"stream_options": {"include_usage": True}} if usage_asked else {}
         stream = client.chat.completions.create(
-            model="gpt-test", messages=messages, tools=tools, stream=True,
-            stream_options={"include_usage": True},
+            model="gpt-test", messages=messages, tools=tools, stream=True, **options
         )
         for chunk in stream:
             n += 1
@@ -319,6 +319,7 @@ def openai_calls(base_url, key):
     calls.append(summary(client.chat.completions.create(model="gpt-test", messages=follow,
                                                         tools=tools)))
     calls.append(streamed(follow))
+    calls.append(streamed(follow, usage_asked=False))
     return calls
 
 
