@@ -56,8 +56,9 @@ async fn drive(provider: &str, base_url: &str, key: &str) -> Vec<Value> {
 
 /// Anthropic's SDK reads thinking blocks with the signature the server issued, the tool use,
 /// the stop reason and the cache counts (written by the first call, read by the next), the
-/// same whole and streamed (events in the API's order, as `text/event-stream`); the server
-/// takes the SDK's headers and the thinking block it sends back.
+/// same whole and streamed (events in the API's order, as `text/event-stream`), and the text
+/// answer to the tool's result the same whole and streamed; the server takes the SDK's
+/// headers and the thinking block it sends back.
 #[tokio::test]
 async fn the_anthropic_sdk_reads_the_scripted_server() {
     let server = ScriptedAnthropic::start().await;
@@ -68,10 +69,12 @@ async fn the_anthropic_sdk_reads_the_scripted_server() {
     ];
     server.push(call.clone(), "tool_use");
     server.push(call, "tool_use");
-    server.push(
-        vec![json!({"type": "text", "text": "It is sunny in Paris."})],
-        "end_turn",
-    );
+    for _ in 0..2 {
+        server.push(
+            vec![json!({"type": "text", "text": "It is sunny in Paris."})],
+            "end_turn",
+        );
+    }
     let calls = drive("anthropic", &server.url(), anthropic_server::KEY).await;
     let signature = server.signature_of(THOUGHT).unwrap();
     let (whole, streamed, answer) = (&calls[0], &calls[1], &calls[2]);
@@ -144,9 +147,22 @@ async fn the_anthropic_sdk_reads_the_scripted_server() {
         json!([{"type": "text", "text": "It is sunny in Paris."}])
     );
     assert_eq!(answer["stop_reason"], "end_turn");
+    for name in ["content", "stop_reason"] {
+        assert_eq!(
+            calls[3][name], answer[name],
+            "streamed {name}: {}",
+            calls[3]
+        );
+    }
+    assert!(
+        calls[3]["events"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("text"))
+    );
 
     let requests = server.requests();
-    assert_eq!(requests.len(), 3);
+    assert_eq!(requests.len(), 4);
     assert_eq!(requests[1]["stream"], true);
     assert_eq!(
         requests[0]["system"][0]["cache_control"],
@@ -160,6 +176,7 @@ async fn the_anthropic_sdk_reads_the_scripted_server() {
         requests[2]["messages"][2]["content"][0]["tool_use_id"],
         "toolu_01"
     );
+    assert_eq!(requests[3]["messages"], requests[2]["messages"]);
 }
 
 /// Google's SDK reads the function call and its `thought_signature` as the bytes the server

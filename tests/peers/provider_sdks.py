@@ -10,7 +10,8 @@ Each provider makes a fixed series of calls, which the test scripts the answers 
 * anthropic (PyPI `anthropic`; BASE_URL without /v1): with a tool, extended thinking and a
   cache-marked system prompt of over 1024 tokens, `messages.create`, then the same request
   through `messages.stream`, then `messages.create` again with the first answer's content
-  sent back (its thinking block and signature) and a `tool_result` for its `tool_use`;
+  sent back (its thinking block and signature) and a `tool_result` for its `tool_use`,
+  whole and then streamed;
 * gemini (PyPI `google-genai`): with a function declaration and thoughts included,
   `models.generate_content`, then the same through `generate_content_stream`, then
   `generate_content` with the first answer's content sent back (its `thought_signature`
@@ -97,12 +98,16 @@ def anthropic_calls(base_url, key):
     calls = []
     first = client.messages.create(**request)
     calls.append(summary(first))
-    with client.messages.stream(**request) as stream:
-        events = [event.type for event in stream]
-        streamed = summary(stream.get_final_message())
-        streamed["events"] = events
-        streamed["content_type"] = stream.response.headers.get("content-type")
-    calls.append(streamed)
+
+    def streamed(request):
+        with client.messages.stream(**request) as stream:
+            events = [event.type for event in stream]
+            out = summary(stream.get_final_message())
+            out["events"] = events
+            out["content_type"] = stream.response.headers.get("content-type")
+        return out
+
+    calls.append(streamed(request))
     uses = [b for b in first.content if b.type == "tool_use"]
     if not uses:
         raise TypeError("the first answer calls no tool")
@@ -121,6 +126,7 @@ def anthropic_calls(base_url, key):
         },
     ]
     calls.append(summary(client.messages.create(**follow)))
+    calls.append(streamed(follow))
     return calls
 
 
