@@ -58,6 +58,10 @@ mcp_version="2.3.0"
 agui_version="1.0.0"
 # The A2A SDK is the client of the service's A2A endpoint (tests/peers/a2a_client.py).
 a2a_version="1.3.0"
+# The providers' official SDKs drive the scripted provider servers (tests/peers/provider_sdks.py).
+anthropic_version="2.14.0"
+genai_version="3.6.1"
+openai_version="3.57.0"
 everything="$peers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 if ! grep -qs "\"version\": \"$everything_version\"" "$peers/npm/node_modules/@modelcontextprotocol/server-everything/package.json"; then
   echo "test.sh: installing @modelcontextprotocol/server-everything@$everything_version" >&2
@@ -65,11 +69,12 @@ if ! grep -qs "\"version\": \"$everything_version\"" "$peers/npm/node_modules/@m
   npm install --prefix "$peers/npm" --no-audit --no-fund --loglevel=error \
     "@modelcontextprotocol/server-everything@$everything_version" >&2
 fi
-if ! "$peers/py/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('ag-ui-protocol') != '$agui_version' or m.version('a2a-sdk') != '$a2a_version')" >/dev/null 2>&1; then
-  echo "test.sh: installing the Python MCP SDK (mcp==$mcp_version), the AG-UI SDK (ag-ui-protocol==$agui_version) and the A2A SDK (a2a-sdk==$a2a_version)" >&2
+if ! "$peers/py/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('ag-ui-protocol') != '$agui_version' or m.version('a2a-sdk') != '$a2a_version' or m.version('anthropic') != '$anthropic_version' or m.version('google-genai') != '$genai_version' or m.version('openai') != '$openai_version')" >/dev/null 2>&1; then
+  echo "test.sh: installing the Python MCP SDK (mcp==$mcp_version), the AG-UI SDK (ag-ui-protocol==$agui_version), the A2A SDK (a2a-sdk==$a2a_version) and the provider SDKs (anthropic==$anthropic_version, google-genai==$genai_version, openai==$openai_version)" >&2
   rm -rf "$peers/py"
   python3 -m venv "$peers/py"
-  "$peers/py/bin/pip" install -q --disable-pip-version-check "mcp==$mcp_version" "ag-ui-protocol==$agui_version" "a2a-sdk==$a2a_version" >&2
+  "$peers/py/bin/pip" install -q --disable-pip-version-check "mcp==$mcp_version" "ag-ui-protocol==$agui_version" "a2a-sdk==$a2a_version" \
+    "anthropic==$anthropic_version" "google-genai==$genai_version" "openai==$openai_version" >&2
 fi
 export MANUS_TEST_MCP_EVERYTHING="$everything"
 export MANUS_TEST_MCP_PYTHON="$peers/py/bin/python"

@@ -27,6 +27,7 @@ mod mcp_http;
 mod mcp_oauth;
 mod mcp_serve;
 mod memory;
+mod provider_sdks;
 mod providers;
 mod python;
 mod sandbox;

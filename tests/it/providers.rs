@@ -2,7 +2,9 @@
 //! llama-server cannot show (`tests/it/llama.rs` has the real server): Anthropic's thinking
 //! signatures sent back verbatim, prompt-cache marks and the reads and writes counted and
 //! priced, a recorded Anthropic run replayed to the same answers, and its credentials; and
-//! Gemini altogether (thought signatures, the schema subset, safety blocks, replay).
+//! Gemini altogether (thought signatures, the schema subset, safety blocks, replay). That
+//! the scripted servers speak the providers' real wire shapes is checked against the
+//! providers' official SDKs in `tests/it/provider_sdks.rs`.
 
 use std::sync::Arc;
 
@@ -380,12 +382,34 @@ async fn a_gemini_thought_signature_is_sent_back_verbatim() {
     }
 }
 
-/// A prompt Gemini blocks is a clear failure naming the reason, not an empty answer.
+/// A prompt or an answer Gemini blocks is a clear failure naming the reason, not an empty
+/// answer.
 #[tokio::test]
 async fn a_gemini_safety_block_is_a_clear_failure() {
-    for stream in [false, true] {
+    for (stream, answer, says) in [
+        (
+            false,
+            Answer::Blocked("SAFETY"),
+            "Gemini blocked the prompt (SAFETY)",
+        ),
+        (
+            true,
+            Answer::Blocked("SAFETY"),
+            "Gemini blocked the prompt (SAFETY)",
+        ),
+        (
+            false,
+            Answer::Withheld("SAFETY"),
+            "Gemini blocked the answer (SAFETY: HARM_CATEGORY_DANGEROUS_CONTENT)",
+        ),
+        (
+            true,
+            Answer::Withheld("SAFETY"),
+            "Gemini blocked the answer (SAFETY: HARM_CATEGORY_DANGEROUS_CONTENT)",
+        ),
+    ] {
         let server = ScriptedGemini::start().await;
-        server.push(Answer::Blocked("SAFETY"));
+        server.push(answer);
         let hi = Message::user("hi");
         let e = gemini_client(&server, &format!("stream = {stream}"), None)
             .chat(&ChatRequest {
@@ -395,11 +419,7 @@ async fn a_gemini_safety_block_is_a_clear_failure() {
             })
             .await
             .unwrap_err();
-        assert!(
-            e.message.contains("Gemini blocked the prompt (SAFETY)"),
-            "stream = {stream}: {}",
-            e.message
-        );
+        assert!(e.message.contains(says), "stream = {stream}: {}", e.message);
     }
 }
 

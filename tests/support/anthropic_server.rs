@@ -3,7 +3,8 @@
 //!
 //! It keeps the rules of the real API that a client can get wrong, and answers as it does
 //! (`{"type": "error", "error": {…}}` with its status) when one is broken:
-//! - `x-api-key` must be the server's key (401) and `anthropic-version` present (400);
+//! - the server's key must come as `x-api-key` or as `Authorization: Bearer` (as the
+//!   official SDKs send it) (401), and `anthropic-version` be present (400);
 //! - a `thinking` block sent back must carry the very signature this server issued for its
 //!   text (400 `Invalid signature`), and with thinking enabled the last assistant turn that
 //!   calls a tool must start with its thinking block (400);
@@ -114,11 +115,13 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         return invalid("the body is not JSON".into());
     };
     shared.requests.lock().unwrap().push(req.clone());
-    if headers.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(KEY) {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let bearer = header("authorization").and_then(|v| v.strip_prefix("Bearer "));
+    if header("x-api-key").or(bearer) != Some(KEY) {
         return error(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
-            "invalid x-api-key".into(),
+            "invalid x-api-key (or Authorization: Bearer)".into(),
         );
     }
     if headers.get("anthropic-version").is_none() {

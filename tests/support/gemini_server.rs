@@ -1,4 +1,5 @@
-//! Scripted Gemini server (`generateContent`, `streamGenerateContent?alt=sse`): no Gemini
+//! Scripted Gemini server (`generateContent`, `streamGenerateContent?alt=sse`, under
+//! `/v1beta` and `/v1`, the official SDK's default): no Gemini
 //! runs here, so this keeps the rules of the real API a client can get wrong and answers as
 //! it does (`{"error": {"code", "message", "status"}}`) when one is broken. Owns
 //! `ScriptedGemini`.
@@ -6,9 +7,12 @@
 //! - a function declaration's schema may hold only the keywords Gemini takes (400 `Invalid
 //!   JSON payload received. Unknown name …`);
 //! - every `functionCall` part sent back in a model turn must carry the `thoughtSignature`
-//!   this server issued with it (400, as Gemini 3 refuses a call without its signature);
+//!   this server issued with it (400, as Gemini 3 refuses a call without its signature); a
+//!   signature is base64 of opaque bytes, as the real ones are, and is taken back in either
+//!   base64 alphabet;
 //! - answers come with `usageMetadata`; a scripted block comes back as Gemini blocks (a
-//!   `promptFeedback.blockReason`, no candidates).
+//!   `promptFeedback.blockReason`, no candidates; or, for an answer, a candidate with no
+//!   content, the reason as its `finishReason` and a blocking `safetyRatings` entry).
 //!
 //! Streamed answers are the answer cut into chunks, one event each, the finish reason and
 //! usage in the last; the stream ends by closing.
@@ -22,16 +26,19 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 /// The key the server takes.
 pub const KEY: &str = "AIza-test";
 
-/// One scripted answer: the model's parts (a `functionCall` part gets a signature), or a
-/// block of the prompt for a reason.
+/// One scripted answer: the model's parts (a `functionCall` part gets a signature), a block
+/// of the prompt for a reason, or an answer withheld for a reason (`SAFETY`: a candidate
+/// with that finish reason, no content, and its blocking safety rating).
 pub enum Answer {
     Parts(Vec<Value>),
     Blocked(&'static str),
+    Withheld(&'static str),
 }
 
 pub struct ScriptedGemini {
@@ -58,6 +65,7 @@ impl ScriptedGemini {
     pub async fn start() -> ScriptedGemini {
         let shared = Arc::new(Shared::default());
         let app = Router::new()
+            .route("/v1/models/{call}", post(generate))
             .route("/v1beta/models/{call}", post(generate))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -148,6 +156,23 @@ fn check_schema(schema: &Value, at: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A signature's bytes: Gemini takes base64 standard or URL-safe, padded or not, as the
+/// protobuf JSON mapping does (Google's Python SDK sends it URL-safe).
+pub fn signature_bytes(text: &str) -> Option<Vec<u8>> {
+    let standard: String = text
+        .trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(standard)
+        .ok()
+}
+
 fn check(shared: &Shared, req: &Value) -> Result<(), String> {
     let contents = req["contents"]
         .as_array()
@@ -180,7 +205,8 @@ fn check(shared: &Shared, req: &Value) -> Result<(), String> {
                 continue;
             };
             let ours = issued.iter().find(|(c, _)| c == call).map(|(_, s)| s);
-            if part["thoughtSignature"].as_str() != ours.map(String::as_str) || ours.is_none() {
+            let sent = part["thoughtSignature"].as_str().and_then(signature_bytes);
+            if sent.is_none() || sent != ours.and_then(|s| signature_bytes(s)) {
                 return Err(format!(
                     "Function call is missing a thought_signature in functionCall parts. This is \
                      required for tools to work correctly. Additional data, function call \
@@ -228,13 +254,22 @@ async fn generate(
         Answer::Blocked(reason) => json!({"promptFeedback": {"blockReason": reason},
             "usageMetadata": {"promptTokenCount": prompt, "totalTokenCount": prompt},
             "modelVersion": "gemini-test", "responseId": "blocked-1"}),
+        Answer::Withheld(reason) => json!({"candidates": [{"finishReason": reason, "index": 0,
+                "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT",
+                    "probability": "HIGH", "blocked": true}]}],
+            "usageMetadata": {"promptTokenCount": prompt, "totalTokenCount": prompt},
+            "modelVersion": "gemini-test", "responseId": "withheld-1"}),
         Answer::Parts(parts) => {
             let parts: Vec<Value> = parts
                 .into_iter()
                 .map(|mut p| {
                     if let Some(call) = p.get("functionCall").cloned() {
                         let mut issued = shared.issued.lock().unwrap();
-                        let sig = format!("CiQB0e2Kb{}/sig+==", issued.len());
+                        // Opaque bytes, base64 on the wire as Gemini sends them (its
+                        // SDKs decode them); `+` and `/` in it, as in real ones.
+                        let mut bytes = vec![0x0a, 0x24, 0xfb, 0xff, 0xbe];
+                        bytes.extend(format!("thought {}", issued.len()).bytes());
+                        let sig = base64::engine::general_purpose::STANDARD.encode(bytes);
                         issued.push((call, sig.clone()));
                         p["thoughtSignature"] = sig.into();
                     }

@@ -75,6 +75,8 @@ struct Head {
     stream: Value,
     #[serde(default)]
     model: Value,
+    #[serde(default)]
+    stream_options: Value,
 }
 
 /// The running server. Stops (aborts its accept task) on drop.
@@ -732,16 +734,18 @@ fn answer(shared: &Shared, uri: &Uri, head: &Head, reply: Reply) -> Response {
         }
     });
     if head.stream == true && !shared.whole_only.load(Ordering::Relaxed) {
-        return streamed(response, Duration::from_millis(reply.chunk_gap_ms));
+        let usage = head.stream_options["include_usage"] == true;
+        return streamed(response, usage, Duration::from_millis(reply.chunk_gap_ms));
     }
     with_retry_after(axum::Json(response).into_response(), reply.retry_after)
 }
 
 /// `completion` as the event stream OpenAI-compatible servers send for `stream: true`: the
 /// role, the text in pieces of a few characters, each tool call's id and name and then its
-/// arguments in pieces, the finish reason, the usage in a chunk without choices, `[DONE]`;
-/// `gap` between chunks.
-fn streamed(completion: Value, gap: Duration) -> Response {
+/// arguments in pieces, the finish reason, the usage in a chunk without choices when asked
+/// (`stream_options.include_usage`, as OpenAI sends it only then), `[DONE]`; `gap` between
+/// chunks.
+fn streamed(completion: Value, with_usage: bool, gap: Duration) -> Response {
     let head = |delta: Value, finish: Value| {
         json!({"id": completion["id"], "object": "chat.completion.chunk",
             "created": completion["created"], "model": completion["model"],
@@ -781,10 +785,12 @@ fn streamed(completion: Value, gap: Duration) -> Response {
         }
     }
     chunks.push(head(json!({}), choice["finish_reason"].clone()));
-    let mut usage = head(Value::Null, Value::Null);
-    usage["choices"] = json!([]);
-    usage["usage"] = completion["usage"].clone();
-    chunks.push(usage);
+    if with_usage {
+        let mut usage = head(Value::Null, Value::Null);
+        usage["choices"] = json!([]);
+        usage["usage"] = completion["usage"].clone();
+        chunks.push(usage);
+    }
     let mut frames: Vec<String> = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
     frames.push("data: [DONE]\n\n".into());
     let body = futures_util::stream::unfold(
