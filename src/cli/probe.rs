@@ -83,6 +83,7 @@ pub async fn run(config: &Config) -> Result<String, String> {
         description: "Get the current weather for a city.".into(),
         parameters: json!({"type": "object", "properties": {"city": {"type": "string"}},
             "required": ["city"]}),
+        variants: None,
     }]);
     let weather = Message::user("What is the weather in Paris? Use get_weather.");
     let native = ask(&client(CallMode::Native, true), &weather, tools.clone()).await;

@@ -29,6 +29,7 @@ fn weather_tool() -> ToolSet {
                 "properties": {"city": {"type": "string", "description": "The city's name"}},
                 "required": ["city"]
             }),
+            variants: None,
         },
         ToolSpec {
             name: "finish".into(),
@@ -38,6 +39,7 @@ fn weather_tool() -> ToolSet {
                 "properties": {"status": {"type": "string", "enum": ["success", "failure"]}},
                 "required": ["status"]
             }),
+            variants: None,
         },
     ])
 }
@@ -143,6 +145,110 @@ async fn the_constrained_mode_gets_a_well_formed_call_every_round() {
         assert_one_valid_call(&answer);
     }
     assert_eq!(client.call_mode(), CallMode::Constrained);
+}
+
+/// The tools whose arguments are a tagged enum (the browser's `action`, the editor's
+/// `command`, the plan's `command`): in constrained mode SmolLM2 is held to one variant at a
+/// time with that variant's own required arguments, so over many rounds of asking for each
+/// kind of action no call lacks what its variant needs (it once sent `send_keys` without
+/// `keys`, when held only to the flat schema, where `keys` is optional).
+#[tokio::test]
+async fn constrained_calls_of_tagged_tools_carry_their_variants_arguments() {
+    use manus_rt::engine::tools::{ToolSettings, make_tool};
+    let Some(url) = llama::url() else { return };
+    let client = client(&url, "tool_calls = \"constrained\"");
+    let settings = ToolSettings::default();
+    let specs: Vec<ToolSpec> = ["browser_use", "str_replace_editor", "planning"]
+        .iter()
+        .map(|name| make_tool(name, &settings).unwrap().spec())
+        .collect();
+    assert!(specs.iter().all(|s| s.variants.is_some()));
+    let system = Message::system("You are an agent. Act with the tools you are given.");
+    let mut checked = 0;
+    for (tool, asks) in [
+        (
+            "browser_use",
+            &[
+                "Type hello into the search box.",
+                "Press the Enter key.",
+                "Click the first link.",
+                "Go to https://example.com.",
+                "Scroll down the page.",
+                "Type my name, Ada, into the form.",
+            ][..],
+        ),
+        (
+            "str_replace_editor",
+            &[
+                "Create the file notes.txt containing hi.",
+                "Replace cat with dog in pets.txt.",
+                "Insert the line END after line 3 of notes.txt.",
+                "Show me the file notes.txt.",
+            ][..],
+        ),
+        (
+            "planning",
+            &[
+                "Make a plan with three steps to bake bread.",
+                "Mark step 2 of the plan as completed.",
+            ][..],
+        ),
+    ] {
+        let offered = ToolSet::new(specs.iter().filter(|s| s.name == tool).cloned().collect());
+        for ask in asks {
+            let ask = Message::user(*ask);
+            let answer = client
+                .chat(&ChatRequest {
+                    messages: vec![&system, &ask],
+                    tools: offered.clone(),
+                    tool_choice: ToolChoice::Auto,
+                })
+                .await
+                .expect("the server takes the per-variant schema");
+            let [call] = &answer.message.tool_calls[..] else {
+                panic!("not one call: {:?}", answer.message)
+            };
+            assert_eq!(call.function.name, tool);
+            let args: serde_json::Value = serde_json::from_str(&call.function.arguments).unwrap();
+            let variants = offered[0].variants.as_ref().unwrap();
+            if let Err(why) = fits_a_variant(variants, &args) {
+                panic!("{tool}: {args} {why}");
+            }
+            checked += 1;
+        }
+    }
+    println!("{checked} constrained calls of tagged tools, each with its variant's arguments");
+}
+
+/// Whether `args` is one of `variants` (`{"anyOf": [...]}`, each closed, its tag a `const`):
+/// the variant its tag names, with each argument that variant requires and no other.
+fn fits_a_variant(variants: &serde_json::Value, args: &serde_json::Value) -> Result<(), String> {
+    let given = args.as_object().ok_or("is not an object")?;
+    let chosen = variants["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| {
+            v["properties"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .any(|(k, p)| p.get("const").is_some() && given.get(k) == p.get("const"))
+        })
+        .ok_or("names no variant")?;
+    for needed in chosen["required"].as_array().unwrap() {
+        let needed = needed.as_str().unwrap();
+        if !given.contains_key(needed) {
+            return Err(format!("lacks `{needed}`, which its variant requires"));
+        }
+    }
+    match given
+        .keys()
+        .find(|k| chosen["properties"].get(k.as_str()).is_none())
+    {
+        Some(other) => Err(format!("has `{other}`, which its variant does not take")),
+        None => Ok(()),
+    }
 }
 
 /// SmolLM2 answers a native tool turn in plain text: `auto` asks again constrained, says

@@ -42,6 +42,7 @@ fn weather() -> ToolSet {
         description: "Get the current weather for a city.".into(),
         parameters: json!({"type": "object", "properties": {"city": {"type": "string"}},
             "required": ["city"]}),
+        variants: None,
     }])
 }
 
@@ -314,6 +315,7 @@ fn strict_weather() -> ToolSet {
             "properties": {"city": {"type": "string"}, "unit": {"const": "celsius"},
                 "days": {"type": ["integer", "null"]}},
             "required": ["city"]}),
+        variants: None,
     }])
 }
 

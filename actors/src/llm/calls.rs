@@ -128,12 +128,14 @@ pub(super) fn shape(mode: CallMode, req: &ChatRequest<'_>) -> Shaped {
 }
 
 /// A schema admitting one call of one of `tools`: `{"name": <its name>, "arguments": <its
-/// arguments' schema>}`.
+/// arguments' schema>}`, by variant where the tool has them (so each variant comes with the
+/// arguments it needs).
 pub(super) fn one_call_schema(tools: &[&ToolSpec]) -> Value {
     let one = |t: &&ToolSpec| {
+        let arguments = t.variants.as_ref().unwrap_or(&t.parameters);
         json!({
             "type": "object",
-            "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+            "properties": {"name": {"const": t.name}, "arguments": arguments},
             "required": ["name", "arguments"],
             "additionalProperties": false,
         })
@@ -264,6 +266,7 @@ mod tests {
             description: format!("does {name}"),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}},
                 "required": ["path"]}),
+            variants: None,
         }
     }
 
@@ -392,6 +395,16 @@ mod tests {
         assert_eq!(arms[0]["properties"]["name"]["const"], "view");
         assert_eq!(arms[1]["properties"]["arguments"], b.parameters);
         assert_eq!(arms[0]["additionalProperties"], false);
+        // A tool with variants is held to them, not to its flat schema.
+        let by_variant = json!({"anyOf": [{"type": "object"}]});
+        let c = ToolSpec {
+            variants: Some(by_variant.clone()),
+            ..spec("browse")
+        };
+        assert_eq!(
+            one_call_schema(&[&c])["properties"]["arguments"],
+            by_variant
+        );
         assert_eq!(
             one_call_schema(&[&a])["properties"]["name"]["const"],
             "view"

@@ -323,6 +323,7 @@ mod tests {
             name: "get_weather".into(),
             description: "weather".into(),
             parameters: json!({"type": "object"}),
+            variants: None,
         }]);
         let req = ChatRequest {
             messages: vec![&ask, &r.message, &result],

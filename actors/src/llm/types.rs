@@ -241,6 +241,11 @@ pub struct ToolSpec {
     pub name: String,
     pub description: String,
     pub parameters: Value,
+    /// For arguments that are a tagged enum (`parameters` shows them as one flat object):
+    /// one alternative per variant with its own required arguments (`anyOf`), which the
+    /// constrained tool-call mode holds the model to. Never on the wire as the tool's schema.
+    #[serde(skip)]
+    pub variants: Option<Value>,
 }
 
 /// The tools a request offers, with their wire form (the request's `tools` array) made once

@@ -433,6 +433,7 @@ mod tests {
             name: name.into(),
             description: format!("does \"{name}\""),
             parameters: json!({"type": "object", "properties": {}}),
+            variants: None,
         };
         let hi = Message::user("hi");
         let mut req = ChatRequest {

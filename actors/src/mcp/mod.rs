@@ -210,6 +210,7 @@ impl McpToolset {
                             name: name.clone(),
                             description: tool.description.clone(),
                             parameters: tool.schema.clone(),
+                            variants: None,
                         });
                         set.routes.insert(
                             name,

@@ -7,12 +7,14 @@
 //! formats or defaults, and optional arguments are simply not required (no `null` type). An
 //! internally tagged enum (`#[serde(tag = "action")]`) marked `#[schemars(transform =
 //! args::flat_tagged)]` shows as one flat object, as models read best: the tag is a string
-//! property listing every variant, and the variants' fields are its other properties.
+//! property listing every variant, and the variants' fields are its other properties. The
+//! same type also gives [`variants`]: one alternative per variant, each with its own
+//! required arguments, which a grammar can enforce where the flat object cannot.
 //!
 //! Knows nothing of any particular tool.
 
 use schemars::generate::SchemaSettings;
-use schemars::transform::RecursiveTransform;
+use schemars::transform::{RecursiveTransform, Transform};
 use schemars::{JsonSchema, Schema};
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Unexpected};
@@ -24,15 +26,40 @@ use super::{ToolError, json_kind};
 /// Where [`flat_tagged`] notes the tag's name, for [`parse`]'s messages; the model never sees it.
 const TAG_MARK: &str = "x-tag";
 
+/// Where [`flat_tagged`] keeps the variants' own schemas, for [`variants`].
+const VARIANTS_MARK: &str = "x-variants";
+
 /// The schema the model sees for the arguments `T`.
 pub fn schema<T: JsonSchema>() -> Value {
     let mut full = contract::<T>();
     if let Some(obj) = full.as_object_mut() {
         obj.remove(TAG_MARK);
+        obj.remove(VARIANTS_MARK);
         // The type's own doc comment is for the code; the tool's description is for the model.
         obj.remove("description");
     }
     full
+}
+
+/// For arguments `T` that are a tagged enum shown flat: `{"anyOf": [...]}`, one closed
+/// object per variant with its tag's one value and its own required arguments, so that a
+/// model held to it cannot send a variant without what that variant needs. `None` for any
+/// other arguments.
+pub fn variants<T: JsonSchema>() -> Option<Value> {
+    let Value::Array(mut each) = contract::<T>().as_object_mut()?.remove(VARIANTS_MARK)? else {
+        return None;
+    };
+    for variant in &mut each {
+        let mut schema = Schema::try_from(std::mem::take(variant)).ok()?;
+        RecursiveTransform(plain).transform(&mut schema);
+        let mut variant_value = schema.to_value();
+        if let Some(obj) = variant_value.as_object_mut() {
+            obj.remove("description");
+            obj.insert("additionalProperties".into(), false.into());
+        }
+        *variant = variant_value;
+    }
+    Some(serde_json::json!({"anyOf": each}))
 }
 
 /// Read a call's arguments as `T`. A value that does not fit comes back as an error that
@@ -145,7 +172,8 @@ fn plain(schema: &mut Schema) {
 /// tag is a string property with every variant's name, described by the enum's doc comment;
 /// each field of a variant is a property (a field several variants share keeps the first
 /// one's schema, and their distinct descriptions are joined, so describe a shared field once,
-/// or say per variant what it is for); what every variant requires stays required.
+/// or say per variant what it is for); what every variant requires stays required. The
+/// variants themselves are kept aside for [`variants`].
 pub fn flat_tagged(schema: &mut Schema) {
     let Some(obj) = schema.as_object_mut() else {
         return;
@@ -201,6 +229,7 @@ pub fn flat_tagged(schema: &mut Schema) {
     obj.insert("properties".into(), properties.into());
     obj.insert("required".into(), required.into());
     obj.insert(TAG_MARK.into(), tag.into());
+    obj.insert(VARIANTS_MARK.into(), variants.into());
 }
 
 /// Add `other`'s description to `known`'s when it says something new.
@@ -511,6 +540,42 @@ mod tests {
                 },
                 "required": ["op"]
             })
+        );
+    }
+
+    #[test]
+    fn a_tagged_enum_has_one_closed_alternative_per_variant() {
+        assert_eq!(variants::<Plain>(), None);
+        let door = |about: &str| json!({"type": "string", "description": about});
+        assert_eq!(
+            variants::<Tagged>().unwrap(),
+            json!({"anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "op": {"type": "string", "const": "open"},
+                        "door": door("For open and close: the door.")
+                    },
+                    "required": ["op", "door"],
+                    "additionalProperties": false
+                },
+                {
+                    "type": "object",
+                    "properties": {
+                        "op": {"type": "string", "const": "wait"},
+                        "secs": {"type": "integer", "description": "For wait: seconds."},
+                        "door": door("For wait: the door to watch.")
+                    },
+                    "required": ["op"],
+                    "additionalProperties": false
+                },
+                {
+                    "type": "object",
+                    "properties": {"op": {"type": "string", "const": "close"}, "door": {"type": "string"}},
+                    "required": ["op", "door"],
+                    "additionalProperties": false
+                }
+            ]})
         );
     }
 

@@ -46,6 +46,7 @@ impl Tool for AskHuman {
                 you need a decision, a preference or information only they have."
                 .into(),
             parameters: args::schema::<Args>(),
+            variants: None,
         }
     }
 

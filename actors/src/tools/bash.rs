@@ -176,6 +176,7 @@ impl Tool for Bash {
                 self.timeout.as_secs_f64()
             ),
             parameters: args::schema::<Args>(),
+            variants: None,
         }
     }
 

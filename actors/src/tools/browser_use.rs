@@ -229,6 +229,7 @@ impl Tool for BrowserUse {
                 - switch_tab: tab_id; open_tab: url; close_tab"
                 .into(),
             parameters: args::schema::<Action>(),
+            variants: args::variants::<Action>(),
         }
     }
 
@@ -314,6 +315,7 @@ fn extraction_spec() -> ToolSpec {
         name: "record_extraction".into(),
         description: "Record what the page says about the goal.".into(),
         parameters: args::schema::<Extraction>(),
+        variants: None,
     }
 }
 

@@ -70,6 +70,7 @@ impl Tool for Crawl {
                 title, word count and link count. Faster than the browser for pages that need no clicking."
                 .into(),
             parameters: args::schema::<Args>(),
+            variants: None,
         }
     }
 

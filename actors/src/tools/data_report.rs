@@ -557,6 +557,7 @@ impl Tool for DataReport {
                 data_visualization (svg or html charts keep their hover values; png works too)."
                 .into(),
             parameters: args::schema::<Args>(),
+            variants: None,
         }
     }
 

@@ -330,6 +330,7 @@ impl Tool for DataVisualization {
                 file does have. The reply lists the plotted numbers, so you can quote them."
                 .into(),
             parameters: args::schema::<Args>(),
+            variants: None,
         }
     }
 

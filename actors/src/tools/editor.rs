@@ -255,6 +255,7 @@ impl Tool for StrReplaceEditor {
                           absolute inside it; anything outside the workspace is refused."
                 .into(),
             parameters: args::schema::<Args>(),
+            variants: args::variants::<Args>(),
         }
     }
 

@@ -135,6 +135,7 @@ impl Tool for MemorySave {
                 is, what worked). Write it self-contained; it is kept with this run and step as its source."
                 .into(),
             parameters: args::schema::<SaveArgs>(),
+            variants: None,
         }
     }
 
@@ -184,6 +185,7 @@ impl Tool for MemorySearch {
                 each with its source."
                 .into(),
             parameters: args::schema::<SearchArgs>(),
+            variants: None,
         }
     }
 

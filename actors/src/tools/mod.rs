@@ -317,6 +317,7 @@ pub(crate) mod tests {
                 name: PANICS.into(),
                 description: "panics".into(),
                 parameters: serde_json::json!({"type": "object"}),
+                variants: None,
             }
         }
         fn call<'a>(&'a mut self, _args: Value, _ctx: &'a ToolCtx) -> ToolFuture<'a> {

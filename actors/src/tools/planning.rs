@@ -150,6 +150,7 @@ pub fn planning_spec() -> ToolSpec {
             need nothing from each other can run at the same time."
             .into(),
         parameters: args::schema::<Command>(),
+        variants: args::variants::<Command>(),
     }
 }
 

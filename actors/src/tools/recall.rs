@@ -26,6 +26,7 @@ pub fn spec() -> ToolSpec {
             save context. A pruned output is replaced by a note that names its reference."
             .into(),
         parameters: args::schema::<Recall>(),
+        variants: None,
     }
 }
 

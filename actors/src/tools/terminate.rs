@@ -36,6 +36,7 @@ impl Tool for Terminate {
                 cannot be done (status failure); say why in your message before calling it."
                 .into(),
             parameters: args::schema::<Args>(),
+            variants: None,
         }
     }
 

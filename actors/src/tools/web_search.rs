@@ -56,6 +56,7 @@ impl Tool for WebSearch {
                 with crawl or browser_use."
                 .into(),
             parameters: args::schema::<Args>(),
+            variants: None,
         }
     }
 

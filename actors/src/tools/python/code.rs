@@ -190,6 +190,7 @@ pub fn spec(functions: &[CellFunction], limit_secs: f64) -> ToolSpec {
              The functions:{listed}"
         ),
         parameters: args::schema::<Args>(),
+        variants: None,
     }
 }
 
@@ -247,6 +248,7 @@ mod tests {
                 },
                 "required": ["command", "path"]
             }),
+            variants: None,
         };
         let f = CellFunction::of(&spec);
         assert_eq!(f.name, "str_replace_editor");
@@ -266,6 +268,7 @@ mod tests {
             name: name.into(),
             description: format!("{name} does things."),
             parameters: json!({"type": "object", "properties": {}}),
+            variants: None,
         };
         let held = [tool(super::super::NAME), tool("bash"), tool("terminate")];
         let functions = functions(&held);

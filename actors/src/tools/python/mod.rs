@@ -302,6 +302,7 @@ impl Tool for PythonExecute {
                 ),
             },
             parameters: args::schema::<Args>(),
+            variants: None,
         }
     }
 

@@ -567,6 +567,7 @@ mod tests {
                 },
                 "required": ["words"]
             }),
+            variants: None,
         }
     }
 
