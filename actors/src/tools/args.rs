@@ -46,18 +46,45 @@ pub fn schema<T: JsonSchema>() -> Value {
 /// model held to it cannot send a variant without what that variant needs. `None` for any
 /// other arguments.
 pub fn variants<T: JsonSchema>() -> Option<Value> {
-    let Value::Array(mut each) = contract::<T>().as_object_mut()?.remove(VARIANTS_MARK)? else {
+    let mut flat = contract::<T>();
+    let Value::Array(mut each) = flat.as_object_mut()?.remove(VARIANTS_MARK)? else {
         return None;
     };
+    // The fields of a struct the enum is flattened into (the editor's `path`) are every
+    // variant's: the flat object's properties that no variant has.
+    let in_a_variant = |key: &str| each.iter().any(|v| v["properties"].get(key).is_some());
+    let outer: Vec<(String, Value, bool)> = flat["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| !in_a_variant(key))
+        .map(|(key, field)| {
+            let required = flat["required"]
+                .as_array()
+                .is_some_and(|r| r.contains(&key[..].into()));
+            (key.clone(), field.clone(), required)
+        })
+        .collect();
     for variant in &mut each {
         let mut schema = Schema::try_from(std::mem::take(variant)).ok()?;
         RecursiveTransform(plain).transform(&mut schema);
-        let mut variant_value = schema.to_value();
-        if let Some(obj) = variant_value.as_object_mut() {
-            obj.remove("description");
-            obj.insert("additionalProperties".into(), false.into());
+        let mut closed = schema.to_value();
+        let obj = closed.as_object_mut()?;
+        obj.remove("description");
+        for (key, field, required) in &outer {
+            obj.entry("properties")
+                .or_insert_with(|| Map::new().into())
+                .as_object_mut()?
+                .insert(key.clone(), field.clone());
+            if *required {
+                obj.entry("required")
+                    .or_insert_with(|| Vec::<Value>::new().into())
+                    .as_array_mut()?
+                    .push(key[..].into());
+            }
         }
-        *variant = variant_value;
+        obj.insert("additionalProperties".into(), false.into());
+        *variant = closed;
     }
     Some(serde_json::json!({"anyOf": each}))
 }
@@ -541,6 +568,34 @@ mod tests {
                 "required": ["op"]
             })
         );
+    }
+
+    /// A tagged enum flattened into a struct with fields of its own.
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Outer {
+        #[serde(flatten)]
+        op: Tagged,
+        /// Which house.
+        house: String,
+        /// How loudly.
+        volume: Option<i64>,
+    }
+
+    #[test]
+    fn a_flattened_tagged_enum_gives_each_variant_the_structs_own_fields() {
+        let variants = variants::<Outer>().unwrap();
+        let each = variants["anyOf"].as_array().unwrap();
+        assert_eq!(each.len(), 3);
+        for v in each {
+            assert_eq!(v["properties"]["house"]["type"], "string", "{v}");
+            assert_eq!(v["properties"]["volume"]["type"], "integer", "{v}");
+            let required = v["required"].as_array().unwrap();
+            assert!(required.contains(&"house".into()), "{v}");
+            assert!(!required.contains(&"volume".into()), "{v}");
+        }
+        assert_eq!(each[0]["required"], json!(["op", "door", "house"]));
+        assert_eq!(each[1]["properties"].as_object().unwrap().len(), 5);
     }
 
     #[test]

@@ -41,7 +41,7 @@ enum Command {
         /// For `view` of a file: [first, last] line numbers to show, counting from 1; last =
         /// -1 means through the end.
         #[serde(default, deserialize_with = "line_pair")]
-        #[schemars(with = "Option<Vec<i64>>")]
+        #[schemars(with = "Option<[i64; 2]>")]
         view_range: Option<(i64, i64)>,
     },
     Create {
