@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use support::llm_server::{Reply, ScriptedLlm};
+use support::llm_server::{Recorded, Reply, ScriptedLlm};
 use support::scenario::{
     NO_MODELS_NEARBY, Scratch, config_with, done, give_up, last_tool_text, line_of, plan_reply,
 };
@@ -547,13 +547,13 @@ async fn a_recorded_run_replays_offline() {
 
 /// Record `command task` against the script, then replay the cassette offline in a fresh
 /// directory in a later second (so the flow id differs), and return that replay's outcome
-/// and directory.
+/// and directory, and the requests the recorded run made.
 async fn record_then_replay(
     name: &str,
     command: &str,
     script: Vec<Reply>,
     overrides: &[(&str, &str)],
-) -> (serde_json::Value, Scratch) {
+) -> (serde_json::Value, Scratch, Vec<Recorded>) {
     let server = ScriptedLlm::start().await;
     server.push_all(script);
     let task = "Write hi.txt";
@@ -581,6 +581,7 @@ async fn record_then_replay(
             ("llm.cassette", &cassette_value),
         ],
     );
+    let requests = server.requests();
     drop(server);
     let replay_config = replay_dir.write_config(&replay_config);
     wait_for_a_new_second(first["flow_id"].as_str().unwrap()).await;
@@ -598,7 +599,7 @@ async fn record_then_replay(
         replayed.stdout,
         replayed.stderr
     );
-    (replayed.json(), replay_dir)
+    (replayed.json(), replay_dir, requests)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -607,7 +608,7 @@ async fn a_recorded_single_agent_run_replays_in_a_later_second() {
         Reply::tool("bash", json!({"command": "echo hi > hi.txt"})),
         done("Wrote hi.txt."),
     ];
-    let (outcome, dir) = record_then_replay("run", "run", script, &[]).await;
+    let (outcome, dir, _) = record_then_replay("run", "run", script, &[]).await;
     assert_eq!(outcome["status"], "completed");
     assert!(dir.workspace().join("hi.txt").exists());
 }
@@ -620,7 +621,7 @@ async fn a_recorded_flow_with_a_text_plan_replays_in_a_later_second() {
         done("Wrote hi.txt."),
         Reply::text("hi.txt is written."),
     ];
-    let (outcome, dir) = record_then_replay("text", "run-flow", script, &[]).await;
+    let (outcome, dir, _) = record_then_replay("text", "run-flow", script, &[]).await;
     assert_eq!(outcome["status"], "completed");
     assert!(dir.workspace().join("hi.txt").exists());
 }
@@ -1133,8 +1134,37 @@ async fn a_run_recorded_with_constrained_calls_replays_offline() {
         call("terminate", json!({"status": "success"})),
     ];
     let overrides = [("llm.tool_calls", "\"constrained\"")];
-    let (outcome, dir) = record_then_replay("constrained", "run", script, &overrides).await;
+    let (outcome, dir, _) = record_then_replay("constrained", "run", script, &overrides).await;
     assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("hi.txt")).unwrap(),
+        "hi\n"
+    );
+}
+
+/// A model held to constrained JSON that ends its step with success before doing anything
+/// is answered once with a nudge instead (the step goes on, and then does the work); the
+/// cassette replays the run the same, nudge and all: the replay holds the same call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_ended_before_acting_is_held_once_and_replays_the_same() {
+    let call = |name: &str, args: serde_json::Value| {
+        Reply::text(&json!({"name": name, "arguments": args}).to_string())
+    };
+    let success = || call("terminate", json!({"status": "success"}));
+    let script = vec![
+        success(),
+        call("bash", json!({"command": "printf 'hi\\n' > hi.txt"})),
+        success(),
+    ];
+    let overrides = [("llm.tool_calls", "\"constrained\"")];
+    let (outcome, dir, requests) = record_then_replay("held", "run", script, &overrides).await;
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    let told = requests[1].last_user_text().unwrap_or_default();
+    assert!(
+        told.starts_with("Result of the `terminate` call:\nNot ended: nothing has been done"),
+        "{told}"
+    );
+    assert_eq!(outcome["usage"]["calls"], 3, "{outcome}");
     assert_eq!(
         std::fs::read_to_string(dir.workspace().join("hi.txt")).unwrap(),
         "hi\n"

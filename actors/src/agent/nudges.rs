@@ -1,6 +1,7 @@
 //! The nudges: what the next round's prompt opens with when the model goes in circles,
-//! answers in plain text or is cut off at the length limit, and why a step ends when a
-//! nudge did not help (blocked when it still repeats itself, failed when it answers in text
+//! answers in plain text or is cut off at the length limit, what answers a call that ends
+//! the step with success before anything was done, and why a step ends when a nudge did
+//! not help (blocked when it still repeats itself, failed when it answers in text
 //! again). Knows nothing of tools or of how the model is called; the step loop asks it
 //! about every answer.
 
@@ -20,6 +21,10 @@ cannot be done, saying why; otherwise continue with the next tool call.";
 
 const LENGTH_NUDGE: &str = "Your answer was cut off: it reached the length limit. Answer more \
 briefly, with one tool call; call `terminate` when the step is done or cannot be done.";
+
+const NOTHING_DONE_NUDGE: &str = "Not ended: nothing has been done in this step yet. If the step \
+truly needs no action, say why in your message and call `terminate` with status success again; \
+otherwise carry it out with the tools first.";
 
 /// Why a step ended whose model answered in plain text again after being told to call
 /// `terminate`: text alone never confirms a step, whatever it says.
@@ -41,6 +46,10 @@ pub(super) struct Nudges {
     for_stuck: bool,
     /// The last reply was plain text, and the model has been told to call `terminate`.
     for_text: bool,
+    /// The model has called a tool in this step.
+    acted: bool,
+    /// The model has been told that ending with success before acting is held once.
+    for_nothing_done: bool,
 }
 
 impl Nudges {
@@ -57,6 +66,8 @@ impl Nudges {
             next: None,
             for_stuck: false,
             for_text: false,
+            acted: memory.assistant_history().any(|m| !m.tool_calls.is_empty()),
+            for_nothing_done: false,
         }
     }
 
@@ -122,9 +133,27 @@ impl Nudges {
         None
     }
 
+    /// The model's round is one call ending the step with success (`success_only`) before
+    /// it called any tool: a small model writing its calls in text or held to a grammar
+    /// (`worded`) reaches for that first. Once a step, the call is answered with the text
+    /// this returns instead of ending the step; a model calling tools natively is taken at
+    /// its word.
+    pub(super) fn ended_before_acting(
+        &mut self,
+        success_only: bool,
+        worded: bool,
+    ) -> Option<&'static str> {
+        if !success_only || !worded || self.acted || self.for_nothing_done {
+            return None;
+        }
+        self.for_nothing_done = true;
+        Some(NOTHING_DONE_NUDGE)
+    }
+
     /// The model called a tool: plain text next time earns a nudge again.
     pub(super) fn called_a_tool(&mut self) {
         self.for_text = false;
+        self.acted = true;
     }
 }
 
@@ -178,6 +207,38 @@ mod tests {
             said[3].as_ref().unwrap().contains("kept repeating"),
             "{said:?}"
         );
+    }
+
+    /// Ending with success before any other call is held once, and only for worded calls;
+    /// a step that has acted, here or before a pause, is taken at its word.
+    #[test]
+    fn success_before_acting_is_held_once_for_worded_calls() {
+        let mut memory = Memory::new("gpt-4", 1000, 100_000);
+        memory.pin(Message::system("sys"));
+        memory.pin(Message::user("step"));
+        let mut nudges = Nudges::after(&memory);
+        assert_eq!(nudges.ended_before_acting(true, false), None);
+        assert_eq!(nudges.ended_before_acting(false, true), None);
+        assert_eq!(
+            nudges.ended_before_acting(true, true),
+            Some(NOTHING_DONE_NUDGE)
+        );
+        assert_eq!(nudges.ended_before_acting(true, true), None);
+
+        let mut acted = Nudges::after(&memory);
+        acted.called_a_tool();
+        assert_eq!(acted.ended_before_acting(true, true), None);
+        let mut call = Message::assistant("");
+        call.tool_calls = vec![ToolCall {
+            id: "c".into(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
+        }];
+        memory.push(call);
+        assert_eq!(Nudges::after(&memory).ended_before_acting(true, true), None);
     }
 
     /// A paused step going on remembers the answers its memory holds.

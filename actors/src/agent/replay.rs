@@ -48,6 +48,11 @@ impl Replaying {
         Some(answer.message)
     }
 
+    /// More recorded answers follow the one fed last: the recorded step went on after it.
+    pub(super) fn more(&self) -> bool {
+        !self.answers.is_empty()
+    }
+
     /// Every answer of the step came from the record: no model was asked.
     pub(super) fn whole(&self) -> bool {
         self.fed > 0 && !self.went_live

@@ -253,8 +253,9 @@ impl<'a> StepRun<'a> {
             if let Err(why) = self.req.events.may_act() {
                 return self.outcome(StepStatus::Failed, why, round);
             }
-            let (msg, cut_off) = match self.replay.next(round) {
-                Some(recorded) => (recorded, false),
+            let (msg, cut_off, worded) = match self.replay.next(round) {
+                // A recorded success-first call the step went on after was held (`worded`).
+                Some(recorded) => (recorded, false, self.replay.more()),
                 None => match self.ask(round, prompt).await {
                     Ok(answer) => answer,
                     Err(outcome) => return outcome,
@@ -312,6 +313,14 @@ impl<'a> StepRun<'a> {
                     None => continue,
                 }
             }
+            let success_only = matches!(&calls[..], [c] if tools::terminate::claims_success(c));
+            if let Some(nudge) = self.nudges.ended_before_acting(success_only, worded) {
+                let held = &calls[0];
+                self.finished(held, &super::act::answered(false, nudge.into()));
+                self.memory.push(Message::tool(held, nudge));
+                self.record_results(round).await;
+                continue;
+            }
             self.nudges.called_a_tool();
             if let Some(outcome) = self.act(&calls, text, round, None).await {
                 return outcome;
@@ -327,8 +336,13 @@ impl<'a> StepRun<'a> {
     }
 
     /// Ask the model for round `round`'s answer (after compacting the memory), closing
-    /// with `prompt`; the answer and whether it was cut off, or how the step ends.
-    async fn ask(&mut self, round: u32, prompt: String) -> Result<(Message, bool), StepOutcome> {
+    /// with `prompt`; the answer, whether it was cut off and whether its calls were read
+    /// from its text, or how the step ends.
+    async fn ask(
+        &mut self,
+        round: u32,
+        prompt: String,
+    ) -> Result<(Message, bool, bool), StepOutcome> {
         self.compact(round).await;
         let closing = self.closing_prompt(prompt).await;
         let mut request = ChatRequest {
@@ -391,7 +405,7 @@ impl<'a> StepRun<'a> {
             ));
         }
         let cut_off = resp.finish_reason.as_deref() == Some("length");
-        Ok((resp.message, cut_off))
+        Ok((resp.message, cut_off, resp.calls_in_text))
     }
 }
 

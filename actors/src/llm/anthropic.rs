@@ -308,6 +308,7 @@ fn read(answer: &Value) -> Result<ChatResponse, LlmError> {
     message.reasoning_content = (!reasoning.trim().is_empty()).then_some(reasoning);
     message.provider_data = (!thinking.is_empty()).then(|| json!({KEY: {"thinking": thinking}}));
     Ok(ChatResponse {
+        calls_in_text: false,
         id: answer["id"].as_str().unwrap_or_default().to_string(),
         model: answer["model"].as_str().unwrap_or_default().to_string(),
         message,

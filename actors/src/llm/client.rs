@@ -609,6 +609,7 @@ fn calls_from_text(resp: &mut ChatResponse) {
     let (rest, found) = calls::read_calls(resp.message.text());
     resp.message.content = (!rest.is_empty()).then_some(Content::Text(rest));
     resp.message.tool_calls = found;
+    resp.calls_in_text = true;
 }
 
 /// The mode a cassette notes beside an exchange: none for native calls.

@@ -390,6 +390,7 @@ fn read(answer: &Value) -> Result<ChatResponse, LlmError> {
     message.reasoning_content = (!reasoning.trim().is_empty()).then_some(reasoning);
     message.provider_data = (!parts.is_empty()).then(|| json!({KEY: {"parts": parts}}));
     Ok(ChatResponse {
+        calls_in_text: false,
         id: answer["responseId"]
             .as_str()
             .unwrap_or_default()

@@ -386,4 +386,7 @@ pub struct ChatResponse {
     pub message: Message,
     pub finish_reason: Option<String>,
     pub usage: Usage,
+    /// The answer's tool calls were read from its text (the text or constrained tool-call
+    /// mode, live or as recorded), not sent natively.
+    pub calls_in_text: bool,
 }

@@ -344,6 +344,7 @@ fn parse_response(read: Result<Completion, serde_json::Error>) -> Result<ChatRes
     .flatten()
     .find(|r| !r.trim().is_empty());
     Ok(ChatResponse {
+        calls_in_text: false,
         id: Lenient::get(c.id).unwrap_or_default(),
         model: Lenient::get(c.model).unwrap_or_default(),
         message: Message {

@@ -28,6 +28,15 @@ enum Status {
     Failure,
 }
 
+/// Whether `call` is `terminate` with status success.
+pub fn claims_success(call: &crate::llm::ToolCall) -> bool {
+    call.function.name == NAME
+        && serde_json::from_str::<Value>(&call.function.arguments)
+            .ok()
+            .and_then(|args| args::parse::<Args>(NAME, &args).ok())
+            .is_some_and(|a| matches!(a.status, Status::Success))
+}
+
 impl Tool for Terminate {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
