@@ -1159,10 +1159,12 @@ async fn a_step_ended_before_acting_is_held_once_and_replays_the_same() {
     let overrides = [("llm.tool_calls", "\"constrained\"")];
     let (outcome, dir, requests) = record_then_replay("held", "run", script, &overrides).await;
     assert_eq!(outcome["status"], "completed", "{outcome}");
-    let told = requests[1].last_user_text().unwrap_or_default();
+    let held = "Result of the `terminate` call:\nNot ended: nothing has been done";
+    let told = requests[1].messages();
     assert!(
-        told.starts_with("Result of the `terminate` call:\nNot ended: nothing has been done"),
-        "{told}"
+        told.iter()
+            .any(|m| m["content"].as_str().is_some_and(|t| t.starts_with(held))),
+        "{told:?}"
     );
     assert_eq!(outcome["usage"]["calls"], 3, "{outcome}");
     assert_eq!(

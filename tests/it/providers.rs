@@ -459,3 +459,67 @@ async fn a_recorded_gemini_run_replays_the_same_answers() {
         }
     }
 }
+
+/// The constrained tool-call mode over the Messages and Gemini APIs: the one-call schema
+/// goes in each API's own structured-output field (Anthropic's `output_config.format`,
+/// Gemini's `generationConfig.responseJsonSchema`), by variant for a tool whose arguments
+/// are a tagged enum, with no native tools beside it; the call is read from the answer's
+/// text.
+#[tokio::test]
+async fn constrained_calls_ask_each_api_for_the_schema_in_its_own_field() {
+    use manus_rt::engine::tools::{ToolSettings, make_tool};
+    let editor = make_tool("str_replace_editor", &ToolSettings::default())
+        .unwrap()
+        .spec();
+    let variants = editor.variants.clone().unwrap();
+    let tools = ToolSet::new(vec![editor]);
+    let call = json!({"name": "str_replace_editor",
+        "arguments": {"command": "view", "path": "a.txt"}});
+    let ask = Message::user("Show me a.txt.");
+    let request = ChatRequest {
+        messages: vec![&ask],
+        tools,
+        tool_choice: ToolChoice::Auto,
+    };
+    let read = |answer: ChatResponse| {
+        assert!(answer.calls_in_text);
+        let [made] = &answer.message.tool_calls[..] else {
+            panic!("{:?}", answer.message)
+        };
+        assert_eq!(made.function.name, "str_replace_editor");
+        let args: Value = serde_json::from_str(&made.function.arguments).unwrap();
+        assert_eq!(args, call["arguments"]);
+    };
+
+    let anthropic = ScriptedAnthropic::start().await;
+    anthropic.push(
+        vec![json!({"type": "text", "text": call.to_string()})],
+        "end_turn",
+    );
+    let answer = client(&anthropic, "tool_calls = \"constrained\"")
+        .chat(&request)
+        .await
+        .unwrap();
+    read(answer);
+    let sent = &anthropic.requests()[0];
+    assert_eq!(sent["output_config"]["format"]["type"], "json_schema");
+    let schema = &sent["output_config"]["format"]["schema"];
+    assert_eq!(schema["properties"]["arguments"], variants, "{schema}");
+    assert!(sent.get("tools").is_none(), "{sent}");
+
+    let gemini = ScriptedGemini::start().await;
+    gemini.push(Answer::Parts(vec![json!({"text": call.to_string()})]));
+    let answer = gemini_client(&gemini, "tool_calls = \"constrained\"", None)
+        .chat(&request)
+        .await
+        .unwrap();
+    read(answer);
+    let (_, sent) = &gemini.requests()[0];
+    let generation = &sent["generationConfig"];
+    assert_eq!(generation["responseMimeType"], "application/json");
+    assert_eq!(
+        generation["responseJsonSchema"]["properties"]["arguments"],
+        variants
+    );
+    assert!(sent.get("tools").is_none(), "{sent}");
+}

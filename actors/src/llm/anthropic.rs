@@ -177,8 +177,8 @@ fn request(s: &LlmSettings, req: &ChatRequest<'_>, response_format: Option<&Valu
     }
     if let Some(schema) = response_format.and_then(|f| f.pointer("/json_schema/schema")) {
         body.insert(
-            "output_format".into(),
-            json!({"type": "json_schema", "schema": schema}),
+            "output_config".into(),
+            json!({"format": {"type": "json_schema", "schema": schema}}),
         );
     }
     if s.stream {
