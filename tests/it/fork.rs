@@ -468,3 +468,77 @@ async fn an_interrupted_fork_resumes_in_its_workspace_and_goes_on_replaying() {
         !dir.workspace().join("b.txt").exists() || read(&dir.workspace(), "c.txt") == "three\n"
     );
 }
+
+/// A run whose calls were worded (constrained mode) and whose step 0 ended with success
+/// before acting, held once by the nudge: forked at step 1, step 0 replays the hold from
+/// the record (the record goes on after that call), so its file is written again, every
+/// tool result is as recorded, and no model is asked for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_replays_a_held_terminate_as_the_run_held_it() {
+    let worded = |name: &str, args: Value| {
+        Reply::text(&json!({"name": name, "arguments": args}).to_string())
+    };
+    let success = || worded("terminate", json!({"status": "success"}));
+    let server = ScriptedLlm::start().await;
+    let dir = Scratch::new("fork-held");
+    let overrides = [("llm.tool_calls", "\"constrained\"")];
+    let config = dir.write_config(&config_with(&server, &dir.workspace(), &overrides));
+    server.push_all([
+        worded(
+            "planning",
+            json!({"command": "create", "plan_id": "p", "title": "Two files",
+                "steps": ["[MANUS] Write a.txt", "[MANUS] Write b.txt"]}),
+        ),
+        success(),
+        worded("bash", json!({"command": "echo one > a.txt"})),
+        success(),
+        worded("bash", json!({"command": "echo two > b.txt"})),
+        success(),
+        Reply::text("Two files written."),
+    ]);
+    let out = finish(manus(
+        &dir,
+        &config,
+        &["run-flow", "Write two files", "--json"],
+    ))
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["usage"]["calls"], 7, "{outcome:#}");
+    let original = outcome["flow_id"].as_str().unwrap().to_string();
+    let before = server.request_count();
+
+    let forked_ws = dir.path().join("forked");
+    server.push_all([
+        worded("bash", json!({"command": "echo two-again > b.txt"})),
+        success(),
+        Reply::text("Two files written, the last one again."),
+    ]);
+    let out = finish(manus(
+        &dir,
+        &config,
+        &[
+            "fork",
+            &original,
+            "--at-step",
+            "1",
+            "--workspace",
+            forked_ws.to_str().unwrap(),
+            "--json",
+        ],
+    ))
+    .await;
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let forked: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(forked["status"], "completed", "{forked:#}");
+    assert_eq!(steps_asked(&server, before), [Some(1), Some(1), None]);
+    assert_eq!(read(&forked_ws, "a.txt"), "one\n");
+    assert_eq!(read(&forked_ws, "b.txt"), "two-again\n");
+    assert!(
+        stderr.contains(
+            "[step 0] manus: 3 recorded answer(s) replayed, no model call; every tool result as recorded"
+        ),
+        "{stderr}"
+    );
+}
