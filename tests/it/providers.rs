@@ -523,3 +523,58 @@ async fn constrained_calls_ask_each_api_for_the_schema_in_its_own_field() {
     );
     assert!(sent.get("tools").is_none(), "{sent}");
 }
+
+/// `config check --probe` over the Gemini API: each question is asked in Gemini's words
+/// and its answer read (a whole answer, a streamed one, a `functionCall`, a call held to
+/// the `responseJsonSchema`, a picture taken).
+#[tokio::test]
+async fn the_probe_works_over_gemini() {
+    let server = ScriptedGemini::start().await;
+    let call = json!({"name": "get_weather", "arguments": {"city": "Paris"}});
+    for parts in [
+        vec![json!({"text": "Hello there."})],
+        vec![json!({"text": "Hello there, streamed."})],
+        vec![json!({"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}})],
+        vec![json!({"text": call.to_string()})],
+        vec![json!({"text": "Red."})],
+    ] {
+        server.push(Answer::Parts(parts));
+    }
+    let dir = Scratch::new("gemini-probe");
+    let config = dir.write_config(&format!(
+        "[llm]\napi_type = \"gemini\"\nbase_url = \"{}\"\nmodel = \"gemini-test\"\n\
+         api_key = \"{}\"\n\n[agents.manus]\n",
+        server.url(),
+        gemini_server::KEY
+    ));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
+        .current_dir(dir.path())
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("GOOGLE_API_KEY")
+        .kill_on_drop(true)
+        .arg("--config")
+        .arg(&config)
+        .args(["config", "check", "--probe"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for line in [
+        "answers        yes",
+        "streaming      yes",
+        "tool calls     yes",
+        "JSON schema    yes",
+        "images         accepted",
+    ] {
+        assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
+    }
+    let asked = server.requests();
+    assert_eq!(asked.len(), 5);
+    assert!(
+        asked[1].0.contains("streamGenerateContent"),
+        "{:?}",
+        asked[1].0
+    );
+    assert!(asked[3].1["generationConfig"]["responseJsonSchema"].is_object());
+}

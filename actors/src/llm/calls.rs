@@ -150,8 +150,10 @@ pub(super) fn one_call_schema(tools: &[&ToolSpec]) -> Value {
 /// blocks (as Qwen and Hermes templates write them), fenced JSON blocks, or the reply as one
 /// bare JSON object; each with `name` and `arguments` (or `parameters`; an object, or a
 /// string holding one). A block that cannot be read becomes a call whose name says why, so
-/// the reason goes back to the model as the failed call's result.
-pub(super) fn read_calls(text: &str) -> (String, Vec<ToolCall>) {
+/// the reason goes back to the model as the failed call's result. The calls' ids are
+/// `call_{answer}_{n}`: `answer` tells this answer's calls from other answers' (a step's
+/// tool results are told apart by their calls' ids).
+pub(super) fn read_calls(text: &str, answer: &str) -> (String, Vec<ToolCall>) {
     let mut rest = String::new();
     let mut blocks = vec![];
     let mut left = text;
@@ -194,7 +196,7 @@ pub(super) fn read_calls(text: &str) -> (String, Vec<ToolCall>) {
     let calls = blocks
         .iter()
         .enumerate()
-        .map(|(i, b)| read_one(b, i))
+        .map(|(i, b)| read_one(b, &format!("call_{answer}_{i}")))
         .collect();
     (rest.trim().to_string(), calls)
 }
@@ -205,10 +207,10 @@ fn looks_like_call(text: &str) -> bool {
         .is_ok_and(|v| v.get("name").is_some_and(Value::is_string))
 }
 
-/// One call from its JSON text; `index` makes its id.
-fn read_one(block: &str, index: usize) -> ToolCall {
+/// One call, `id`, from its JSON text.
+fn read_one(block: &str, id: &str) -> ToolCall {
     let call = |name: String, arguments: String| ToolCall {
-        id: format!("call_text_{index}"),
+        id: id.to_string(),
         kind: "function".into(),
         function: FunctionCall { name, arguments },
     };
@@ -287,6 +289,7 @@ mod tests {
         let (rest, calls) = read_calls(
             "I will look.\n<tool_call>\n{\"name\": \"view\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>\n\
              <tool_call>{\"name\": \"view\", \"arguments\": \"{\\\"path\\\": \\\"b\\\"}\"}</tool_call>",
+            "t",
         );
         assert_eq!(rest, "I will look.");
         assert_eq!(
@@ -296,31 +299,40 @@ mod tests {
                 ("view", json!({"path": "b"}))
             ]
         );
-        assert_ne!(calls[0].id, calls[1].id);
+        assert_eq!(
+            (&calls[0].id[..], &calls[1].id[..]),
+            ("call_t_0", "call_t_1")
+        );
 
         let (rest, calls) = read_calls(
             "Here:\n```json\n{\"name\": \"bash\", \"parameters\": {\"command\": \"ls\"}}\n```\nDone.",
+            "t",
         );
         assert_eq!(names(&calls), [("bash", json!({"command": "ls"}))]);
         assert_eq!(rest, "Here:\n\nDone.");
 
-        let (rest, calls) =
-            read_calls(" {\"name\": \"terminate\", \"arguments\": {\"status\": \"success\"}} ");
+        let (rest, calls) = read_calls(
+            " {\"name\": \"terminate\", \"arguments\": {\"status\": \"success\"}} ",
+            "t",
+        );
         assert_eq!(names(&calls), [("terminate", json!({"status": "success"}))]);
         assert_eq!(rest, "");
 
         // A fenced block of code that is no call stays text.
-        let (rest, calls) = read_calls("```python\nprint(1)\n```");
+        let (rest, calls) = read_calls("```python\nprint(1)\n```", "t");
         assert!(calls.is_empty());
         assert_eq!(rest, "```python\nprint(1)\n```");
-        let (rest, calls) = read_calls("The file is written.");
+        let (rest, calls) = read_calls("The file is written.", "t");
         assert!(calls.is_empty());
         assert_eq!(rest, "The file is written.");
     }
 
     #[test]
     fn an_unreadable_call_says_why_in_its_name() {
-        let (_, calls) = read_calls("<tool_call>{\"name\": \"view\", \"arguments\": {</tool_call>");
+        let (_, calls) = read_calls(
+            "<tool_call>{\"name\": \"view\", \"arguments\": {</tool_call>",
+            "t",
+        );
         assert!(
             calls[0]
                 .function
@@ -329,14 +341,16 @@ mod tests {
             "{:?}",
             calls[0]
         );
-        let (_, calls) = read_calls("<tool_call>{\"arguments\": {}}</tool_call>");
+        let (_, calls) = read_calls("<tool_call>{\"arguments\": {}}</tool_call>", "t");
         assert_eq!(
             calls[0].function.name,
             "<unreadable tool call: no \"name\">"
         );
         // An unclosed block is read to the end.
-        let (_, calls) =
-            read_calls("<tool_call>{\"name\": \"view\", \"arguments\": {\"path\": \"x\"}}");
+        let (_, calls) = read_calls(
+            "<tool_call>{\"name\": \"view\", \"arguments\": {\"path\": \"x\"}}",
+            "t",
+        );
         assert_eq!(names(&calls), [("view", json!({"path": "x"}))]);
     }
 
@@ -382,7 +396,7 @@ mod tests {
             );
         }
         // What the text mode writes, it reads back.
-        let (_, again) = read_calls(shape(CallMode::Text, &req).messages[2].text());
+        let (_, again) = read_calls(shape(CallMode::Text, &req).messages[2].text(), "t");
         assert_eq!(names(&again), [("view", json!({"path": "a"}))]);
     }
 

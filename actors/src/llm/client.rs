@@ -606,7 +606,15 @@ fn refuses_images(message: &str) -> bool {
 
 /// The calls a text or constrained answer holds, taken out of its text.
 fn calls_from_text(resp: &mut ChatResponse) {
-    let (rest, found) = calls::read_calls(resp.message.text());
+    // The answer's own id (a replayed answer keeps it), or, where the server gives none,
+    // its text: its calls' ids differ from other answers' in the step.
+    let answer = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&resp.id, resp.message.text()).hash(&mut h);
+        format!("{:012x}", h.finish() >> 16)
+    };
+    let (rest, found) = calls::read_calls(resp.message.text(), &answer);
     resp.message.content = (!rest.is_empty()).then_some(Content::Text(rest));
     resp.message.tool_calls = found;
     resp.calls_in_text = true;
@@ -721,6 +729,30 @@ mod tests {
     /// A streamed answer that broke off after some text is asked again; the listener heard
     /// the first attempt's text once and nothing of the retry, whose whole text is the
     /// answer.
+    /// Calls read from text get ids of their answer: the same words in another answer get
+    /// others (a step's results are told apart by id), the same answer read again (a
+    /// replay) the same.
+    #[test]
+    fn worded_calls_have_ids_of_their_answer() {
+        let answer = |id: &str| ChatResponse {
+            id: id.into(),
+            model: "m".into(),
+            message: Message::assistant(r#"{"name": "bash", "arguments": {"command": "ls"}}"#),
+            finish_reason: None,
+            usage: crate::llm::Usage::default(),
+            calls_in_text: false,
+        };
+        let ids = |id: &str| {
+            let mut resp = answer(id);
+            calls_from_text(&mut resp);
+            assert!(resp.calls_in_text);
+            resp.message.tool_calls[0].id.clone()
+        };
+        assert_eq!(ids("chatcmpl-1"), ids("chatcmpl-1"));
+        assert_ne!(ids("chatcmpl-1"), ids("chatcmpl-2"));
+        assert!(ids("").starts_with("call_") && ids("").ends_with("_0"));
+    }
+
     #[tokio::test]
     async fn a_stream_cut_short_and_retried_is_not_heard_twice() {
         let (port, server) = streams(vec![
