@@ -68,6 +68,23 @@ fn read(dir: &std::path::Path, name: &str) -> String {
         .unwrap_or_else(|e| panic!("{name} in {}: {e}", dir.display()))
 }
 
+/// `manus-rt fork RUN --at-step AT --workspace WS --json`, finished: its outcome, after
+/// checking it succeeded, and its stderr.
+async fn fork_into(
+    dir: &Scratch,
+    config: &std::path::Path,
+    run: &str,
+    at: &str,
+    ws: &std::path::Path,
+) -> (Value, String) {
+    let ws = ws.to_str().unwrap();
+    let args = ["fork", run, "--at-step", at, "--workspace", ws, "--json"];
+    let out = finish(manus(dir, config, &args)).await;
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
 /// The steps the requests after the first `from` were made for (`None`: the planner's).
 fn steps_asked(server: &ScriptedLlm, from: usize) -> Vec<Option<usize>> {
     server.requests()[from..].iter().map(|r| r.step()).collect()
@@ -112,23 +129,7 @@ async fn a_fork_replays_the_steps_before_it_without_the_model_and_runs_its_step_
 
     let forked_ws = dir.path().join("forked");
     server.push_all(live_script());
-    let out = finish(manus(
-        &dir,
-        &config,
-        &[
-            "fork",
-            &original,
-            "--at-step",
-            "2",
-            "--workspace",
-            forked_ws.to_str().unwrap(),
-            "--json",
-        ],
-    ))
-    .await;
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let forked: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (forked, stderr) = fork_into(&dir, &config, &original, "2", &forked_ws).await;
     assert_eq!(forked["status"], "completed", "{forked:#}");
     let fork_id = forked["flow_id"].as_str().unwrap();
     assert_ne!(fork_id, original);
@@ -514,23 +515,7 @@ async fn a_fork_replays_a_held_terminate_as_the_run_held_it() {
         success(),
         Reply::text("Two files written, the last one again."),
     ]);
-    let out = finish(manus(
-        &dir,
-        &config,
-        &[
-            "fork",
-            &original,
-            "--at-step",
-            "1",
-            "--workspace",
-            forked_ws.to_str().unwrap(),
-            "--json",
-        ],
-    ))
-    .await;
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let forked: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (forked, stderr) = fork_into(&dir, &config, &original, "1", &forked_ws).await;
     assert_eq!(forked["status"], "completed", "{forked:#}");
     assert_eq!(steps_asked(&server, before), [Some(1), Some(1), None]);
     assert_eq!(read(&forked_ws, "a.txt"), "one\n");

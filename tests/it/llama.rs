@@ -11,7 +11,7 @@ use manus_rt::config::Config;
 use serde_json::json;
 
 use crate::support::llama;
-use crate::support::scenario::Scratch;
+use crate::support::scenario::{Scratch, probe_says};
 
 fn client(url: &str, extra: &str) -> LlmClient {
     let text = llama::config_text(url, extra, "");
@@ -458,19 +458,7 @@ async fn the_probe_tells_what_the_real_server_supports() {
     let Some(url) = llama::url() else { return };
     let dir = Scratch::new("llama-probe");
     let config = dir.write_config(&llama::config_text(&url, "", ""));
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
-        .current_dir(dir.path())
-        .env_remove("OPENAI_API_KEY")
-        .kill_on_drop(true)
-        .arg("--config")
-        .arg(&config)
-        .args(["config", "check", "--probe"])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
-    for line in [
+    let lines = [
         "OpenAI-compatible model smollm2",
         "answers        yes",
         "streaming      yes",
@@ -478,9 +466,8 @@ async fn the_probe_tells_what_the_real_server_supports() {
         "JSON schema    yes",
         "images         refused",
         "recommended: [llm] tool_calls = \"constrained\" (now: \"auto\")",
-    ] {
-        assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
-    }
+    ];
+    probe_says(&dir, &config, &lines).await;
 }
 
 /// The wire APIs besides Chat Completions that llama-server serves.
@@ -709,26 +696,13 @@ async fn the_probe_works_over_the_other_apis() {
     {
         let dir = Scratch::new(&format!("llama-{api}-probe"));
         let config = dir.write_config(&api_config(api, &url, "", ""));
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
-            .current_dir(dir.path())
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .kill_on_drop(true)
-            .arg("--config")
-            .arg(&config)
-            .args(["config", "check", "--probe"])
-            .output()
-            .await
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), Some(0), "{stdout}");
-        for line in [
-            &format!("{label} model smollm2"),
+        let model = format!("{label} model smollm2");
+        let lines = [
+            &model[..],
             "answers        yes",
             "streaming      yes",
             "images         refused",
-        ] {
-            assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
-        }
+        ];
+        probe_says(&dir, &config, &lines).await;
     }
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::support::anthropic_server::{KEY, ScriptedAnthropic};
 use crate::support::gemini_server::{self, Answer, ScriptedGemini};
-use crate::support::scenario::Scratch;
+use crate::support::scenario::{Scratch, probe_says};
 
 /// The settings of an Anthropic profile at `server`, with `extra` in its `[llm]` table.
 fn settings(server: &ScriptedAnthropic, extra: &str) -> Arc<LlmSettings> {
@@ -547,28 +547,14 @@ async fn the_probe_works_over_gemini() {
         server.url(),
         gemini_server::KEY
     ));
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_manus-rt"))
-        .current_dir(dir.path())
-        .env_remove("GEMINI_API_KEY")
-        .env_remove("GOOGLE_API_KEY")
-        .kill_on_drop(true)
-        .arg("--config")
-        .arg(&config)
-        .args(["config", "check", "--probe"])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
-    for line in [
+    let lines = [
         "answers        yes",
         "streaming      yes",
         "tool calls     yes",
         "JSON schema    yes",
         "images         accepted",
-    ] {
-        assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
-    }
+    ];
+    probe_says(&dir, &config, &lines).await;
     let asked = server.requests();
     assert_eq!(asked.len(), 5);
     assert!(

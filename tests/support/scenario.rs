@@ -215,6 +215,23 @@ pub fn manus_cli(dir: &Scratch, config: &Path, args: &[&str]) -> tokio::process:
     cmd
 }
 
+/// `config check --probe` on `config` in `dir`, with no provider's key taken from the
+/// environment: it exits 0 and its report holds each of `lines`.
+pub async fn probe_says(dir: &Scratch, config: &Path, lines: &[&str]) {
+    let out = manus_cli(dir, config, &["config", "check", "--probe"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GEMINI_API_KEY")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for line in lines {
+        assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
+    }
+}
+
 /// A free port on 127.0.0.1.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
