@@ -2,8 +2,9 @@
 //! (tests/peers/mcp_server_features.py): both protocol eras (the initialize handshake over
 //! stdio, the stateless 2026-07-28 core over HTTP), every tool's output schema and a
 //! structured result the SDK checks against it, the workspace's files as resources (read,
-//! refused outside the workspace, through a link, or above the size limit), and progress
-//! notifications from a call that runs a few seconds.
+//! refused outside the workspace, through a link, or above the size limit), progress
+//! notifications from a call that runs a few seconds, and a call the client cancels, which
+//! stops what it was running.
 
 use crate::support;
 
@@ -182,4 +183,116 @@ async fn the_python_sdk_client_speaks_2026_07_28_to_our_http_server() {
     );
     assert_features(&report, &dir.workspace());
     drop(server);
+}
+
+/// A client that cancels a running call (`notifications/cancelled`, spoken here as raw
+/// JSON-RPC over stdio) stops what the tool was running: the background `sleep` a bash
+/// call started is gone within seconds, no answer to the cancelled call is sent, and the
+/// session's next call runs in a fresh worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_stops_what_the_tool_was_running() {
+    /// A duration no other process on the machine sleeps for.
+    const NAP: &str = "4321.0987";
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let llm = ScriptedLlm::start().await;
+    let dir = Scratch::new("mcp-serve-cancel");
+    // Longer than the test waits, so only the cancel can stop the call.
+    let patient = [("tools.bash_timeout_secs", "600")];
+    let config = dir.write_config(&config_with(&llm, &dir.workspace(), &patient));
+    let mut server = tokio::process::Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .arg("mcp-server")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut to = server.stdin.take().unwrap();
+    let mut from = BufReader::new(server.stdout.take().unwrap()).lines();
+    let mut said = Vec::<Value>::new();
+    let mut send = async |message: Value| {
+        to.write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+        to.flush().await.unwrap();
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "cancel-test", "version": "1"}}}),
+    )
+    .await;
+    let hello: Value = serde_json::from_str(&from.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(hello["id"], 1, "{hello}");
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let call = format!("sleep {NAP} & wait");
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": call}}}),
+    )
+    .await;
+    // The sleep, found by its own duration on this host (the confined shell has a process
+    // namespace of its own, so it cannot tell its host PID).
+    let sleeper = || {
+        let wanted = format!("sleep\0{NAP}\0");
+        std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let zombie = stat.rsplit(')').next()?.trim_start().starts_with('Z');
+            (cmdline == wanted.as_bytes() && !zombie).then_some(pid)
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let pid = loop {
+        if let Some(pid) = sleeper() {
+            break pid;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "bash never started the sleep"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "the test changed its mind"}}),
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while sleeper().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sleep {pid} the cancelled call started still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": "echo still-serving"}}}),
+    )
+    .await;
+    let answer = loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), from.next_line())
+            .await
+            .expect("an answer to the next call")
+            .unwrap()
+            .expect("the server is still there");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == 3 {
+            break message;
+        }
+        said.push(message);
+    };
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("still-serving")),
+        "{answer}"
+    );
+    assert!(said.iter().all(|m| m["id"] != 2), "{said:?}");
+    drop(send);
+    server.kill().await.unwrap();
 }

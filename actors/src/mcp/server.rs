@@ -98,7 +98,14 @@ impl ToolServer {
     }
 
     /// Run one call through the session's worker, starting (or restarting) it as needed.
-    async fn run(&self, name: &str, args: serde_json::Value) -> Result<ToolResult, String> {
+    /// When `cancelled` completes first (the client cancelled the call), the worker is
+    /// stopped, and with it what the tool was running; the next call starts a fresh one.
+    async fn run(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<ToolResult, String> {
         let started = Instant::now();
         let mut slot = self.worker.lock().await;
         let worker = match &*slot {
@@ -148,10 +155,16 @@ impl ToolServer {
             .python_timeout
             .max(s.bash_timeout)
             .saturating_add(Duration::from_secs(30));
-        match worker
-            .call(|reply| ToolMsg::Call(inv, reply), Some(limit))
-            .await
-        {
+        let answer = tokio::select! {
+            answer = worker.call(|reply| ToolMsg::Call(inv, reply), Some(limit)) => answer,
+            () = cancelled => {
+                worker.kill();
+                *slot = None;
+                tracing::info!(session = %self.session, "the client cancelled its call of `{name}`; stopped");
+                return Err(format!("the call of `{name}` was cancelled by the client and stopped"));
+            }
+        };
+        match answer {
             Ok(ractor::rpc::CallResult::Success(r)) => Ok(r),
             _ => {
                 worker.kill();
@@ -240,7 +253,7 @@ impl ServerHandler for ToolServer {
             ));
         }
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let run = self.run(&name, args);
+        let run = self.run(&name, args, context.ct.cancelled());
         let result = match context.meta.get_progress_token() {
             None => run.await,
             Some(token) => {
