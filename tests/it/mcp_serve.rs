@@ -293,6 +293,5 @@ async fn a_cancelled_call_stops_what_the_tool_was_running() {
         "{answer}"
     );
     assert!(said.iter().all(|m| m["id"] != 2), "{said:?}");
-    drop(send);
     server.kill().await.unwrap();
 }
