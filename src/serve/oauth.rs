@@ -74,11 +74,27 @@ enum Refusal {
     NoKeys(String),
 }
 
+/// Where clients are told to read the metadata: for a resource named by an http(s) URL (its
+/// public address, which a reverse proxy may serve), that URL with the well-known path put
+/// before its path (RFC 9728 §3.1); otherwise this server's own address.
+fn metadata_url(audience: &str, local: SocketAddr) -> String {
+    match reqwest::Url::parse(audience) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {
+            let path = url.path().trim_end_matches('/');
+            format!(
+                "{}{METADATA_PATH}{path}",
+                url.origin().ascii_serialization()
+            )
+        }
+        _ => format!("http://{local}{METADATA_PATH}"),
+    }
+}
+
 impl ResourceServer {
     /// The checks for `oauth`, for a server listening on `local`.
     pub fn new(oauth: McpOAuth, local: SocketAddr) -> ResourceServer {
         ResourceServer {
-            metadata_url: format!("http://{local}{METADATA_PATH}"),
+            metadata_url: metadata_url(&oauth.audience, local),
             oauth,
             http: manus_actors::tls::client(),
             keys: tokio::sync::Mutex::new(Keys::default()),
@@ -371,6 +387,33 @@ mod tests {
     use super::*;
     use aws_lc_rs::signature::{self as lc, KeyPair};
     use aws_lc_rs::{rand::SystemRandom, rsa};
+
+    /// The metadata's address follows the resource's public URL (behind a proxy too), and
+    /// this server's own address for a resource named otherwise.
+    #[test]
+    fn the_metadata_is_named_at_the_resources_public_address() {
+        let local: SocketAddr = "127.0.0.1:8765".parse().unwrap();
+        for (audience, url) in [
+            (
+                "https://tools.example/mcp",
+                "https://tools.example/.well-known/oauth-protected-resource/mcp",
+            ),
+            (
+                "https://tools.example:8443/",
+                "https://tools.example:8443/.well-known/oauth-protected-resource",
+            ),
+            (
+                "http://127.0.0.1:9000/a/mcp/",
+                "http://127.0.0.1:9000/.well-known/oauth-protected-resource/a/mcp",
+            ),
+            (
+                "urn:example:tools",
+                "http://127.0.0.1:8765/.well-known/oauth-protected-resource",
+            ),
+        ] {
+            assert_eq!(metadata_url(audience, local), url, "{audience}");
+        }
+    }
 
     /// The modulus and exponent of an RFC 8017 RSAPublicKey (DER), without leading zeros.
     fn modulus_and_exponent(der: &[u8]) -> (Vec<u8>, Vec<u8>) {

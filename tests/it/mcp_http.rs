@@ -283,7 +283,10 @@ async fn oauth_access_tokens_are_checked_against_the_issuers_keys() {
     )
     .await;
     let base = server.url.trim_end_matches("/mcp").to_string();
-    let metadata_url = format!("{base}/.well-known/oauth-protected-resource");
+    // Served here (at both RFC 9728 paths, so a proxy may forward the public one), and
+    // named in challenges at the resource's public address.
+    let metadata_url = format!("{base}/.well-known/oauth-protected-resource/mcp");
+    let public_metadata = "https://tools.example/.well-known/oauth-protected-resource/mcp";
     let good = json!({"iss": issuer.url, "aud": AUDIENCE, "exp": at(600), "iat": at(0),
         "scope": "openid mcp:tools", "sub": "someone"});
 
@@ -306,7 +309,7 @@ async fn oauth_access_tokens_are_checked_against_the_issuers_keys() {
     assert_eq!(resp.status(), 401);
     let challenge = resp.headers()["www-authenticate"].to_str().unwrap();
     assert!(
-        challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        challenge.contains(&format!("resource_metadata=\"{public_metadata}\"")),
         "{challenge}"
     );
 
