@@ -573,14 +573,13 @@ async fn record_then_replay(
 
     let replay_dir = Scratch::new(&format!("cli-replay-{name}"));
     let cassette_value = format!("{:?}", cassette.display().to_string());
-    let replay_config = config_with(
-        &server,
-        &replay_dir.workspace(),
-        &[
-            ("llm.api_type", "\"replay\""),
-            ("llm.cassette", &cassette_value),
-        ],
-    );
+    // The run's own settings, its model replayed.
+    let replayed_model = [
+        ("llm.api_type", "\"replay\""),
+        ("llm.cassette", &cassette_value[..]),
+    ];
+    let settings: Vec<_> = overrides.iter().copied().chain(replayed_model).collect();
+    let replay_config = config_with(&server, &replay_dir.workspace(), &settings);
     let requests = server.requests();
     drop(server);
     let replay_config = replay_dir.write_config(&replay_config);
@@ -1170,5 +1169,24 @@ async fn a_step_ended_before_acting_is_held_once_and_replays_the_same() {
     assert_eq!(
         std::fs::read_to_string(dir.workspace().join("hi.txt")).unwrap(),
         "hi\n"
+    );
+}
+
+/// On a step's last round (`max_steps = 1` here) there is no round left to act in: a
+/// success before acting is taken at its word, not held.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_success_on_the_last_round_is_not_held() {
+    let script = vec![Reply::text(
+        &json!({"name": "terminate", "arguments": {"status": "success"}}).to_string(),
+    )];
+    let overrides = [
+        ("llm.tool_calls", "\"constrained\""),
+        ("agents.manus.max_steps", "1"),
+    ];
+    let (outcome, _, requests) = record_then_replay("last", "run", script, &overrides).await;
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert_eq!(
+        (outcome["usage"]["calls"].as_u64(), requests.len()),
+        (Some(1), 1)
     );
 }

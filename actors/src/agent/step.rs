@@ -313,7 +313,9 @@ impl<'a> StepRun<'a> {
                     None => continue,
                 }
             }
-            let success_only = matches!(&calls[..], [c] if tools::terminate::claims_success(c));
+            // Held only with a round left to act in: on the last, the model is taken at its word.
+            let success_only =
+                round < max && matches!(&calls[..], [c] if tools::terminate::claims_success(c));
             if let Some(nudge) = self.nudges.ended_before_acting(success_only, worded) {
                 let held = &calls[0];
                 self.finished(held, &super::act::answered(false, nudge.into()));
