@@ -517,10 +517,31 @@ async fn constrained_calls_ask_each_api_for_the_schema_in_its_own_field() {
     let (_, sent) = &gemini.requests()[0];
     let generation = &sent["generationConfig"];
     assert_eq!(generation["responseMimeType"], "application/json");
-    assert_eq!(
-        generation["responseJsonSchema"]["properties"]["arguments"],
-        variants
+    // The same variants, each `const` as a one-value `enum`.
+    let sent_schema = &generation["responseJsonSchema"];
+    assert!(
+        !sent_schema.to_string().contains("\"const\""),
+        "{sent_schema}"
     );
+    assert_eq!(
+        sent_schema["properties"]["name"]["enum"],
+        json!(["str_replace_editor"])
+    );
+    let sent_variants = sent_schema["properties"]["arguments"]["anyOf"]
+        .as_array()
+        .unwrap();
+    let ours = variants["anyOf"].as_array().unwrap();
+    assert_eq!(sent_variants.len(), ours.len());
+    for (sent, ours) in sent_variants.iter().zip(ours) {
+        let command = &ours["properties"]["command"]["const"];
+        assert_eq!(
+            sent["properties"]["command"]["enum"],
+            json!([command]),
+            "{sent}"
+        );
+        assert_eq!(sent["required"], ours["required"], "{sent}");
+        assert_eq!(sent["additionalProperties"], false, "{sent}");
+    }
     assert!(sent.get("tools").is_none(), "{sent}");
 }
 

@@ -160,7 +160,7 @@ fn request(s: &LlmSettings, req: &ChatRequest<'_>, response_format: Option<&Valu
     let mut generation = json!({"maxOutputTokens": s.max_tokens, "temperature": s.temperature});
     if let Some(schema) = response_format.and_then(|f| f.pointer("/json_schema/schema")) {
         generation["responseMimeType"] = "application/json".into();
-        generation["responseJsonSchema"] = schema.clone();
+        generation["responseJsonSchema"] = consts_as_enums(schema);
     }
     body.insert("generationConfig".into(), generation);
     Value::Object(body)
@@ -234,6 +234,36 @@ fn subset(schema: &Value, dropped: &mut Vec<String>) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// A JSON schema for `responseJsonSchema`, each `const` written as a one-value `enum` (the
+/// structured-output schema Gemini documents lists `enum`, not `const`); the rest as it is.
+fn consts_as_enums(schema: &Value) -> Value {
+    let Some(object) = schema.as_object() else {
+        return schema.clone();
+    };
+    let each = |v: &Value| match v {
+        Value::Array(all) => all.iter().map(consts_as_enums).collect::<Vec<_>>().into(),
+        one => consts_as_enums(one),
+    };
+    object
+        .iter()
+        .map(|(key, value)| match key.as_str() {
+            "const" => ("enum".to_string(), json!([value])),
+            "properties" | "$defs" => {
+                let named = value.as_object().into_iter().flatten();
+                let named: Map<String, Value> = named
+                    .map(|(k, s)| (k.clone(), consts_as_enums(s)))
+                    .collect();
+                (key.clone(), Value::Object(named))
+            }
+            "items" | "anyOf" | "oneOf" | "allOf" | "additionalProperties" | "prefixItems" => {
+                (key.clone(), each(value))
+            }
+            _ => (key.clone(), value.clone()),
+        })
+        .collect::<Map<String, Value>>()
+        .into()
 }
 
 /// A user message's parts: its text, and its images (a `data:` URL as inline data, any
