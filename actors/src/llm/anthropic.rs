@@ -400,17 +400,14 @@ impl Assembly {
 
 impl Assemble for Assembly {
     fn add(&mut self, data: &str) -> Option<String> {
-        if self.fault.is_some() || data.trim().is_empty() {
+        if self.fault.is_some() {
             return None;
         }
-        let event = match serde_json::from_str::<Value>(data) {
-            Ok(event) if event.is_object() => event,
-            _ => {
-                self.fault = Some(format!(
-                    "an event that is no answer event after {} pieces: {}",
-                    self.events,
-                    crate::text::clip(data, 200)
-                ));
+        let event = match super::provider::event_json(data, self.events) {
+            Ok(Some(event)) => event,
+            Ok(None) => return None,
+            Err(fault) => {
+                self.fault = Some(fault);
                 return None;
             }
         };

@@ -457,17 +457,14 @@ struct Assembly {
 
 impl Assemble for Assembly {
     fn add(&mut self, data: &str) -> Option<String> {
-        if self.fault.is_some() || data.trim().is_empty() {
+        if self.fault.is_some() {
             return None;
         }
-        let chunk = match serde_json::from_str::<Value>(data) {
-            Ok(chunk) if chunk.is_object() => chunk,
-            _ => {
-                self.fault = Some(format!(
-                    "an event that is no answer chunk after {} pieces: {}",
-                    self.events,
-                    crate::text::clip(data, 200)
-                ));
+        let chunk = match super::provider::event_json(data, self.events) {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return None,
+            Err(fault) => {
+                self.fault = Some(fault);
                 return None;
             }
         };

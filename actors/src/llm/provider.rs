@@ -62,6 +62,22 @@ pub trait Assemble: Send {
     fn complete(self: Box<Self>, done: bool) -> Result<Value, Untaken>;
 }
 
+/// One stream event's data as the JSON object every API's events are: `Ok(None)` for a
+/// blank keep-alive, `Err` the fault to keep when it is no such object (`pieces`: how many
+/// came before it).
+pub(super) fn event_json(data: &str, pieces: usize) -> Result<Option<Value>, String> {
+    if data.trim().is_empty() {
+        return Ok(None);
+    }
+    match serde_json::from_str::<Value>(data) {
+        Ok(event) if event.is_object() => Ok(Some(event)),
+        _ => Err(format!(
+            "an event that is no piece of an answer after {pieces} pieces: {}",
+            crate::text::clip(data, 200)
+        )),
+    }
+}
+
 /// Why a streamed answer is not taken.
 #[derive(Debug)]
 pub enum Untaken {

@@ -51,17 +51,14 @@ fn text_start(content: &str) -> Option<usize> {
 impl Assembly {
     /// Take one event's data; the text it adds to the answer, if any.
     pub fn add(&mut self, data: &str) -> Option<String> {
-        if self.fault.is_some() || data.trim().is_empty() {
+        if self.fault.is_some() {
             return None;
         }
-        let chunk = match serde_json::from_str::<Value>(data) {
-            Ok(chunk) if chunk.is_object() => chunk,
-            _ => {
-                self.fault = Some(format!(
-                    "an event that is no answer chunk after {} pieces: {}",
-                    self.chunks,
-                    crate::text::clip(data, 200)
-                ));
+        let chunk = match super::provider::event_json(data, self.chunks) {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return None,
+            Err(fault) => {
+                self.fault = Some(fault);
                 return None;
             }
         };
