@@ -18,8 +18,10 @@ use crate::support::scenario::{Scratch, done, free_port, listening_soon, observa
 
 const BIN: &str = env!("CARGO_BIN_EXE_manus-rt");
 
-/// The protected Python server, trusting `auth`.
-async fn protected_server(auth: &AuthServer) -> (Peer, String) {
+/// An authorization server whose access tokens live `ttl`, and the protected Python server
+/// trusting it, with its URL.
+async fn protected(ttl: Duration) -> (AuthServer, Peer, String) {
+    let auth = AuthServer::start(ttl).await;
     let (_, python) = peers();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/mcp_oauth_server.py");
     let port = free_port();
@@ -38,7 +40,7 @@ async fn protected_server(auth: &AuthServer) -> (Peer, String) {
         listening_soon(port).await,
         "the protected server did not listen"
     );
-    (peer, format!("http://127.0.0.1:{port}/mcp"))
+    (auth, peer, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 /// A config file in `dir` whose servers file has `secure` at `url` with `oauth`.
@@ -47,8 +49,9 @@ fn config(llm: &ScriptedLlm, dir: &Scratch, url: &str, oauth: Value) -> PathBuf 
     dir.write_config(&mcp_config_text(llm, dir, servers, &[]))
 }
 
-/// `manus-rt` with `args` in `dir`, the client secret in `SECURE_SECRET`; its output.
-async fn cli(dir: &Scratch, config: &Path, secret: &str, args: &[&str]) -> (bool, String) {
+/// `manus-rt run-mcp` on the `secure` server with `prompt`, in `dir`, the client secret
+/// `secret` in `SECURE_SECRET`; its output.
+async fn ask(dir: &Scratch, config: &Path, secret: &str, prompt: &str) -> (bool, String) {
     let out = tokio::time::timeout(
         Duration::from_secs(120),
         tokio::process::Command::new(BIN)
@@ -56,7 +59,7 @@ async fn cli(dir: &Scratch, config: &Path, secret: &str, args: &[&str]) -> (bool
             .env("SECURE_SECRET", secret)
             .arg("--config")
             .arg(config)
-            .args(args)
+            .args(["run-mcp", "--server", "secure", "-p", prompt])
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output(),
@@ -80,6 +83,11 @@ fn whoami_script(llm: &ScriptedLlm) {
     ]);
 }
 
+/// A PKCE sign-in (`mcp-login`) as the known client.
+fn sign_in() -> Value {
+    json!({"grant": "authorization_code", "client_id": CLIENT_ID, "scopes": ["mcp"]})
+}
+
 fn client_credentials() -> Value {
     json!({"grant": "client_credentials", "client_id": CLIENT_ID,
            "client_secret_env": "SECURE_SECRET", "scopes": ["mcp"]})
@@ -87,19 +95,12 @@ fn client_credentials() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_credentials_get_a_token_the_client_uses() {
-    let auth = AuthServer::start(Duration::from_secs(3600)).await;
-    let (_peer, url) = protected_server(&auth).await;
+    let (auth, _peer, url) = protected(Duration::from_secs(3600)).await;
     let llm = ScriptedLlm::start().await;
     whoami_script(&llm);
     let dir = Scratch::new("mcp-oauth-cc");
     let config = config(&llm, &dir, &url, client_credentials());
-    let (ok, out) = cli(
-        &dir,
-        &config,
-        CLIENT_SECRET,
-        &["run-mcp", "--server", "secure", "-p", "who am I"],
-    )
-    .await;
+    let (ok, out) = ask(&dir, &config, CLIENT_SECRET, "who am I").await;
     assert!(ok, "{out}");
     assert!(
         llm.requests()[0]
@@ -116,8 +117,7 @@ async fn client_credentials_get_a_token_the_client_uses() {
 async fn a_client_credentials_token_is_renewed_before_it_expires() {
     // Tokens live 34 s, so the session is opened again (with a new token) 2 s after the
     // first; the second call comes 6 s later, when the first token would count as expired.
-    let auth = AuthServer::start(Duration::from_secs(34)).await;
-    let (_peer, url) = protected_server(&auth).await;
+    let (auth, _peer, url) = protected(Duration::from_secs(34)).await;
     let llm = ScriptedLlm::start().await;
     llm.push_all([
         Reply::tool("mcp_secure_whoami", json!({})),
@@ -126,13 +126,7 @@ async fn a_client_credentials_token_is_renewed_before_it_expires() {
     ]);
     let dir = Scratch::new("mcp-oauth-renew");
     let config = config(&llm, &dir, &url, client_credentials());
-    let (ok, out) = cli(
-        &dir,
-        &config,
-        CLIENT_SECRET,
-        &["run-mcp", "--server", "secure", "-p", "who am I, twice"],
-    )
-    .await;
+    let (ok, out) = ask(&dir, &config, CLIENT_SECRET, "who am I, twice").await;
     assert!(ok, "{out}");
     assert_eq!(observation(&llm, 0), format!("signed in as {CLIENT_ID}"));
     assert_eq!(observation(&llm, 1), format!("signed in as {CLIENT_ID}"));
@@ -141,19 +135,12 @@ async fn a_client_credentials_token_is_renewed_before_it_expires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_client_secret_says_which_server_and_step() {
-    let auth = AuthServer::start(Duration::from_secs(3600)).await;
-    let (_peer, url) = protected_server(&auth).await;
+    let (auth, _peer, url) = protected(Duration::from_secs(3600)).await;
     let llm = ScriptedLlm::start().await;
     whoami_script(&llm);
     let dir = Scratch::new("mcp-oauth-wrong");
     let config = config(&llm, &dir, &url, client_credentials());
-    let (_, out) = cli(
-        &dir,
-        &config,
-        "not-the-secret",
-        &["run-mcp", "--server", "secure", "-p", "who am I"],
-    )
-    .await;
+    let (_, out) = ask(&dir, &config, "not-the-secret", "who am I").await;
     // The server's tools are missing and the model is told why.
     let first = &llm.requests()[0];
     assert!(
@@ -218,25 +205,18 @@ async fn login(dir: &Scratch, config: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pkce_sign_in_gets_a_token_the_client_uses() {
-    let auth = AuthServer::start(Duration::from_secs(3600)).await;
-    let (_peer, url) = protected_server(&auth).await;
+    let (auth, _peer, url) = protected(Duration::from_secs(3600)).await;
     let llm = ScriptedLlm::start().await;
     whoami_script(&llm);
     let dir = Scratch::new("mcp-oauth-pkce");
-    let oauth = json!({"grant": "authorization_code", "client_id": CLIENT_ID, "scopes": ["mcp"]});
+    let oauth = sign_in();
     let config = config(&llm, &dir, &url, oauth);
     // Before anyone signs in, the server's tools are missing with a note saying what to do.
     let said = login(&dir, &config).await;
     assert!(said.contains("Signed in to `secure`"), "{said}");
     assert_eq!(auth.grants("authorization_code"), 1);
     assert_eq!(mode(&dir.path().join("mcp-tokens/secure.json")), 0o600);
-    let (ok, out) = cli(
-        &dir,
-        &config,
-        "",
-        &["run-mcp", "--server", "secure", "-p", "who am I"],
-    )
-    .await;
+    let (ok, out) = ask(&dir, &config, "", "who am I").await;
     assert!(ok, "{out}");
     assert_eq!(observation(&llm, 0), format!("signed in as {CLIENT_ID}"));
     assert_eq!(auth.grants("refresh_token"), 0);
@@ -244,21 +224,14 @@ async fn a_pkce_sign_in_gets_a_token_the_client_uses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_client_id_the_sign_in_registers_the_client() {
-    let auth = AuthServer::start(Duration::from_secs(3600)).await;
-    let (_peer, url) = protected_server(&auth).await;
+    let (_auth, _peer, url) = protected(Duration::from_secs(3600)).await;
     let llm = ScriptedLlm::start().await;
     whoami_script(&llm);
     let dir = Scratch::new("mcp-oauth-dcr");
     let oauth = json!({"grant": "authorization_code", "scopes": ["mcp"]});
     let config = config(&llm, &dir, &url, oauth);
     login(&dir, &config).await;
-    let (ok, out) = cli(
-        &dir,
-        &config,
-        "",
-        &["run-mcp", "--server", "secure", "-p", "who am I"],
-    )
-    .await;
+    let (ok, out) = ask(&dir, &config, "", "who am I").await;
     assert!(ok, "{out}");
     // The registered client's id, kept with the tokens, is the one the server sees.
     assert!(
@@ -271,23 +244,16 @@ async fn without_a_client_id_the_sign_in_registers_the_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_refreshed() {
     // Tokens live 2 seconds: the stored one has expired by the time the run uses it.
-    let auth = AuthServer::start(Duration::from_secs(2)).await;
-    let (_peer, url) = protected_server(&auth).await;
+    let (auth, _peer, url) = protected(Duration::from_secs(2)).await;
     let llm = ScriptedLlm::start().await;
     whoami_script(&llm);
     let dir = Scratch::new("mcp-oauth-refresh");
-    let oauth = json!({"grant": "authorization_code", "client_id": CLIENT_ID, "scopes": ["mcp"]});
+    let oauth = sign_in();
     let config = config(&llm, &dir, &url, oauth);
     login(&dir, &config).await;
     let before = std::fs::read_to_string(dir.path().join("mcp-tokens/secure.json")).unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (ok, out) = cli(
-        &dir,
-        &config,
-        "",
-        &["run-mcp", "--server", "secure", "-p", "who am I"],
-    )
-    .await;
+    let (ok, out) = ask(&dir, &config, "", "who am I").await;
     assert!(ok, "{out}");
     assert_eq!(observation(&llm, 0), format!("signed in as {CLIENT_ID}"));
     assert!(auth.grants("refresh_token") >= 1);
@@ -299,10 +265,9 @@ async fn an_expired_token_is_refreshed() {
 async fn two_processes_refresh_the_same_tokens_one_after_the_other() {
     // Each refresh token is good once, and each refresh is held 2 s, so two runs that
     // refreshed at once would spend the same refresh token and one would be refused.
-    let auth = AuthServer::start(Duration::from_secs(2)).await;
-    let (_peer, url) = protected_server(&auth).await;
+    let (auth, _peer, url) = protected(Duration::from_secs(2)).await;
     let dir = Scratch::new("mcp-oauth-two");
-    let oauth = json!({"grant": "authorization_code", "client_id": CLIENT_ID, "scopes": ["mcp"]});
+    let oauth = sign_in();
     let (first, second) = (ScriptedLlm::start().await, ScriptedLlm::start().await);
     whoami_script(&first);
     whoami_script(&second);
@@ -321,9 +286,10 @@ async fn two_processes_refresh_the_same_tokens_one_after_the_other() {
     .unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     auth.slow_refresh(Duration::from_secs(2));
-    let args = ["run-mcp", "--server", "secure", "-p", "who am I"];
-    let ((ok1, out1), (ok2, out2)) =
-        tokio::join!(cli(&dir, &one, "", &args), cli(&dir, &two, "", &args));
+    let ((ok1, out1), (ok2, out2)) = tokio::join!(
+        ask(&dir, &one, "", "who am I"),
+        ask(&dir, &two, "", "who am I")
+    );
     assert!(ok1 && ok2, "{out1}\n---\n{out2}");
     assert_eq!(observation(&first, 0), format!("signed in as {CLIENT_ID}"));
     assert_eq!(observation(&second, 0), format!("signed in as {CLIENT_ID}"));
@@ -331,20 +297,13 @@ async fn two_processes_refresh_the_same_tokens_one_after_the_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_sign_in_the_error_says_to_run_mcp_login() {
-    let auth = AuthServer::start(Duration::from_secs(3600)).await;
-    let (_peer, url) = protected_server(&auth).await;
+    let (_auth, _peer, url) = protected(Duration::from_secs(3600)).await;
     let llm = ScriptedLlm::start().await;
     llm.push_all([done("nothing to do")]);
     let dir = Scratch::new("mcp-oauth-none");
     let oauth = json!({"grant": "authorization_code", "client_id": CLIENT_ID});
     let config = config(&llm, &dir, &url, oauth);
-    let (_, out) = cli(
-        &dir,
-        &config,
-        "",
-        &["run-mcp", "--server", "secure", "-p", "who am I"],
-    )
-    .await;
+    let (_, out) = ask(&dir, &config, "", "who am I").await;
     let said = format!(
         "{}\n{out}",
         serde_json::to_string(&llm.requests()[0].body).unwrap()
